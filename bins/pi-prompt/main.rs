@@ -1,0 +1,17 @@
+//! `pi-prompt` — the system prompt builder. Not built yet: this binary only documents
+//! itself, so nothing pretends to work.
+
+use clap::{CommandFactory, Parser};
+
+/// Build the sectioned system prompt and expand user input (not implemented yet: see the README's
+/// roadmap; use the real `pi` meanwhile).
+#[derive(Parser, Debug)]
+#[command(name = "pi-prompt", version, about, long_about = None)]
+struct Cli {}
+
+fn main() {
+    let _ = Cli::parse();
+    let _ = Cli::command().print_help();
+    eprintln!("\npi-prompt: error: not implemented yet in this version of the pi toolkit");
+    std::process::exit(2);
+}

@@ -1,0 +1,428 @@
+//! Session file lines: the header and the entry types of pi's session
+//! format version 3 (plus `usage` and `context_edit`, added by pi 1.x).
+//!
+//! Key order follows what pi writes (see `reference/pi-formats.md` §1.5).
+//! Unknown entry types, and entries of a known type that fail to parse, are
+//! kept whole as [`Entry::Unknown`]; they still take part in the tree when
+//! they carry `id` / `parentId`.
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+use super::message::{
+    keep_null, serialize_tagged, tagged_enum, typed_or_raw, AgentMessage, UserContent, Usage,
+};
+use super::num::Num;
+
+/// The session format version this toolkit writes.
+pub const CURRENT_SESSION_VERSION: u64 = 3;
+
+/// The first line of a session file.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SessionHeader {
+    /// Absent in version 1 files.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub version: Option<Num>,
+    pub id: String,
+    #[serde(default)]
+    pub timestamp: String,
+    /// Working directory the session was started in (empty in old files).
+    #[serde(default)]
+    pub cwd: String,
+    /// Path of the session this one was forked from.
+    #[serde(
+        rename = "parentSession",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub parent_session: Option<String>,
+    #[serde(flatten)]
+    pub extra: Map<String, Value>,
+}
+
+impl SessionHeader {
+    /// The format version (1 when absent).
+    pub fn version(&self) -> u64 {
+        self.version.as_ref().map(Num::as_u64).unwrap_or(1)
+    }
+
+    /// A new version-3 header.
+    pub fn new(id: String, timestamp: String, cwd: String, parent: Option<String>) -> Self {
+        SessionHeader {
+            version: Some(Num::int(CURRENT_SESSION_VERSION)),
+            id,
+            timestamp,
+            cwd,
+            parent_session: parent,
+            extra: Map::new(),
+        }
+    }
+
+    /// Parses a header object (`type` must be `"session"`).
+    pub fn from_map(mut map: Map<String, Value>) -> Result<Self, String> {
+        match map.get("type").and_then(Value::as_str) {
+            Some("session") => {}
+            Some(t) => return Err(format!("first line has type \"{t}\", expected \"session\"")),
+            None => return Err("first line has no \"type\" field".into()),
+        }
+        map.shift_remove("type");
+        if !map.get("id").is_some_and(Value::is_string) {
+            return Err("session header has no string \"id\"".into());
+        }
+        serde_json::from_value(Value::Object(map)).map_err(|e| format!("session header: {e}"))
+    }
+}
+
+impl SessionHeader {
+    /// The header as one JSON line (without the newline).
+    pub fn to_line(&self) -> String {
+        let mut out = Vec::new();
+        let mut ser = serde_json::Serializer::new(&mut out);
+        // Serialising a map of strings and numbers cannot fail.
+        let _ = serialize_tagged(&mut ser, "type", "session", self);
+        String::from_utf8(out).unwrap_or_default()
+    }
+}
+
+/// `message` — one [`AgentMessage`].
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct MessageEntry {
+    pub id: String,
+    #[serde(rename = "parentId", default)]
+    pub parent_id: Option<String>,
+    #[serde(default)]
+    pub timestamp: String,
+    pub message: AgentMessage,
+    #[serde(flatten)]
+    pub extra: Map<String, Value>,
+}
+
+/// `thinking_level_change`
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ThinkingLevelChangeEntry {
+    pub id: String,
+    #[serde(rename = "parentId", default)]
+    pub parent_id: Option<String>,
+    #[serde(default)]
+    pub timestamp: String,
+    #[serde(rename = "thinkingLevel")]
+    pub thinking_level: String,
+    #[serde(flatten)]
+    pub extra: Map<String, Value>,
+}
+
+/// `model_change`
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ModelChangeEntry {
+    pub id: String,
+    #[serde(rename = "parentId", default)]
+    pub parent_id: Option<String>,
+    #[serde(default)]
+    pub timestamp: String,
+    pub provider: String,
+    #[serde(rename = "modelId")]
+    pub model_id: String,
+    #[serde(flatten)]
+    pub extra: Map<String, Value>,
+}
+
+/// `compaction` — a summary replacing the entries before `firstKeptEntryId`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CompactionEntry {
+    pub id: String,
+    #[serde(rename = "parentId", default)]
+    pub parent_id: Option<String>,
+    #[serde(default)]
+    pub timestamp: String,
+    pub summary: String,
+    #[serde(rename = "firstKeptEntryId", default)]
+    pub first_kept_entry_id: String,
+    #[serde(rename = "tokensBefore", default)]
+    pub tokens_before: Num,
+    #[serde(
+        default,
+        deserialize_with = "keep_null",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub details: Option<Value>,
+    #[serde(rename = "fromHook", default, skip_serializing_if = "Option::is_none")]
+    pub from_hook: Option<bool>,
+    /// pi 1.x: the replayed system prompt and tools at the compaction point.
+    #[serde(
+        rename = "systemMessage",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub system_message: Option<AgentMessage>,
+    /// pi 1.x: usage of the summarisation call.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub usage: Option<Usage>,
+    #[serde(flatten)]
+    pub extra: Map<String, Value>,
+}
+
+/// `branch_summary` — a summary of an abandoned branch.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct BranchSummaryEntry {
+    pub id: String,
+    #[serde(rename = "parentId", default)]
+    pub parent_id: Option<String>,
+    #[serde(default)]
+    pub timestamp: String,
+    #[serde(rename = "fromId", default)]
+    pub from_id: String,
+    pub summary: String,
+    #[serde(
+        default,
+        deserialize_with = "keep_null",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub details: Option<Value>,
+    #[serde(rename = "fromHook", default, skip_serializing_if = "Option::is_none")]
+    pub from_hook: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub usage: Option<Usage>,
+    #[serde(flatten)]
+    pub extra: Map<String, Value>,
+}
+
+/// `custom` — extension state; never part of the model context.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CustomEntry {
+    #[serde(rename = "customType")]
+    pub custom_type: String,
+    #[serde(
+        default,
+        deserialize_with = "keep_null",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub data: Option<Value>,
+    pub id: String,
+    #[serde(rename = "parentId", default)]
+    pub parent_id: Option<String>,
+    #[serde(default)]
+    pub timestamp: String,
+    #[serde(flatten)]
+    pub extra: Map<String, Value>,
+}
+
+/// `custom_message` — an extension message that is part of the context.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CustomMessageEntry {
+    #[serde(rename = "customType")]
+    pub custom_type: String,
+    pub content: UserContent,
+    #[serde(default)]
+    pub display: bool,
+    #[serde(
+        default,
+        deserialize_with = "keep_null",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub details: Option<Value>,
+    pub id: String,
+    #[serde(rename = "parentId", default)]
+    pub parent_id: Option<String>,
+    #[serde(default)]
+    pub timestamp: String,
+    #[serde(flatten)]
+    pub extra: Map<String, Value>,
+}
+
+/// `label` — a bookmark on another entry; no `label` key clears it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LabelEntry {
+    pub id: String,
+    #[serde(rename = "parentId", default)]
+    pub parent_id: Option<String>,
+    #[serde(default)]
+    pub timestamp: String,
+    #[serde(rename = "targetId")]
+    pub target_id: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub label: Option<String>,
+    #[serde(flatten)]
+    pub extra: Map<String, Value>,
+}
+
+/// `session_info` — the session's display name.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SessionInfoEntry {
+    pub id: String,
+    #[serde(rename = "parentId", default)]
+    pub parent_id: Option<String>,
+    #[serde(default)]
+    pub timestamp: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    #[serde(flatten)]
+    pub extra: Map<String, Value>,
+}
+
+/// `usage` (pi 1.x) — model usage that is not an assistant message.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct UsageEntry {
+    pub id: String,
+    #[serde(rename = "parentId", default)]
+    pub parent_id: Option<String>,
+    #[serde(default)]
+    pub timestamp: String,
+    #[serde(default)]
+    pub kind: String,
+    #[serde(default)]
+    pub provider: String,
+    #[serde(default)]
+    pub model: String,
+    pub usage: Usage,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
+    #[serde(flatten)]
+    pub extra: Map<String, Value>,
+}
+
+/// `context_edit` (pi 1.x) — replaces or omits one earlier entry's content
+/// in the future model context.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ContextEditEntry {
+    pub id: String,
+    #[serde(rename = "parentId", default)]
+    pub parent_id: Option<String>,
+    #[serde(default)]
+    pub timestamp: String,
+    #[serde(rename = "targetId")]
+    pub target_id: String,
+    /// `null` omits the target; `{content}` replaces its content.
+    #[serde(default)]
+    pub replacement: Value,
+    #[serde(flatten)]
+    pub extra: Map<String, Value>,
+}
+
+tagged_enum! {
+    /// One entry line of a session file.
+    pub enum Entry tag "type" {
+        Message(MessageEntry) = "message",
+        ThinkingLevelChange(ThinkingLevelChangeEntry) = "thinking_level_change",
+        ModelChange(ModelChangeEntry) = "model_change",
+        Compaction(CompactionEntry) = "compaction",
+        BranchSummary(BranchSummaryEntry) = "branch_summary",
+        Custom(CustomEntry) = "custom",
+        CustomMessage(CustomMessageEntry) = "custom_message",
+        Label(LabelEntry) = "label",
+        SessionInfo(SessionInfoEntry) = "session_info",
+        Usage(UsageEntry) = "usage",
+        ContextEdit(ContextEditEntry) = "context_edit",
+    }
+}
+
+macro_rules! each_known {
+    ($self:expr, $e:ident => $body:expr, $unknown:ident => $ubody:expr) => {
+        match $self {
+            Entry::Message($e) => $body,
+            Entry::ThinkingLevelChange($e) => $body,
+            Entry::ModelChange($e) => $body,
+            Entry::Compaction($e) => $body,
+            Entry::BranchSummary($e) => $body,
+            Entry::Custom($e) => $body,
+            Entry::CustomMessage($e) => $body,
+            Entry::Label($e) => $body,
+            Entry::SessionInfo($e) => $body,
+            Entry::Usage($e) => $body,
+            Entry::ContextEdit($e) => $body,
+            Entry::Unknown($unknown) => $ubody,
+        }
+    };
+}
+
+impl Entry {
+    /// The entry type name.
+    pub fn kind(&self) -> &str {
+        self.tag()
+    }
+
+    /// The entry id (empty for an unknown entry without one).
+    pub fn id(&self) -> &str {
+        each_known!(self, e => &e.id, m => m.get("id").and_then(Value::as_str).unwrap_or(""))
+    }
+
+    /// The parent entry id; `None` for a root.
+    pub fn parent_id(&self) -> Option<&str> {
+        each_known!(self, e => e.parent_id.as_deref(), m => m.get("parentId").and_then(Value::as_str))
+    }
+
+    /// Re-parents the entry (used by fork and migration).
+    pub fn set_parent_id(&mut self, parent: Option<String>) {
+        each_known!(self, e => e.parent_id = parent, m => {
+            m.insert("parentId".into(), parent.map(Value::String).unwrap_or(Value::Null));
+        })
+    }
+
+    /// The ISO-8601 entry timestamp.
+    pub fn timestamp(&self) -> &str {
+        each_known!(self, e => &e.timestamp, m => m.get("timestamp").and_then(Value::as_str).unwrap_or(""))
+    }
+
+    /// The message, for `message` entries.
+    pub fn message(&self) -> Option<&AgentMessage> {
+        match self {
+            Entry::Message(m) => Some(&m.message),
+            _ => None,
+        }
+    }
+
+    /// The entry as one JSON line (without the newline).
+    pub fn to_line(&self) -> String {
+        serde_json::to_string(self).unwrap_or_default()
+    }
+}
+
+/// A parsed line of a session file.
+#[derive(Debug, Clone, PartialEq)]
+pub enum FileLine {
+    Header(SessionHeader),
+    Entry(Entry),
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rt(s: &str) -> String {
+        let e: Entry = serde_json::from_str(s).unwrap();
+        let out = e.to_line();
+        let a: Value = serde_json::from_str(s).unwrap();
+        let b: Value = serde_json::from_str(&out).unwrap();
+        assert_eq!(a, b);
+        out
+    }
+
+    #[test]
+    fn custom_entry_keeps_pi_key_order() {
+        let out = rt(r#"{"type":"custom","id":"a","parentId":null,"timestamp":"t","customType":"x","data":{"v":1}}"#);
+        assert_eq!(
+            out,
+            r#"{"type":"custom","customType":"x","data":{"v":1},"id":"a","parentId":null,"timestamp":"t"}"#
+        );
+    }
+
+    #[test]
+    fn unknown_and_broken_entries_round_trip() {
+        rt(r#"{"type":"hologram","id":"a","parentId":"b","timestamp":"t","beam":[1,2]}"#);
+        // A known type missing a required field is kept raw.
+        let e: Entry =
+            serde_json::from_str(r#"{"type":"label","id":"a","parentId":null,"timestamp":"t"}"#).unwrap();
+        assert!(matches!(e, Entry::Unknown(_)));
+        assert_eq!(e.id(), "a");
+        rt(r#"{"type":"label","id":"a","parentId":null,"timestamp":"t"}"#);
+        rt(r#"{"type":"context_edit","id":"a","parentId":"b","timestamp":"t","targetId":"c","replacement":null}"#);
+        rt(r#"{"type":"compaction","id":"a","parentId":"b","timestamp":"t","summary":"s","firstKeptEntryId":"c","tokensBefore":10,"details":{"readFiles":[]},"fromHook":false,"newThing":1}"#);
+    }
+
+    #[test]
+    fn header_round_trip() {
+        let s = r#"{"type":"session","version":3,"id":"u","timestamp":"t","cwd":"/x","extraField":true}"#;
+        let Value::Object(m) = serde_json::from_str::<Value>(s).unwrap() else { panic!() };
+        let h = SessionHeader::from_map(m).unwrap();
+        assert_eq!(h.to_line(), s);
+    }
+}

@@ -1,0 +1,20 @@
+//! Wire types: pi's session entries, agent messages, content blocks and the
+//! JSONL records this toolkit prints.
+//!
+//! Rules every type here follows, because the real pi reads what we write:
+//! * field order is the order pi writes (serde serialises struct fields in
+//!   declaration order, and `serde_json` is built with `preserve_order`);
+//! * absent optional values are omitted, never written as `null`, unless pi
+//!   itself writes `null` there (`parentId`);
+//! * every struct carries an `extra` map that keeps fields this version does
+//!   not know, and every enum has an `Unknown` variant that keeps the whole
+//!   object, so a read → write round trip never loses data.
+
+pub mod entry;
+pub mod message;
+pub mod num;
+pub mod records;
+
+pub use entry::{Entry, FileLine, SessionHeader, CURRENT_SESSION_VERSION};
+pub use message::{AgentMessage, ContentBlock, Cost, Usage, UserContent};
+pub use num::Num;

@@ -1,0 +1,103 @@
+//! The JSONL records `pi-session` prints. Each is one flat object tagged by
+//! `type`; consumers must ignore fields they do not know.
+
+use serde::Serialize;
+use serde_json::Value;
+
+/// `{"type":"session",…}` — one row of `pi-session ls` / `search`.
+#[derive(Debug, Clone, Serialize)]
+pub struct SessionRecord {
+    #[serde(rename = "type")]
+    pub kind: &'static str,
+    pub id: String,
+    pub path: String,
+    pub cwd: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    #[serde(rename = "parentSession", skip_serializing_if = "Option::is_none")]
+    pub parent_session: Option<String>,
+    pub created: String,
+    pub modified: String,
+    #[serde(rename = "messageCount")]
+    pub message_count: u64,
+    #[serde(rename = "firstMessage")]
+    pub first_message: String,
+    pub tokens: u64,
+    pub cost: f64,
+    pub bytes: u64,
+}
+
+/// `{"type":"diagnostic",…}` — a warning or error tied to a file and line.
+#[derive(Debug, Clone, Serialize)]
+pub struct DiagnosticRecord {
+    #[serde(rename = "type")]
+    pub kind: &'static str,
+    pub severity: &'static str,
+    pub path: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub line: Option<usize>,
+    pub message: String,
+}
+
+/// `{"type":"match",…}` — one hit of `pi-session search`.
+#[derive(Debug, Clone, Serialize)]
+pub struct MatchRecord {
+    #[serde(rename = "type")]
+    pub kind: &'static str,
+    #[serde(rename = "sessionId")]
+    pub session_id: String,
+    pub path: String,
+    #[serde(rename = "entryId")]
+    pub entry_id: String,
+    pub line: usize,
+    pub role: String,
+    pub text: String,
+}
+
+/// `{"type":"tree_node",…}` — one entry of `pi-session tree`.
+#[derive(Debug, Clone, Serialize)]
+pub struct TreeNodeRecord {
+    #[serde(rename = "type")]
+    pub kind: &'static str,
+    pub id: String,
+    #[serde(rename = "parentId")]
+    pub parent_id: Option<String>,
+    #[serde(rename = "entryType")]
+    pub entry_type: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub role: Option<String>,
+    pub depth: usize,
+    pub children: usize,
+    #[serde(rename = "onBranch")]
+    pub on_branch: bool,
+    pub leaf: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub label: Option<String>,
+    pub summary: String,
+    pub timestamp: String,
+}
+
+/// `{"type":"context",…}` — header record of `pi-session context`.
+#[derive(Debug, Clone, Serialize)]
+pub struct ContextRecord {
+    #[serde(rename = "type")]
+    pub kind: &'static str,
+    #[serde(rename = "sessionId")]
+    pub session_id: String,
+    #[serde(rename = "leafId")]
+    pub leaf_id: Option<String>,
+    #[serde(rename = "thinkingLevel")]
+    pub thinking_level: String,
+    pub model: Value,
+    pub messages: usize,
+}
+
+/// `{"type":"context_message",…}` — one message of `pi-session context`.
+#[derive(Debug, Clone, Serialize)]
+pub struct ContextMessageRecord<'a> {
+    #[serde(rename = "type")]
+    pub kind: &'static str,
+    #[serde(rename = "entryId")]
+    pub entry_id: &'a str,
+    pub message: &'a crate::format::AgentMessage,
+}

@@ -1,0 +1,15 @@
+//! The shared library of the pi toolkit.
+//!
+//! Every on-disk and on-the-wire format of pi lives in [`format`]; every piece
+//! of logic the four binaries share lives in the sibling modules. The binaries
+//! (`pi-session`, `pi-run`, `pi-resources`, `pi-prompt`) are thin clients: they
+//! parse arguments, call into this crate and print records.
+//!
+//! [`format`] depends on serde only (no async runtime, no HTTP), so it could be
+//! lifted into its own crate unchanged.
+
+pub mod cli;
+pub mod format;
+pub mod paths;
+pub mod session;
+pub mod timefmt;

@@ -1,0 +1,408 @@
+//! Fast listing of many session files (`pi-session ls`).
+//!
+//! Listing must keep up with 10,000 sessions / several GB, so it does not
+//! build full entries. Each file is read once into a reused buffer, lines are
+//! found with `memchr`, and only the few lines that matter are parsed: the
+//! header, `session_info` names, the first user message, and the `usage`
+//! object at the end of assistant lines (a structural `"usage":{` cannot
+//! occur inside a JSON string, where quotes are escaped). Anything that does
+//! not match the expected shape falls back to a full parse of that line, so
+//! odd files are slower, never wrong. Files are spread over all cores.
+
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use memchr::memmem;
+use serde_json::Value;
+
+use crate::format::{AgentMessage, Usage};
+use crate::timefmt::parse_iso_ms;
+
+/// What `ls` shows of one session.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct SessionSummary {
+    pub path: PathBuf,
+    pub id: String,
+    pub cwd: String,
+    pub name: Option<String>,
+    pub parent_session: Option<String>,
+    /// Header timestamp (ISO).
+    pub created: String,
+    /// Epoch ms of the last activity: the latest message timestamp, else the
+    /// header time.
+    pub modified_ms: i64,
+    /// File modification time, epoch ms.
+    pub mtime_ms: i64,
+    pub message_count: u64,
+    /// Text of the first user message (empty when there is none).
+    pub first_message: String,
+    pub tokens: u64,
+    pub cost: f64,
+    pub bytes: u64,
+    /// Damaged lines skipped while scanning (1-based line numbers).
+    pub bad_lines: Vec<usize>,
+}
+
+/// Why a file was left out of a listing.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Skipped {
+    pub path: PathBuf,
+    pub reason: String,
+}
+
+/// Scans `files` in parallel; results keep the input order.
+pub fn scan_all(files: &[PathBuf]) -> Vec<Result<SessionSummary, Skipped>> {
+    let threads = std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(1)
+        .min(files.len().max(1));
+    let next = AtomicUsize::new(0);
+    let mut results: Vec<Option<Result<SessionSummary, Skipped>>> = vec![None; files.len()];
+    let chunks: Vec<Vec<(usize, Result<SessionSummary, Skipped>)>> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..threads)
+            .map(|_| {
+                s.spawn(|| {
+                    let mut buf = Vec::new();
+                    let mut out = Vec::new();
+                    loop {
+                        let i = next.fetch_add(1, Ordering::Relaxed);
+                        if i >= files.len() {
+                            break;
+                        }
+                        out.push((i, scan_file(&files[i], &mut buf)));
+                    }
+                    out
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| h.join().unwrap_or_default())
+            .collect()
+    });
+    for chunk in chunks {
+        for (i, r) in chunk {
+            results[i] = Some(r);
+        }
+    }
+    results
+        .into_iter()
+        .enumerate()
+        .map(|(i, r)| {
+            r.unwrap_or_else(|| {
+                Err(Skipped {
+                    path: files[i].clone(),
+                    reason: "scan did not complete".into(),
+                })
+            })
+        })
+        .collect()
+}
+
+/// Scans one file, reusing `buf` for its bytes.
+pub fn scan_file(path: &Path, buf: &mut Vec<u8>) -> Result<SessionSummary, Skipped> {
+    let skip = |reason: String| Skipped {
+        path: path.to_path_buf(),
+        reason,
+    };
+    buf.clear();
+    let mut f = std::fs::File::open(path).map_err(|e| skip(e.to_string()))?;
+    let meta = f.metadata().map_err(|e| skip(e.to_string()))?;
+    buf.reserve(meta.len() as usize + 1);
+    f.read_to_end(buf).map_err(|e| skip(e.to_string()))?;
+    let mtime_ms = meta
+        .modified()
+        .ok()
+        .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or(0);
+    let mut s = summarize(buf).map_err(skip)?;
+    s.path = path.to_path_buf();
+    s.mtime_ms = mtime_ms;
+    s.bytes = buf.len() as u64;
+    Ok(s)
+}
+
+const USAGE_KEY: &[u8] = b"\"usage\":{";
+
+/// Summarises the bytes of one session file.
+pub fn summarize(bytes: &[u8]) -> Result<SessionSummary, String> {
+    let mut s = SessionSummary::default();
+    let mut lines = LineIter { bytes, pos: 0, no: 0 };
+    // Header: the first non-blank line.
+    let header = loop {
+        match lines.next() {
+            None => return Err("empty file".into()),
+            Some((_, l)) if l.iter().all(u8::is_ascii_whitespace) => continue,
+            Some((_, l)) => break l,
+        }
+    };
+    let h: Value = serde_json::from_slice(header).map_err(|e| format!("line 1: not a session header ({e})"))?;
+    if h.get("type").and_then(Value::as_str) != Some("session") {
+        return Err("line 1: not a session header (type is not \"session\")".into());
+    }
+    s.id = h
+        .get("id")
+        .and_then(Value::as_str)
+        .ok_or("line 1: session header has no id")?
+        .to_string();
+    let version = h.get("version").and_then(Value::as_u64).unwrap_or(1);
+    if version > crate::format::CURRENT_SESSION_VERSION {
+        return Err(format!("line 1: unsupported session version {version}"));
+    }
+    s.cwd = h.get("cwd").and_then(Value::as_str).unwrap_or("").to_string();
+    s.created = h.get("timestamp").and_then(Value::as_str).unwrap_or("").to_string();
+    s.parent_session = h.get("parentSession").and_then(Value::as_str).map(str::to_string);
+    s.modified_ms = parse_iso_ms(&s.created).unwrap_or(0);
+    let mut first_user_found = false;
+    let mut last_msg_ts: i64 = 0;
+    let finder = memmem::FinderRev::new(USAGE_KEY);
+    for (no, line) in lines {
+        if line.is_empty() {
+            continue;
+        }
+        match quick_type(line) {
+            Some(b"message") => {
+                let role = quick_role(line);
+                let role = match role {
+                    Some(r) => r,
+                    None => {
+                        // Unusual layout: parse the whole line.
+                        match full_message(line) {
+                            Some(m) => {
+                                handle_full_message(&mut s, &m, &mut first_user_found, &mut last_msg_ts);
+                                continue;
+                            }
+                            None => {
+                                s.bad_lines.push(no);
+                                continue;
+                            }
+                        }
+                    }
+                };
+                s.message_count += 1;
+                if let Some(ts) = message_timestamp(line) {
+                    last_msg_ts = last_msg_ts.max(ts);
+                }
+                match role {
+                    b"user" if !first_user_found => {
+                        if let Some(m) = full_message(line) {
+                            first_user_found = true;
+                            s.first_message = m.text();
+                        } else {
+                            s.message_count -= 1;
+                            s.bad_lines.push(no);
+                        }
+                    }
+                    b"assistant" => {
+                        if !add_usage(&mut s, line, &finder) {
+                            match full_message(line) {
+                                Some(AgentMessage::Assistant(a)) => add(&mut s, &a.usage),
+                                Some(_) => {}
+                                None => {
+                                    s.message_count -= 1;
+                                    s.bad_lines.push(no);
+                                }
+                            }
+                        }
+                    }
+                    _ => {
+                        // Other roles only count; a torn last line is caught
+                        // by checking that it at least ends like an object.
+                        if !line.ends_with(b"}") {
+                            s.message_count -= 1;
+                            s.bad_lines.push(no);
+                        }
+                    }
+                }
+            }
+            Some(b"session_info") => match serde_json::from_slice::<Value>(line) {
+                Ok(v) => {
+                    if let Some(n) = v.get("name").and_then(Value::as_str).map(str::trim) {
+                        if !n.is_empty() {
+                            s.name = Some(n.to_string());
+                        }
+                    }
+                }
+                Err(_) => s.bad_lines.push(no),
+            },
+            Some(b"usage") | Some(b"compaction") | Some(b"branch_summary") => {
+                add_usage(&mut s, line, &finder);
+            }
+            Some(_) => {}
+            None => {
+                // Not pi's usual key order (or not JSON at all).
+                match serde_json::from_slice::<Value>(line) {
+                    Ok(v) => handle_value(&mut s, v, &mut first_user_found, &mut last_msg_ts, &finder),
+                    Err(_) => s.bad_lines.push(no),
+                }
+            }
+        }
+    }
+    if last_msg_ts > 0 {
+        s.modified_ms = last_msg_ts;
+    }
+    Ok(s)
+}
+
+fn handle_value(
+    s: &mut SessionSummary,
+    v: Value,
+    first_user_found: &mut bool,
+    last_msg_ts: &mut i64,
+    finder: &memmem::FinderRev<'_>,
+) {
+    let Value::Object(mut map) = v else { return };
+    match map.get("type").and_then(Value::as_str) {
+        Some("message") => {
+            if let Some(Value::Object(m)) = map.shift_remove("message") {
+                let m = AgentMessage::from_map(m);
+                handle_full_message(s, &m, first_user_found, last_msg_ts);
+            }
+        }
+        Some("session_info") => {
+            if let Some(n) = map.get("name").and_then(Value::as_str).map(str::trim) {
+                if !n.is_empty() {
+                    s.name = Some(n.to_string());
+                }
+            }
+        }
+        Some("usage") | Some("compaction") | Some("branch_summary") => {
+            let line = serde_json::to_vec(&map).unwrap_or_default();
+            add_usage(s, &line, finder);
+        }
+        _ => {}
+    }
+}
+
+fn handle_full_message(
+    s: &mut SessionSummary,
+    m: &AgentMessage,
+    first_user_found: &mut bool,
+    last_msg_ts: &mut i64,
+) {
+    s.message_count += 1;
+    if let Some(ts) = m.timestamp_ms() {
+        *last_msg_ts = (*last_msg_ts).max(ts);
+    }
+    match m {
+        AgentMessage::User(_) if !*first_user_found => {
+            *first_user_found = true;
+            s.first_message = m.text();
+        }
+        AgentMessage::Assistant(a) => add(s, &a.usage),
+        _ => {}
+    }
+}
+
+fn add(s: &mut SessionSummary, u: &Usage) {
+    let total = u.total_tokens.as_u64();
+    s.tokens += if total > 0 {
+        total
+    } else {
+        u.input.as_u64() + u.output.as_u64() + u.cache_read.as_u64() + u.cache_write.as_u64()
+    };
+    s.cost += u.cost.total.as_f64();
+}
+
+/// Finds the last structural `"usage":{` of the line and parses that object.
+fn add_usage(s: &mut SessionSummary, line: &[u8], finder: &memmem::FinderRev<'_>) -> bool {
+    let Some(pos) = finder.rfind(line) else {
+        return false;
+    };
+    let start = pos + USAGE_KEY.len() - 1;
+    let mut it = serde_json::Deserializer::from_slice(&line[start..]).into_iter::<Usage>();
+    match it.next() {
+        Some(Ok(u)) => {
+            add(s, &u);
+            true
+        }
+        _ => false,
+    }
+}
+
+fn full_message(line: &[u8]) -> Option<AgentMessage> {
+    let v: Value = serde_json::from_slice(line).ok()?;
+    let Value::Object(mut map) = v else { return None };
+    match map.shift_remove("message")? {
+        Value::Object(m) => Some(AgentMessage::from_map(m)),
+        _ => None,
+    }
+}
+
+/// `{"type":"X"` at the start of the line → `X`.
+fn quick_type(line: &[u8]) -> Option<&[u8]> {
+    let rest = line.strip_prefix(b"{\"type\":\"")?;
+    let end = memchr::memchr(b'"', rest)?;
+    Some(&rest[..end])
+}
+
+/// The role of a `message` entry written in pi's key order.
+fn quick_role(line: &[u8]) -> Option<&[u8]> {
+    const KEY: &[u8] = b"\"message\":{\"role\":\"";
+    let window = &line[..line.len().min(512)];
+    let pos = memmem::find(window, KEY)?;
+    let rest = &line[pos + KEY.len()..];
+    let end = memchr::memchr(b'"', rest)?;
+    Some(&rest[..end])
+}
+
+/// The entry timestamp (`"timestamp":"…"` before the message) in epoch ms.
+fn message_timestamp(line: &[u8]) -> Option<i64> {
+    const KEY: &[u8] = b"\"timestamp\":\"";
+    let window = &line[..line.len().min(256)];
+    let pos = memmem::find(window, KEY)?;
+    let rest = &window[pos + KEY.len()..];
+    let end = memchr::memchr(b'"', rest)?;
+    parse_iso_ms(std::str::from_utf8(&rest[..end]).ok()?)
+}
+
+struct LineIter<'a> {
+    bytes: &'a [u8],
+    pos: usize,
+    no: usize,
+}
+
+impl<'a> Iterator for LineIter<'a> {
+    type Item = (usize, &'a [u8]);
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.pos >= self.bytes.len() {
+            return None;
+        }
+        let rest = &self.bytes[self.pos..];
+        let end = memchr::memchr(b'\n', rest).unwrap_or(rest.len());
+        let mut line = &rest[..end];
+        if line.ends_with(b"\r") {
+            line = &line[..line.len() - 1];
+        }
+        self.pos += end + 1;
+        self.no += 1;
+        Some((self.no, line))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn summarises_counts_names_usage() {
+        let text = concat!(
+            r#"{"type":"session","version":3,"id":"s1","timestamp":"2026-01-01T00:00:00.000Z","cwd":"/p"}"#, "\n",
+            r#"{"type":"message","id":"a","parentId":null,"timestamp":"2026-01-01T00:00:01.000Z","message":{"role":"user","content":[{"type":"text","text":"hi \"there\" \"usage\":{"}],"timestamp":1}}"#, "\n",
+            r#"{"type":"message","id":"b","parentId":"a","timestamp":"2026-01-01T00:00:02.000Z","message":{"role":"assistant","content":[{"type":"text","text":"x"}],"api":"a","provider":"p","model":"m","usage":{"input":10,"output":5,"cacheRead":0,"cacheWrite":0,"totalTokens":15,"cost":{"input":0.1,"output":0.2,"cacheRead":0,"cacheWrite":0,"total":0.3}},"stopReason":"stop","timestamp":2}}"#, "\n",
+            r#"{"type":"session_info","id":"c","parentId":"b","timestamp":"2026-01-01T00:00:03.000Z","name":"  named  "}"#, "\n",
+            r#"{"id":"d","type":"message","parentId":"c","timestamp":"2026-01-01T00:00:04.000Z","message":{"role":"user","content":"second","timestamp":3}}"#, "\n",
+            r#"{"type":"message","id":"e","parentId":"d","timestamp":"2026-01-01T00:00:05.000Z","message":{"role":"toolRes"#,
+        );
+        let s = summarize(text.as_bytes()).unwrap();
+        assert_eq!(s.id, "s1");
+        assert_eq!(s.message_count, 3);
+        assert_eq!(s.first_message, "hi \"there\" \"usage\":{");
+        assert_eq!(s.name.as_deref(), Some("named"));
+        assert_eq!(s.tokens, 15);
+        assert!((s.cost - 0.3).abs() < 1e-12);
+        assert_eq!(s.bad_lines, vec![6]);
+    }
+}

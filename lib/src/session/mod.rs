@@ -1,0 +1,15 @@
+//! Session files: loading (with migration and damage reports), the entry
+//! tree, LLM context building, fast listing, safe appends and edits.
+
+pub mod context;
+pub mod export;
+pub mod ids;
+pub mod list;
+pub mod load;
+pub mod resolve;
+pub mod stats;
+pub mod tool_selection;
+pub mod tree;
+pub mod write;
+
+pub use load::{Diagnostic, LoadError, Session};

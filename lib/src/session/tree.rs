@@ -1,0 +1,136 @@
+//! The entry tree (`id` / `parentId`): branch walks, children, labels and
+//! the flattened view `pi-session tree` prints.
+
+use std::collections::{HashMap, HashSet};
+
+use crate::format::Entry;
+
+use super::Session;
+
+impl Session {
+    /// Entry indices from the root down to `leaf` (inclusive). A missing
+    /// parent ends the walk (the entry is treated as a root); cycles stop.
+    pub fn path_to(&self, leaf: &str) -> Vec<usize> {
+        let mut out = Vec::new();
+        let mut seen = HashSet::new();
+        let mut cur = self.index_of(leaf);
+        while let Some(i) = cur {
+            if !seen.insert(i) {
+                break;
+            }
+            out.push(i);
+            cur = self.entries[i].parent_id().and_then(|p| self.index_of(p));
+        }
+        out.reverse();
+        out
+    }
+
+    /// The current branch: root → leaf.
+    pub fn branch(&self) -> Vec<usize> {
+        match self.leaf_id() {
+            Some(l) => self.path_to(l),
+            None => Vec::new(),
+        }
+    }
+
+    /// Current label of each entry: the latest `label` entry per target wins;
+    /// one without a label clears it.
+    pub fn labels(&self) -> HashMap<String, String> {
+        let mut out = HashMap::new();
+        for e in &self.entries {
+            if let Entry::Label(l) = e {
+                match &l.label {
+                    Some(text) if !text.is_empty() => {
+                        out.insert(l.target_id.clone(), text.clone());
+                    }
+                    _ => {
+                        out.remove(&l.target_id);
+                    }
+                }
+            }
+        }
+        out
+    }
+
+    /// The session's display name: the latest `session_info` with a
+    /// non-empty (trimmed) name.
+    pub fn name(&self) -> Option<String> {
+        self.entries.iter().rev().find_map(|e| match e {
+            Entry::SessionInfo(i) => i
+                .name
+                .as_deref()
+                .map(str::trim)
+                .filter(|n| !n.is_empty())
+                .map(str::to_string),
+            _ => None,
+        })
+    }
+
+    /// Children of each entry index, in file order; roots under `None`.
+    pub fn children(&self) -> (Vec<usize>, Vec<Vec<usize>>) {
+        let mut roots = Vec::new();
+        let mut kids = vec![Vec::new(); self.entries.len()];
+        for (i, e) in self.entries.iter().enumerate() {
+            if e.id().is_empty() || self.index_of(e.id()) != Some(i) {
+                continue;
+            }
+            match e.parent_id().and_then(|p| self.index_of(p)) {
+                Some(p) if p != i => kids[p].push(i),
+                _ => roots.push(i),
+            }
+        }
+        (roots, kids)
+    }
+
+    /// The tree flattened in depth-first order, for printing.
+    pub fn tree_rows(&self) -> Vec<TreeRow> {
+        let (roots, kids) = self.children();
+        let on_branch: HashSet<usize> = self.branch().into_iter().collect();
+        let leaf = self.leaf_id().and_then(|l| self.index_of(l));
+        let mut out = Vec::new();
+        // (index, depth, prefix-of-ancestors, is-last-sibling)
+        let mut stack: Vec<(usize, usize, String, bool)> = Vec::new();
+        for (n, &r) in roots.iter().enumerate().rev() {
+            stack.push((r, 0, String::new(), n + 1 == roots.len()));
+        }
+        let mut visited = HashSet::new();
+        while let Some((i, depth, prefix, last)) = stack.pop() {
+            if !visited.insert(i) {
+                continue;
+            }
+            let children = &kids[i];
+            out.push(TreeRow {
+                index: i,
+                depth,
+                prefix: prefix.clone(),
+                last_sibling: last,
+                children: children.len(),
+                on_branch: on_branch.contains(&i),
+                is_leaf: leaf == Some(i),
+            });
+            let child_prefix = if depth == 0 {
+                String::new()
+            } else {
+                format!("{prefix}{}", if last { "   " } else { "│  " })
+            };
+            for (n, &c) in children.iter().enumerate().rev() {
+                stack.push((c, depth + 1, child_prefix.clone(), n + 1 == children.len()));
+            }
+        }
+        out
+    }
+}
+
+/// One row of the flattened tree.
+#[derive(Debug, Clone)]
+pub struct TreeRow {
+    pub index: usize,
+    pub depth: usize,
+    /// Drawing prefix inherited from ancestors (`│  ` / `   `).
+    pub prefix: String,
+    pub last_sibling: bool,
+    /// Number of children; more than one marks a branch point.
+    pub children: usize,
+    pub on_branch: bool,
+    pub is_leaf: bool,
+}
