@@ -1,1 +1,166 @@
-fn main() {}
+//! `pi-session` — inspect and edit pi session files. Thin client of
+//! `pi_lib::session`: parse arguments, call the library, print records.
+
+mod cli;
+mod edit;
+mod inspect;
+mod list;
+mod out;
+
+use std::path::PathBuf;
+
+use clap::{CommandFactory, Parser};
+use pi_lib::cli::{report, CliError, EXIT_OK};
+use pi_lib::session::{resolve, Session};
+
+use cli::{Cli, Command};
+
+const PROG: &str = "pi-session";
+
+fn main() {
+    let cli = Cli::parse();
+    let code = match run(cli) {
+        Ok(code) => code,
+        Err(e) if e.code == 0 => 0,
+        Err(e) => report(PROG, &e),
+    };
+    std::process::exit(code);
+}
+
+fn run(cli: Cli) -> Result<i32, CliError> {
+    if let Some(what) = cli.generate {
+        let mut stdout = std::io::stdout().lock();
+        pi_lib::cli::generate(Cli::command(), what, &mut stdout).map_err(out::io_err)?;
+        return Ok(EXIT_OK);
+    }
+    let Some(command) = cli.command else {
+        let _ = Cli::command().print_help();
+        return Ok(pi_lib::cli::EXIT_USAGE);
+    };
+    let ctx = Ctx {
+        session_dir: cli.session_dir,
+    };
+    match command {
+        Command::Ls {
+            all,
+            cwd,
+            sort,
+            limit,
+            format,
+        } => list::ls(&ctx, all, cwd, sort, limit, format.format),
+        Command::Show { session, format } => {
+            inspect::show(&ctx.load(&session.session)?, format.format)
+        }
+        Command::Tree { session, format } => {
+            inspect::tree(&ctx.load(&session.session)?, format.format)
+        }
+        Command::Context {
+            session,
+            leaf,
+            format,
+        } => inspect::context(&ctx.load(&session.session)?, leaf.as_deref(), format.format),
+        Command::Search {
+            text,
+            all,
+            ignore_case,
+            session,
+            limit,
+            format,
+        } => list::search(
+            &ctx,
+            &text,
+            all,
+            ignore_case,
+            &session,
+            limit,
+            format.format,
+        ),
+        Command::Stats { session, format } => {
+            inspect::stats(&ctx.load(&session.session)?, format.format)
+        }
+        Command::Fork {
+            session,
+            at,
+            format,
+        } => edit::fork(&ctx.load(&session.session)?, at.as_deref(), format.format),
+        Command::Branch {
+            session,
+            to,
+            summary,
+            format,
+        } => edit::branch(ctx.load(&session.session)?, &to, summary, format.format),
+        Command::Label {
+            session,
+            entry,
+            label,
+            clear: _,
+            format,
+        } => edit::label(ctx.load(&session.session)?, &entry, label, format.format),
+        Command::Name {
+            session,
+            name,
+            format,
+        } => edit::name(ctx.load(&session.session)?, &name, format.format),
+        Command::Export {
+            session,
+            format,
+            output,
+        } => edit::export(&ctx.load(&session.session)?, format, output),
+        Command::SelectTool {
+            session,
+            tools,
+            chat_only,
+            clear,
+            format,
+        } => {
+            let change = if clear {
+                Some(None)
+            } else if chat_only {
+                Some(Some(Vec::new()))
+            } else {
+                tools.map(Some)
+            };
+            edit::select_tool(ctx.load(&session.session)?, change, format.format)
+        }
+        Command::Migrate { session, format } => {
+            edit::migrate(&ctx, &session.session, format.format)
+        }
+    }
+}
+
+/// Options shared by every subcommand.
+pub struct Ctx {
+    pub session_dir: Option<PathBuf>,
+}
+
+impl Ctx {
+    /// Folders searched for session files and id prefixes.
+    pub fn roots(&self) -> Vec<PathBuf> {
+        match &self.session_dir {
+            Some(d) => vec![d.clone()],
+            None => vec![pi_lib::paths::sessions_root()],
+        }
+    }
+
+    /// Resolves a session reference to a path.
+    pub fn resolve(&self, reference: &str) -> Result<PathBuf, CliError> {
+        let p = std::path::Path::new(reference);
+        if p.is_dir() {
+            return Err(CliError::input(format!(
+                "{reference}: is a directory, not a session file"
+            ))
+            .with_hint("use `pi-session ls --session-dir DIR` to list the sessions in a folder"));
+        }
+        resolve::resolve(reference, &self.roots()).map_err(|e| CliError::input(e.to_string()))
+    }
+
+    /// Resolves and loads a session, printing its damage warnings.
+    pub fn load(&self, reference: &str) -> Result<Session, CliError> {
+        let path = self.resolve(reference)?;
+        let s = Session::load(&path).map_err(|e| CliError::input(e.to_string()))?;
+        for d in &s.diagnostics {
+            pi_lib::cli::warn(PROG, &d.to_string());
+        }
+        Ok(s)
+    }
+}

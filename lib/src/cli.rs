@@ -48,7 +48,11 @@ pub enum Generate {
 }
 
 /// Renders a man page or completion script for `cmd` to `out`.
-pub fn generate(mut cmd: clap::Command, what: Generate, out: &mut dyn Write) -> std::io::Result<()> {
+pub fn generate(
+    mut cmd: clap::Command,
+    what: Generate,
+    out: &mut dyn Write,
+) -> std::io::Result<()> {
     let name = cmd.get_name().to_string();
     match what {
         Generate::Man => clap_mangen::Man::new(cmd).render(out),

@@ -47,7 +47,11 @@ pub fn encode_cwd(cwd: &str) -> String {
     let mut out = String::with_capacity(trimmed.len() + 4);
     out.push_str("--");
     for c in trimmed.chars() {
-        out.push(if matches!(c, '/' | '\\' | ':') { '-' } else { c });
+        out.push(if matches!(c, '/' | '\\' | ':') {
+            '-'
+        } else {
+            c
+        });
     }
     out.push_str("--");
     out

@@ -10,7 +10,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use super::message::{
-    keep_null, serialize_tagged, tagged_enum, typed_or_raw, AgentMessage, UserContent, Usage,
+    keep_null, serialize_tagged, tagged_enum, typed_or_raw, AgentMessage, Usage, UserContent,
 };
 use super::num::Num;
 
@@ -398,7 +398,9 @@ mod tests {
 
     #[test]
     fn custom_entry_keeps_pi_key_order() {
-        let out = rt(r#"{"type":"custom","id":"a","parentId":null,"timestamp":"t","customType":"x","data":{"v":1}}"#);
+        let out = rt(
+            r#"{"type":"custom","id":"a","parentId":null,"timestamp":"t","customType":"x","data":{"v":1}}"#,
+        );
         assert_eq!(
             out,
             r#"{"type":"custom","customType":"x","data":{"v":1},"id":"a","parentId":null,"timestamp":"t"}"#
@@ -410,18 +412,25 @@ mod tests {
         rt(r#"{"type":"hologram","id":"a","parentId":"b","timestamp":"t","beam":[1,2]}"#);
         // A known type missing a required field is kept raw.
         let e: Entry =
-            serde_json::from_str(r#"{"type":"label","id":"a","parentId":null,"timestamp":"t"}"#).unwrap();
+            serde_json::from_str(r#"{"type":"label","id":"a","parentId":null,"timestamp":"t"}"#)
+                .unwrap();
         assert!(matches!(e, Entry::Unknown(_)));
         assert_eq!(e.id(), "a");
         rt(r#"{"type":"label","id":"a","parentId":null,"timestamp":"t"}"#);
-        rt(r#"{"type":"context_edit","id":"a","parentId":"b","timestamp":"t","targetId":"c","replacement":null}"#);
-        rt(r#"{"type":"compaction","id":"a","parentId":"b","timestamp":"t","summary":"s","firstKeptEntryId":"c","tokensBefore":10,"details":{"readFiles":[]},"fromHook":false,"newThing":1}"#);
+        rt(
+            r#"{"type":"context_edit","id":"a","parentId":"b","timestamp":"t","targetId":"c","replacement":null}"#,
+        );
+        rt(
+            r#"{"type":"compaction","id":"a","parentId":"b","timestamp":"t","summary":"s","firstKeptEntryId":"c","tokensBefore":10,"details":{"readFiles":[]},"fromHook":false,"newThing":1}"#,
+        );
     }
 
     #[test]
     fn header_round_trip() {
         let s = r#"{"type":"session","version":3,"id":"u","timestamp":"t","cwd":"/x","extraField":true}"#;
-        let Value::Object(m) = serde_json::from_str::<Value>(s).unwrap() else { panic!() };
+        let Value::Object(m) = serde_json::from_str::<Value>(s).unwrap() else {
+            panic!()
+        };
         let h = SessionHeader::from_map(m).unwrap();
         assert_eq!(h.to_line(), s);
     }

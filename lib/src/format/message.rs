@@ -302,7 +302,11 @@ pub struct AssistantMessage {
     pub stop_reason: String,
     #[serde(default)]
     pub timestamp: Num,
-    #[serde(rename = "errorMessage", skip_serializing_if = "Option::is_none", default)]
+    #[serde(
+        rename = "errorMessage",
+        skip_serializing_if = "Option::is_none",
+        default
+    )]
     pub error_message: Option<String>,
     #[serde(flatten)]
     pub extra: Map<String, Value>,
@@ -392,7 +396,11 @@ pub struct SystemMessage {
     #[serde(default)]
     pub timestamp: Num,
     /// Full tool definitions `{name, description, parameters}`.
-    #[serde(rename = "toolsAdded", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "toolsAdded",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub tools_added: Option<Vec<Value>>,
     /// `{name}` objects.
     #[serde(
@@ -467,11 +475,9 @@ impl AgentMessage {
             AgentMessage::CompactionSummary(m) => m.summary.clone(),
             AgentMessage::Unknown(m) => match m.get("content") {
                 Some(Value::String(s)) => s.clone(),
-                Some(v @ Value::Array(_)) => {
-                    serde_json::from_value::<Vec<ContentBlock>>(v.clone())
-                        .map(|b| blocks_text(&b, "\n"))
-                        .unwrap_or_default()
-                }
+                Some(v @ Value::Array(_)) => serde_json::from_value::<Vec<ContentBlock>>(v.clone())
+                    .map(|b| blocks_text(&b, "\n"))
+                    .unwrap_or_default(),
                 _ => String::new(),
             },
         }
@@ -523,7 +529,8 @@ mod tests {
 
     #[test]
     fn serialises_tag_first() {
-        let m: AgentMessage = serde_json::from_str(r#"{"content":"x","role":"user","timestamp":1}"#).unwrap();
+        let m: AgentMessage =
+            serde_json::from_str(r#"{"content":"x","role":"user","timestamp":1}"#).unwrap();
         assert_eq!(
             serde_json::to_string(&m).unwrap(),
             r#"{"role":"user","content":"x","timestamp":1}"#

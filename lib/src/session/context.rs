@@ -207,7 +207,10 @@ mod tests {
             r#"{"type":"custom_message","customType":"x","content":"cm","display":true,"id":"e","parentId":"d","timestamp":"2026-01-01T00:00:05.000Z"}"#,
             r#"{"type":"thinking_level_change","id":"f","parentId":"e","timestamp":"2026-01-01T00:00:06.000Z","thinkingLevel":"high"}"#,
         ]);
-        assert_eq!(roles(&s, None), ["d:compactionSummary:S", "b:user:two", "e:custom:cm"]);
+        assert_eq!(
+            roles(&s, None),
+            ["d:compactionSummary:S", "b:user:two", "e:custom:cm"]
+        );
         assert_eq!(s.context(None).thinking_level, "high");
         assert_eq!(roles(&s, Some("a")), ["a:user:one"]);
     }

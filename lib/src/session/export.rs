@@ -33,7 +33,12 @@ pub fn to_markdown(s: &Session) -> String {
         match e {
             Entry::Message(m) => md_message(&mut out, &m.message),
             Entry::CustomMessage(c) => {
-                let _ = writeln!(out, "## Extension message ({})\n\n{}\n", c.custom_type, c.content.joined_text("\n"));
+                let _ = writeln!(
+                    out,
+                    "## Extension message ({})\n\n{}\n",
+                    c.custom_type,
+                    c.content.joined_text("\n")
+                );
             }
             Entry::Compaction(c) => {
                 let _ = writeln!(out, "## Compaction summary\n\n{}\n", c.summary);
@@ -66,12 +71,19 @@ fn md_message(out: &mut String, m: &AgentMessage) {
                         let _ = writeln!(out, "{}\n", t.text);
                     }
                     ContentBlock::Thinking(t) => {
-                        let quoted: Vec<String> = t.thinking.lines().map(|l| format!("> {l}")).collect();
+                        let quoted: Vec<String> =
+                            t.thinking.lines().map(|l| format!("> {l}")).collect();
                         let _ = writeln!(out, "> **Thinking**\n>\n{}\n", quoted.join("\n"));
                     }
                     ContentBlock::ToolCall(c) => {
                         let args = serde_json::to_string_pretty(&c.arguments).unwrap_or_default();
-                        let _ = writeln!(out, "**Tool call `{}`** (`{}`)\n\n{}\n", c.name, c.id, code_fence(&args));
+                        let _ = writeln!(
+                            out,
+                            "**Tool call `{}`** (`{}`)\n\n{}\n",
+                            c.name,
+                            c.id,
+                            code_fence(&args)
+                        );
                     }
                     _ => {}
                 }
@@ -83,13 +95,22 @@ fn md_message(out: &mut String, m: &AgentMessage) {
         AgentMessage::ToolResult(r) => {
             let status = if r.is_error { " — error" } else { "" };
             let text = crate::format::message::blocks_text(&r.content, "\n");
-            let _ = writeln!(out, "### Tool result `{}`{status}\n\n{}\n", r.tool_name, code_fence(&text));
+            let _ = writeln!(
+                out,
+                "### Tool result `{}`{status}\n\n{}\n",
+                r.tool_name,
+                code_fence(&text)
+            );
         }
         AgentMessage::BashExecution(b) => {
             let _ = writeln!(out, "### `$ {}`\n\n{}\n", b.command, code_fence(&b.output));
         }
         AgentMessage::System(_) => {
-            let _ = writeln!(out, "<details><summary>System prompt update</summary>\n\n{}\n\n</details>\n", code_fence(&m.text()));
+            let _ = writeln!(
+                out,
+                "<details><summary>System prompt update</summary>\n\n{}\n\n</details>\n",
+                code_fence(&m.text())
+            );
         }
         other => {
             let _ = writeln!(out, "## {}\n\n{}\n", other.role(), other.text());
@@ -133,7 +154,11 @@ pub fn to_html(s: &Session) -> String {
         escape_html(&s.header.timestamp)
     );
     if let Some(p) = &s.header.parent_session {
-        let _ = write!(out, "<dt>forked from</dt><dd><code>{}</code></dd>", escape_html(p));
+        let _ = write!(
+            out,
+            "<dt>forked from</dt><dd><code>{}</code></dd>",
+            escape_html(p)
+        );
     }
     out.push_str("</dl></header>\n<main>\n");
     for i in s.branch() {
@@ -151,7 +176,12 @@ pub fn to_html(s: &Session) -> String {
                 let _ = writeln!(out, "<section class=\"msg meta\" id=\"{id}\"><div class=\"role\">branch summary</div><pre>{}</pre></section>", escape_html(&b.summary));
             }
             Entry::ModelChange(m) => {
-                let _ = writeln!(out, "<p class=\"role\" id=\"{id}\">model: {}/{}</p>", escape_html(&m.provider), escape_html(&m.model_id));
+                let _ = writeln!(
+                    out,
+                    "<p class=\"role\" id=\"{id}\">model: {}/{}</p>",
+                    escape_html(&m.provider),
+                    escape_html(&m.model_id)
+                );
             }
             _ => {}
         }
@@ -170,7 +200,12 @@ fn html_blocks(out: &mut String, blocks: &[ContentBlock]) {
                 let _ = write!(out, "<details class=\"thinking\"><summary>thinking</summary><pre>{}</pre></details>", escape_html(&t.thinking));
             }
             ContentBlock::Image(img) => {
-                let _ = write!(out, "<img alt=\"image\" src=\"data:{};base64,{}\">", escape_html(&img.mime_type), escape_html(&img.data));
+                let _ = write!(
+                    out,
+                    "<img alt=\"image\" src=\"data:{};base64,{}\">",
+                    escape_html(&img.mime_type),
+                    escape_html(&img.data)
+                );
             }
             ContentBlock::ToolCall(c) => {
                 let args = serde_json::to_string_pretty(&c.arguments).unwrap_or_default();
@@ -183,13 +218,23 @@ fn html_blocks(out: &mut String, blocks: &[ContentBlock]) {
 
 fn html_message(out: &mut String, id: &str, m: &AgentMessage) {
     let (class, label) = match m {
-        AgentMessage::Assistant(a) if a.stop_reason == "error" || a.stop_reason == "aborted" => ("error", format!("assistant · {} · {}", a.model, a.stop_reason)),
+        AgentMessage::Assistant(a) if a.stop_reason == "error" || a.stop_reason == "aborted" => (
+            "error",
+            format!("assistant · {} · {}", a.model, a.stop_reason),
+        ),
         AgentMessage::Assistant(a) => ("assistant", format!("assistant · {}", a.model)),
-        AgentMessage::ToolResult(r) if r.is_error => ("error", format!("tool result · {} · error", r.tool_name)),
+        AgentMessage::ToolResult(r) if r.is_error => {
+            ("error", format!("tool result · {} · error", r.tool_name))
+        }
         AgentMessage::ToolResult(r) => ("toolResult", format!("tool result · {}", r.tool_name)),
         other => (other.role(), other.role().to_string()),
     };
-    let _ = write!(out, "<section class=\"msg {}\" id=\"{id}\"><div class=\"role\">{}</div>", escape_html(class), escape_html(&label));
+    let _ = write!(
+        out,
+        "<section class=\"msg {}\" id=\"{id}\"><div class=\"role\">{}</div>",
+        escape_html(class),
+        escape_html(&label)
+    );
     match m {
         AgentMessage::User(u) => html_blocks(out, &u.content.to_blocks()),
         AgentMessage::Custom(c) => html_blocks(out, &c.content.to_blocks()),
@@ -201,7 +246,11 @@ fn html_message(out: &mut String, id: &str, m: &AgentMessage) {
         }
         AgentMessage::ToolResult(r) => html_blocks(out, &r.content),
         AgentMessage::System(_) => {
-            let _ = write!(out, "<details><summary>system prompt</summary><pre>{}</pre></details>", escape_html(&m.text()));
+            let _ = write!(
+                out,
+                "<details><summary>system prompt</summary><pre>{}</pre></details>",
+                escape_html(&m.text())
+            );
         }
         other => {
             let _ = write!(out, "<pre>{}</pre>", escape_html(&other.text()));

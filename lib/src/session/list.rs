@@ -129,7 +129,11 @@ const USAGE_KEY: &[u8] = b"\"usage\":{";
 /// Summarises the bytes of one session file.
 pub fn summarize(bytes: &[u8]) -> Result<SessionSummary, String> {
     let mut s = SessionSummary::default();
-    let mut lines = LineIter { bytes, pos: 0, no: 0 };
+    let mut lines = LineIter {
+        bytes,
+        pos: 0,
+        no: 0,
+    };
     // Header: the first non-blank line.
     let header = loop {
         match lines.next() {
@@ -138,7 +142,8 @@ pub fn summarize(bytes: &[u8]) -> Result<SessionSummary, String> {
             Some((_, l)) => break l,
         }
     };
-    let h: Value = serde_json::from_slice(header).map_err(|e| format!("line 1: not a session header ({e})"))?;
+    let h: Value = serde_json::from_slice(header)
+        .map_err(|e| format!("line 1: not a session header ({e})"))?;
     if h.get("type").and_then(Value::as_str) != Some("session") {
         return Err("line 1: not a session header (type is not \"session\")".into());
     }
@@ -151,51 +156,76 @@ pub fn summarize(bytes: &[u8]) -> Result<SessionSummary, String> {
     if version > crate::format::CURRENT_SESSION_VERSION {
         return Err(format!("line 1: unsupported session version {version}"));
     }
-    s.cwd = h.get("cwd").and_then(Value::as_str).unwrap_or("").to_string();
-    s.created = h.get("timestamp").and_then(Value::as_str).unwrap_or("").to_string();
-    s.parent_session = h.get("parentSession").and_then(Value::as_str).map(str::to_string);
+    s.cwd = h
+        .get("cwd")
+        .and_then(Value::as_str)
+        .unwrap_or("")
+        .to_string();
+    s.created = h
+        .get("timestamp")
+        .and_then(Value::as_str)
+        .unwrap_or("")
+        .to_string();
+    s.parent_session = h
+        .get("parentSession")
+        .and_then(Value::as_str)
+        .map(str::to_string);
     s.modified_ms = parse_iso_ms(&s.created).unwrap_or(0);
     let mut first_user_found = false;
-    let mut last_msg_ts: i64 = 0;
+    let mut last_activity: i64 = 0;
     let finder = memmem::FinderRev::new(USAGE_KEY);
+    let ts_finder = memmem::FinderRev::new(TIMESTAMP_KEY);
     for (no, line) in lines {
         if line.is_empty() {
             continue;
         }
         match quick_type(line) {
             Some(b"message") => {
-                let role = quick_role(line);
-                let role = match role {
-                    Some(r) => r,
-                    None => {
-                        // Unusual layout: parse the whole line.
-                        match full_message(line) {
-                            Some(m) => {
-                                handle_full_message(&mut s, &m, &mut first_user_found, &mut last_msg_ts);
-                                continue;
-                            }
-                            None => {
-                                s.bad_lines.push(no);
-                                continue;
-                            }
-                        }
+                let Some(role) = quick_role(line) else {
+                    // Unusual layout: parse the whole line.
+                    match serde_json::from_slice::<Value>(line) {
+                        Ok(v) => handle_value(
+                            &mut s,
+                            v,
+                            &mut first_user_found,
+                            &mut last_activity,
+                            &finder,
+                        ),
+                        Err(_) => s.bad_lines.push(no),
                     }
+                    continue;
                 };
-                s.message_count += 1;
-                if let Some(ts) = message_timestamp(line) {
-                    last_msg_ts = last_msg_ts.max(ts);
+                if !line.ends_with(b"}") {
+                    // A torn line (crash mid-write): not an entry.
+                    s.bad_lines.push(no);
+                    continue;
                 }
+                s.message_count += 1;
                 match role {
-                    b"user" if !first_user_found => {
-                        if let Some(m) = full_message(line) {
-                            first_user_found = true;
-                            s.first_message = m.text();
-                        } else {
-                            s.message_count -= 1;
-                            s.bad_lines.push(no);
+                    b"user" => {
+                        if let Some(ts) = activity_time(line, &ts_finder) {
+                            last_activity = last_activity.max(ts);
+                        }
+                        if !first_user_found {
+                            match full_message(line) {
+                                Some(m) => {
+                                    let t = listing_text(&m);
+                                    if !t.is_empty() {
+                                        first_user_found = true;
+                                        s.first_message = t;
+                                    }
+                                }
+                                None => {
+                                    s.message_count -= 1;
+                                    s.bad_lines.push(no);
+                                }
+                            }
                         }
                     }
                     b"assistant" => {
+                        if let Some(ts) = activity_time(line, &ts_finder) {
+                            last_activity = last_activity.max(ts);
+                        }
                         if !add_usage(&mut s, line, &finder) {
                             match full_message(line) {
                                 Some(AgentMessage::Assistant(a)) => add(&mut s, &a.usage),
@@ -207,24 +237,11 @@ pub fn summarize(bytes: &[u8]) -> Result<SessionSummary, String> {
                             }
                         }
                     }
-                    _ => {
-                        // Other roles only count; a torn last line is caught
-                        // by checking that it at least ends like an object.
-                        if !line.ends_with(b"}") {
-                            s.message_count -= 1;
-                            s.bad_lines.push(no);
-                        }
-                    }
+                    _ => {}
                 }
             }
             Some(b"session_info") => match serde_json::from_slice::<Value>(line) {
-                Ok(v) => {
-                    if let Some(n) = v.get("name").and_then(Value::as_str).map(str::trim) {
-                        if !n.is_empty() {
-                            s.name = Some(n.to_string());
-                        }
-                    }
-                }
+                Ok(v) => set_name(&mut s, &v),
                 Err(_) => s.bad_lines.push(no),
             },
             Some(b"usage") | Some(b"compaction") | Some(b"branch_summary") => {
@@ -234,40 +251,93 @@ pub fn summarize(bytes: &[u8]) -> Result<SessionSummary, String> {
             None => {
                 // Not pi's usual key order (or not JSON at all).
                 match serde_json::from_slice::<Value>(line) {
-                    Ok(v) => handle_value(&mut s, v, &mut first_user_found, &mut last_msg_ts, &finder),
+                    Ok(v) => handle_value(
+                        &mut s,
+                        v,
+                        &mut first_user_found,
+                        &mut last_activity,
+                        &finder,
+                    ),
                     Err(_) => s.bad_lines.push(no),
                 }
             }
         }
     }
-    if last_msg_ts > 0 {
-        s.modified_ms = last_msg_ts;
+    if s.first_message.is_empty() {
+        s.first_message = NO_MESSAGES.to_string();
+    }
+    if last_activity > 0 {
+        s.modified_ms = last_activity;
     }
     Ok(s)
+}
+
+/// What pi shows as the first message of a session without user text.
+pub const NO_MESSAGES: &str = "(no messages)";
+
+/// Text of a message as pi's listing reads it: a string content verbatim,
+/// else the text blocks joined by one space.
+pub fn listing_text(m: &AgentMessage) -> String {
+    let content = match m {
+        AgentMessage::User(u) => &u.content,
+        AgentMessage::Custom(c) => &c.content,
+        AgentMessage::Assistant(a) => return crate::format::message::blocks_text(&a.content, " "),
+        _ => return String::new(),
+    };
+    content.joined_text(" ")
+}
+
+/// The latest `session_info` decides: a blank or missing name clears it.
+fn set_name(s: &mut SessionSummary, v: &Value) {
+    s.name = v
+        .get("name")
+        .and_then(Value::as_str)
+        .map(str::trim)
+        .filter(|n| !n.is_empty())
+        .map(str::to_string);
 }
 
 fn handle_value(
     s: &mut SessionSummary,
     v: Value,
     first_user_found: &mut bool,
-    last_msg_ts: &mut i64,
+    last_activity: &mut i64,
     finder: &memmem::FinderRev<'_>,
 ) {
     let Value::Object(mut map) = v else { return };
     match map.get("type").and_then(Value::as_str) {
         Some("message") => {
+            let entry_ts = map
+                .get("timestamp")
+                .and_then(Value::as_str)
+                .and_then(parse_iso_ms);
             if let Some(Value::Object(m)) = map.shift_remove("message") {
                 let m = AgentMessage::from_map(m);
-                handle_full_message(s, &m, first_user_found, last_msg_ts);
-            }
-        }
-        Some("session_info") => {
-            if let Some(n) = map.get("name").and_then(Value::as_str).map(str::trim) {
-                if !n.is_empty() {
-                    s.name = Some(n.to_string());
+                s.message_count += 1;
+                let own_ts = match &m {
+                    AgentMessage::User(u) => u.timestamp.0.as_f64(),
+                    AgentMessage::Assistant(a) => a.timestamp.0.as_f64(),
+                    _ => None,
+                };
+                if matches!(m, AgentMessage::User(_) | AgentMessage::Assistant(_)) {
+                    if let Some(ts) = own_ts.map(|f| f as i64).or(entry_ts) {
+                        *last_activity = (*last_activity).max(ts);
+                    }
+                }
+                match &m {
+                    AgentMessage::User(_) if !*first_user_found => {
+                        let t = listing_text(&m);
+                        if !t.is_empty() {
+                            *first_user_found = true;
+                            s.first_message = t;
+                        }
+                    }
+                    AgentMessage::Assistant(a) => add(s, &a.usage),
+                    _ => {}
                 }
             }
         }
+        Some("session_info") => set_name(s, &Value::Object(map)),
         Some("usage") | Some("compaction") | Some("branch_summary") => {
             let line = serde_json::to_vec(&map).unwrap_or_default();
             add_usage(s, &line, finder);
@@ -276,23 +346,25 @@ fn handle_value(
     }
 }
 
-fn handle_full_message(
-    s: &mut SessionSummary,
-    m: &AgentMessage,
-    first_user_found: &mut bool,
-    last_msg_ts: &mut i64,
-) {
-    s.message_count += 1;
-    if let Some(ts) = m.timestamp_ms() {
-        *last_msg_ts = (*last_msg_ts).max(ts);
-    }
-    match m {
-        AgentMessage::User(_) if !*first_user_found => {
-            *first_user_found = true;
-            s.first_message = m.text();
+const TIMESTAMP_KEY: &[u8] = b"\"timestamp\":";
+
+/// A message's activity time: its own epoch-ms `timestamp` (the last
+/// `"timestamp":` key of the line), else the entry's ISO timestamp.
+fn activity_time(line: &[u8], finder: &memmem::FinderRev<'_>) -> Option<i64> {
+    let pos = finder.rfind(line)?;
+    let rest = &line[pos + TIMESTAMP_KEY.len()..];
+    match rest.first()? {
+        b'0'..=b'9' | b'-' => {
+            let end = rest
+                .iter()
+                .position(|b| {
+                    !(b.is_ascii_digit() || matches!(b, b'.' | b'-' | b'e' | b'E' | b'+'))
+                })
+                .unwrap_or(rest.len());
+            let n: f64 = std::str::from_utf8(&rest[..end]).ok()?.parse().ok()?;
+            Some(n as i64)
         }
-        AgentMessage::Assistant(a) => add(s, &a.usage),
-        _ => {}
+        _ => message_timestamp(line),
     }
 }
 
@@ -324,7 +396,9 @@ fn add_usage(s: &mut SessionSummary, line: &[u8], finder: &memmem::FinderRev<'_>
 
 fn full_message(line: &[u8]) -> Option<AgentMessage> {
     let v: Value = serde_json::from_slice(line).ok()?;
-    let Value::Object(mut map) = v else { return None };
+    let Value::Object(mut map) = v else {
+        return None;
+    };
     match map.shift_remove("message")? {
         Value::Object(m) => Some(AgentMessage::from_map(m)),
         _ => None,
@@ -389,17 +463,23 @@ mod tests {
     #[test]
     fn summarises_counts_names_usage() {
         let text = concat!(
-            r#"{"type":"session","version":3,"id":"s1","timestamp":"2026-01-01T00:00:00.000Z","cwd":"/p"}"#, "\n",
-            r#"{"type":"message","id":"a","parentId":null,"timestamp":"2026-01-01T00:00:01.000Z","message":{"role":"user","content":[{"type":"text","text":"hi \"there\" \"usage\":{"}],"timestamp":1}}"#, "\n",
-            r#"{"type":"message","id":"b","parentId":"a","timestamp":"2026-01-01T00:00:02.000Z","message":{"role":"assistant","content":[{"type":"text","text":"x"}],"api":"a","provider":"p","model":"m","usage":{"input":10,"output":5,"cacheRead":0,"cacheWrite":0,"totalTokens":15,"cost":{"input":0.1,"output":0.2,"cacheRead":0,"cacheWrite":0,"total":0.3}},"stopReason":"stop","timestamp":2}}"#, "\n",
-            r#"{"type":"session_info","id":"c","parentId":"b","timestamp":"2026-01-01T00:00:03.000Z","name":"  named  "}"#, "\n",
-            r#"{"id":"d","type":"message","parentId":"c","timestamp":"2026-01-01T00:00:04.000Z","message":{"role":"user","content":"second","timestamp":3}}"#, "\n",
+            r#"{"type":"session","version":3,"id":"s1","timestamp":"2026-01-01T00:00:00.000Z","cwd":"/p"}"#,
+            "\n",
+            r#"{"type":"message","id":"a","parentId":null,"timestamp":"2026-01-01T00:00:01.000Z","message":{"role":"user","content":[{"type":"text","text":"hi \"there\" \"usage\":{"}],"timestamp":1}}"#,
+            "\n",
+            r#"{"type":"message","id":"b","parentId":"a","timestamp":"2026-01-01T00:00:02.000Z","message":{"role":"assistant","content":[{"type":"text","text":"x"}],"api":"a","provider":"p","model":"m","usage":{"input":10,"output":5,"cacheRead":0,"cacheWrite":0,"totalTokens":15,"cost":{"input":0.1,"output":0.2,"cacheRead":0,"cacheWrite":0,"total":0.3}},"stopReason":"stop","timestamp":2}}"#,
+            "\n",
+            r#"{"type":"session_info","id":"c","parentId":"b","timestamp":"2026-01-01T00:00:03.000Z","name":"  named  "}"#,
+            "\n",
+            r#"{"id":"d","type":"message","parentId":"c","timestamp":"2026-01-01T00:00:04.000Z","message":{"role":"user","content":"second","timestamp":3}}"#,
+            "\n",
             r#"{"type":"message","id":"e","parentId":"d","timestamp":"2026-01-01T00:00:05.000Z","message":{"role":"toolRes"#,
         );
         let s = summarize(text.as_bytes()).unwrap();
         assert_eq!(s.id, "s1");
         assert_eq!(s.message_count, 3);
         assert_eq!(s.first_message, "hi \"there\" \"usage\":{");
+        assert_eq!(s.modified_ms, 3);
         assert_eq!(s.name.as_deref(), Some("named"));
         assert_eq!(s.tokens, 15);
         assert!((s.cost - 0.3).abs() < 1e-12);

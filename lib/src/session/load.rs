@@ -201,11 +201,17 @@ impl Session {
         let mut found: Vec<(usize, String)> = Vec::new();
         for (e, &line) in self.entries.iter().zip(&self.lines) {
             if e.id().is_empty() {
-                found.push((line, format!("{} entry has no id; it is not part of the tree", e.kind())));
+                found.push((
+                    line,
+                    format!("{} entry has no id; it is not part of the tree", e.kind()),
+                ));
                 continue;
             }
             if !seen.insert(e.id()) {
-                found.push((line, format!("duplicate entry id {}; the first one is used", e.id())));
+                found.push((
+                    line,
+                    format!("duplicate entry id {}; the first one is used", e.id()),
+                ));
             }
             if let Some(p) = e.parent_id() {
                 if !self.index.contains_key(p) {
@@ -217,11 +223,12 @@ impl Session {
             }
         }
         let path = self.path.clone();
-        self.diagnostics.extend(found.into_iter().map(|(line, message)| Diagnostic {
-            path: path.clone(),
-            line,
-            message,
-        }));
+        self.diagnostics
+            .extend(found.into_iter().map(|(line, message)| Diagnostic {
+                path: path.clone(),
+                line,
+                message,
+            }));
     }
 
     /// The session id from the header.
@@ -263,7 +270,11 @@ impl Session {
             _ => Err(format!(
                 "{}: entry id prefix {id_or_prefix} is ambiguous: {}",
                 self.path.display(),
-                matches.iter().map(|e| e.id()).collect::<Vec<_>>().join(", ")
+                matches
+                    .iter()
+                    .map(|e| e.id())
+                    .collect::<Vec<_>>()
+                    .join(", ")
             )),
         }
     }
@@ -388,18 +399,28 @@ mod tests {
         assert_eq!(s.entries.len(), 2);
         let msgs: Vec<String> = s.diagnostics.iter().map(|d| d.to_string()).collect();
         assert!(msgs[0].starts_with("f.jsonl:3: invalid JSON"), "{msgs:?}");
-        assert!(msgs[1].starts_with("f.jsonl:5: truncated last line"), "{msgs:?}");
-        assert!(msgs[2].contains("f.jsonl:4: entry b has parentId zz"), "{msgs:?}");
+        assert!(
+            msgs[1].starts_with("f.jsonl:5: truncated last line"),
+            "{msgs:?}"
+        );
+        assert!(
+            msgs[2].contains("f.jsonl:4: entry b has parentId zz"),
+            "{msgs:?}"
+        );
         assert_eq!(s.leaf_id(), Some("b"));
     }
 
     #[test]
     fn migrates_v1_and_v2() {
         let text = concat!(
-            r#"{"type":"session","id":"s","timestamp":"t","cwd":"/p"}"#, "\n",
-            r#"{"type":"message","timestamp":"t","message":{"role":"user","content":"a","timestamp":1}}"#, "\n",
-            r#"{"type":"message","timestamp":"t","message":{"role":"hookMessage","customType":"x","content":"b","display":true,"timestamp":2}}"#, "\n",
-            r#"{"type":"compaction","timestamp":"t","summary":"s","firstKeptEntryIndex":2,"tokensBefore":5}"#, "\n",
+            r#"{"type":"session","id":"s","timestamp":"t","cwd":"/p"}"#,
+            "\n",
+            r#"{"type":"message","timestamp":"t","message":{"role":"user","content":"a","timestamp":1}}"#,
+            "\n",
+            r#"{"type":"message","timestamp":"t","message":{"role":"hookMessage","customType":"x","content":"b","display":true,"timestamp":2}}"#,
+            "\n",
+            r#"{"type":"compaction","timestamp":"t","summary":"s","firstKeptEntryIndex":2,"tokensBefore":5}"#,
+            "\n",
         );
         let s = Session::parse(Path::new("v1.jsonl"), text.as_bytes()).unwrap();
         assert_eq!(s.migrated_from, Some(1));
@@ -407,13 +428,19 @@ mod tests {
         assert_eq!(s.entries[0].parent_id(), None);
         assert_eq!(s.entries[1].parent_id(), Some(s.entries[0].id()));
         assert_eq!(s.entries[1].message().unwrap().role(), "custom");
-        let Entry::Compaction(c) = &s.entries[2] else { panic!("{:?}", s.entries[2]) };
+        let Entry::Compaction(c) = &s.entries[2] else {
+            panic!("{:?}", s.entries[2])
+        };
         assert_eq!(c.first_kept_entry_id, s.entries[1].id());
     }
 
     #[test]
     fn rejects_unknown_version_and_non_sessions() {
-        let e = Session::parse(Path::new("x"), br#"{"type":"session","version":4,"id":"s"}"#).unwrap_err();
+        let e = Session::parse(
+            Path::new("x"),
+            br#"{"type":"session","version":4,"id":"s"}"#,
+        )
+        .unwrap_err();
         assert!(e.to_string().contains("unsupported session version 4"));
         let e = Session::parse(Path::new("x"), b"").unwrap_err();
         assert!(e.to_string().contains("empty"));

@@ -4,9 +4,11 @@
 use std::io::Read;
 use std::path::{Path, PathBuf};
 
-/// Every `*.jsonl` file under `root`: directly inside it and one folder
-/// down (pi's `--<cwd>--` folders). Sorted by path.
-pub fn session_files(root: &Path) -> std::io::Result<Vec<PathBuf>> {
+/// Every `*.jsonl` file one folder down from `root` (pi's `--<cwd>--`
+/// folders), plus those directly in `root` when `include_top` is set.
+/// Sorted by path. pi's own `listAll()` ignores files lying directly in
+/// `sessions/`, so the default listing does too.
+pub fn session_files_in(root: &Path, include_top: bool) -> std::io::Result<Vec<PathBuf>> {
     let mut out = Vec::new();
     for entry in std::fs::read_dir(root)? {
         let entry = entry?;
@@ -21,12 +23,17 @@ pub fn session_files(root: &Path) -> std::io::Result<Vec<PathBuf>> {
                     }
                 }
             }
-        } else if is_jsonl(&path) {
+        } else if include_top && is_jsonl(&path) {
             out.push(path);
         }
     }
     out.sort();
     Ok(out)
+}
+
+/// Every session file under `root`, top level included (for id lookups).
+pub fn session_files(root: &Path) -> std::io::Result<Vec<PathBuf>> {
+    session_files_in(root, true)
 }
 
 fn is_jsonl(p: &Path) -> bool {
@@ -100,7 +107,10 @@ pub fn resolve(reference: &str, roots: &[PathBuf]) -> Result<PathBuf, ResolveErr
         for f in files {
             // Cheap filter on the file name (`<ts>_<id>.jsonl`) before
             // opening; files named otherwise are checked by their header.
-            let stem = f.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
+            let stem = f
+                .file_stem()
+                .map(|s| s.to_string_lossy().into_owned())
+                .unwrap_or_default();
             let name_id = stem.rsplit_once('_').map(|(_, id)| id.to_string());
             if let Some(nid) = &name_id {
                 if uuid_like(nid) && !nid.starts_with(reference) {

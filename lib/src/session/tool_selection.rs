@@ -20,7 +20,16 @@ pub const SUBAGENT_TYPE: &str = "pi-web:subagent";
 /// The built-in tool names a selection may contain.
 pub fn builtin_tools() -> &'static [&'static str] {
     if cfg!(windows) {
-        &["read", "bash", "edit", "write", "grep", "find", "ls", "powershell"]
+        &[
+            "read",
+            "bash",
+            "edit",
+            "write",
+            "grep",
+            "find",
+            "ls",
+            "powershell",
+        ]
     } else {
         &["read", "bash", "edit", "write", "grep", "find", "ls"]
     }
@@ -87,7 +96,9 @@ fn parse_data(data: Option<&Value>) -> Result<ToolSelection, String> {
     if d.get("version").and_then(Value::as_u64) != Some(1) {
         return Err(format!(
             "unsupported version {}",
-            d.get("version").map(Value::to_string).unwrap_or_else(|| "(none)".into())
+            d.get("version")
+                .map(Value::to_string)
+                .unwrap_or_else(|| "(none)".into())
         ));
     }
     if d.get("cleared").and_then(Value::as_bool) == Some(true) {
@@ -148,7 +159,9 @@ impl Session {
     /// Builds the entry persisting `tools` (validated), or a `cleared` entry.
     pub fn new_tool_selection(&self, tools: Option<&[String]>) -> Result<Entry, String> {
         if self.is_subagent() {
-            return Err("tool selection is fixed by its profile (this is a subagent session)".into());
+            return Err(
+                "tool selection is fixed by its profile (this is a subagent session)".into(),
+            );
         }
         let data = match tools {
             Some(t) => json!({"version": 1, "tools": validate(t)?}),
@@ -164,7 +177,8 @@ mod tests {
     use std::path::Path;
 
     fn with(datas: &[&str]) -> Session {
-        let mut text = String::from(r#"{"type":"session","version":3,"id":"s","timestamp":"t","cwd":"/p"}"#);
+        let mut text =
+            String::from(r#"{"type":"session","version":3,"id":"s","timestamp":"t","cwd":"/p"}"#);
         let mut parent = "null".to_string();
         for (i, d) in datas.iter().enumerate() {
             text.push_str(&format!(
@@ -178,9 +192,16 @@ mod tests {
     #[test]
     fn three_states() {
         assert_eq!(with(&[]).tool_selection().selection, ToolSelection::Legacy);
-        assert_eq!(with(&[r#"{"version":1,"tools":[]}"#]).tool_selection().selection, ToolSelection::ChatOnly);
         assert_eq!(
-            with(&[r#"{"version":1,"tools":["read","read","bash"]}"#]).tool_selection().selection,
+            with(&[r#"{"version":1,"tools":[]}"#])
+                .tool_selection()
+                .selection,
+            ToolSelection::ChatOnly
+        );
+        assert_eq!(
+            with(&[r#"{"version":1,"tools":["read","read","bash"]}"#])
+                .tool_selection()
+                .selection,
             ToolSelection::Tools(vec!["read".into(), "bash".into()])
         );
     }
@@ -195,15 +216,24 @@ mod tests {
         let r = s.tool_selection();
         assert_eq!(r.selection, ToolSelection::ChatOnly);
         assert_eq!(r.skipped.len(), 2);
-        let s = with(&[r#"{"version":1,"tools":[]}"#, r#"{"version":1,"cleared":true}"#]);
+        let s = with(&[
+            r#"{"version":1,"tools":[]}"#,
+            r#"{"version":1,"cleared":true}"#,
+        ]);
         assert_eq!(s.tool_selection().selection, ToolSelection::Legacy);
     }
 
     #[test]
     fn writing_validates() {
         let s = with(&[]);
-        assert!(s.new_tool_selection(Some(&["nonexistent".to_string()])).is_err());
-        let e = s.new_tool_selection(Some(&["ls".into(), "ls".into()])).unwrap();
-        assert!(e.to_line().contains(r#""data":{"version":1,"tools":["ls"]}"#));
+        assert!(s
+            .new_tool_selection(Some(&["nonexistent".to_string()]))
+            .is_err());
+        let e = s
+            .new_tool_selection(Some(&["ls".into(), "ls".into()]))
+            .unwrap();
+        assert!(e
+            .to_line()
+            .contains(r#""data":{"version":1,"tools":["ls"]}"#));
     }
 }

@@ -52,18 +52,19 @@ impl Session {
         out
     }
 
-    /// The session's display name: the latest `session_info` with a
-    /// non-empty (trimmed) name.
+    /// The session's display name, as pi decides it: the name of the last
+    /// `session_info` entry in the file, trimmed; a blank one clears it.
     pub fn name(&self) -> Option<String> {
         self.entries.iter().rev().find_map(|e| match e {
-            Entry::SessionInfo(i) => i
-                .name
-                .as_deref()
-                .map(str::trim)
-                .filter(|n| !n.is_empty())
-                .map(str::to_string),
+            Entry::SessionInfo(i) => Some(
+                i.name
+                    .as_deref()
+                    .map(str::trim)
+                    .filter(|n| !n.is_empty())
+                    .map(str::to_string),
+            ),
             _ => None,
-        })
+        })?
     }
 
     /// Children of each entry index, in file order; roots under `None`.

@@ -132,7 +132,10 @@ mod tests {
         let p = dir.path().join("s.jsonl");
         std::fs::write(&p, "{\"a\":1}\n{\"trunc").unwrap();
         append_lines(&p, &["{\"b\":2}".to_string()]).unwrap();
-        assert_eq!(std::fs::read_to_string(&p).unwrap(), "{\"a\":1}\n{\"trunc\n{\"b\":2}\n");
+        assert_eq!(
+            std::fs::read_to_string(&p).unwrap(),
+            "{\"a\":1}\n{\"trunc\n{\"b\":2}\n"
+        );
     }
 
     #[test]

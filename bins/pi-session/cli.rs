@@ -1,0 +1,258 @@
+//! Command-line definition of `pi-session` (clap derive). The man page and
+//! shell completions are generated from this, so help texts here are the
+//! documentation.
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use pi_lib::cli::{Generate, OutputFormat};
+
+pub const AFTER_HELP: &str = "\
+Sessions are named by path or by a unique prefix of their id.
+
+Examples:
+  pi-session ls                          sessions of the current directory
+  pi-session ls --all --format jsonl | jq -r .firstMessage
+  pi-session tree 01a2                   the entry tree of a session
+  pi-session context 01a2 --leaf 9f3e    what the model sees at entry 9f3e
+  pi-session search 'TODO' --all
+  pi-session fork 01a2 --at 9f3e         new session from an entry
+  pi-session select-tool 01a2 --chat-only
+  pi-session export 01a2 -o chat.html
+
+Exit status:
+  0    success (warnings about damaged lines may be printed)
+  1    the command ran but found nothing (ls, search)
+  2    usage, configuration or input error (missing file, bad session,
+       ambiguous id, invalid tool name, ...)
+  130  interrupted
+
+Environment:
+  PI_CODING_AGENT_DIR  pi's agent directory (default ~/.pi/agent); sessions
+                       live in its sessions/ folder.";
+
+/// Inspect and edit pi coding agent sessions.
+///
+/// Reads and writes the session files of the real pi (JSONL, format
+/// version 3; versions 1 and 2 are migrated on load). Output is a readable
+/// table or tree on a terminal and JSONL in a pipe. Edits only ever append
+/// whole lines to a session file; `fork` and `migrate` write new files
+/// atomically.
+#[derive(Parser, Debug)]
+#[command(name = "pi-session", version, after_help = AFTER_HELP)]
+pub struct Cli {
+    /// Folder holding the session files, instead of <agentDir>/sessions.
+    #[arg(long, global = true, value_name = "DIR")]
+    pub session_dir: Option<PathBuf>,
+
+    /// Render a man page or a completion script on stdout.
+    #[arg(long, value_enum, hide = true, value_name = "WHAT")]
+    pub generate: Option<Generate>,
+
+    #[command(subcommand)]
+    pub command: Option<Command>,
+}
+
+/// `--format text|jsonl`.
+#[derive(Args, Debug, Clone)]
+pub struct FormatArg {
+    /// Output format [default: text on a terminal, jsonl otherwise].
+    #[arg(long, value_enum)]
+    pub format: Option<OutputFormat>,
+}
+
+/// A session reference.
+#[derive(Args, Debug, Clone)]
+pub struct SessionArg {
+    /// Session file path, or a unique prefix of the session id.
+    #[arg(value_name = "SESSION")]
+    pub session: String,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum Command {
+    /// List sessions: id, name, cwd, created, modified, messages, first user
+    /// message, tokens and cost, newest first.
+    Ls {
+        /// Sessions of every working directory, not only the current one.
+        #[arg(long, short = 'a')]
+        all: bool,
+        /// List the sessions of this directory instead of the current one.
+        #[arg(long, value_name = "DIR", conflicts_with = "all")]
+        cwd: Option<PathBuf>,
+        /// Sort order.
+        #[arg(long, value_enum, default_value_t = SortBy::Modified)]
+        sort: SortBy,
+        /// Show at most N sessions.
+        #[arg(long, short = 'n', value_name = "N")]
+        limit: Option<usize>,
+        #[command(flatten)]
+        format: FormatArg,
+    },
+    /// Print a session's header and entries (JSONL: exactly as stored,
+    /// after migration).
+    #[command(alias = "cat")]
+    Show {
+        #[command(flatten)]
+        session: SessionArg,
+        #[command(flatten)]
+        format: FormatArg,
+    },
+    /// Draw the entry tree: labels, the active leaf and branch points.
+    Tree {
+        #[command(flatten)]
+        session: SessionArg,
+        #[command(flatten)]
+        format: FormatArg,
+    },
+    /// Print the messages the model sees at a leaf (compaction, branch
+    /// summaries and context edits applied).
+    Context {
+        #[command(flatten)]
+        session: SessionArg,
+        /// Entry to build the context for (default: the session's leaf).
+        #[arg(long, value_name = "ID")]
+        leaf: Option<String>,
+        #[command(flatten)]
+        format: FormatArg,
+    },
+    /// Search message text across sessions.
+    Search {
+        /// Text to look for.
+        text: String,
+        /// Search the sessions of every working directory.
+        #[arg(long, short = 'a')]
+        all: bool,
+        /// Ignore case.
+        #[arg(long, short = 'i')]
+        ignore_case: bool,
+        /// Search only this session (path or id prefix); repeatable.
+        #[arg(long, short = 's', value_name = "SESSION")]
+        session: Vec<String>,
+        /// Stop after N matches.
+        #[arg(long, short = 'n', value_name = "N")]
+        limit: Option<usize>,
+        #[command(flatten)]
+        format: FormatArg,
+    },
+    /// Token and cost totals per model, message counts by role.
+    Stats {
+        #[command(flatten)]
+        session: SessionArg,
+        #[command(flatten)]
+        format: FormatArg,
+    },
+    /// Copy the branch ending at an entry into a new session file whose
+    /// header names this one as parentSession.
+    Fork {
+        #[command(flatten)]
+        session: SessionArg,
+        /// Last entry to keep (default: the leaf).
+        #[arg(long, value_name = "ENTRY")]
+        at: Option<String>,
+        #[command(flatten)]
+        format: FormatArg,
+    },
+    /// Move the session's leaf to an entry, so the next turn continues from
+    /// there (appends one entry; nothing is deleted).
+    Branch {
+        #[command(flatten)]
+        session: SessionArg,
+        /// Entry to continue from.
+        #[arg(long, value_name = "ENTRY")]
+        to: String,
+        /// Record a branch summary of the abandoned path (a `branch_summary`
+        /// entry the model sees) instead of a silent move.
+        #[arg(long, value_name = "TEXT")]
+        summary: Option<String>,
+        #[command(flatten)]
+        format: FormatArg,
+    },
+    /// Set or clear the label of an entry.
+    Label {
+        #[command(flatten)]
+        session: SessionArg,
+        /// Entry id or unique prefix.
+        entry: String,
+        /// The label text.
+        #[arg(required_unless_present = "clear")]
+        label: Option<String>,
+        /// Remove the entry's label.
+        #[arg(long, conflicts_with = "label")]
+        clear: bool,
+        #[command(flatten)]
+        format: FormatArg,
+    },
+    /// Set the session's display name.
+    Name {
+        #[command(flatten)]
+        session: SessionArg,
+        /// The new name.
+        name: String,
+        #[command(flatten)]
+        format: FormatArg,
+    },
+    /// Export the current branch as one self-contained HTML file or as
+    /// Markdown.
+    Export {
+        #[command(flatten)]
+        session: SessionArg,
+        /// Document format [default: from the -o extension, else html].
+        #[arg(long, value_enum)]
+        format: Option<ExportFormat>,
+        /// Write to this file instead of stdout.
+        #[arg(long, short = 'o', value_name = "FILE")]
+        output: Option<PathBuf>,
+    },
+    /// Show or change the session's persisted tool selection (none =
+    /// legacy defaults, [] = Chat only, or built-in tools).
+    SelectTool {
+        #[command(flatten)]
+        session: SessionArg,
+        /// Pin these built-in tools (comma-separated: read, bash, edit,
+        /// write, grep, find, ls).
+        #[arg(long, value_delimiter = ',', value_name = "TOOLS", group = "change")]
+        tools: Option<Vec<String>>,
+        /// Pin an empty selection: Chat only.
+        #[arg(long, group = "change")]
+        chat_only: bool,
+        /// Retract the pin: back to pi's default tools.
+        #[arg(long, group = "change")]
+        clear: bool,
+        #[command(flatten)]
+        format: FormatArg,
+    },
+    /// Rewrite a version 1 or 2 session file as version 3; the old file is
+    /// kept next to it as <file>.v<N>.bak.
+    Migrate {
+        #[command(flatten)]
+        session: SessionArg,
+        #[command(flatten)]
+        format: FormatArg,
+    },
+}
+
+#[derive(ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SortBy {
+    /// Last activity, newest first.
+    Modified,
+    /// Creation time, newest first.
+    Created,
+}
+
+#[derive(ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ExportFormat {
+    /// One self-contained HTML page.
+    Html,
+    /// Markdown.
+    Md,
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn clap_definition_is_valid() {
+        use clap::CommandFactory;
+        super::Cli::command().debug_assert();
+    }
+}

@@ -1,0 +1,310 @@
+//! Read-only commands on one session: `show`, `tree`, `context`, `stats`.
+
+use pi_lib::cli::{resolve_format, CliError, OutputFormat, EXIT_OK};
+use pi_lib::format::records::{ContextMessageRecord, ContextRecord, TreeNodeRecord};
+use pi_lib::format::{AgentMessage, ContentBlock, Entry};
+use pi_lib::session::Session;
+use serde_json::json;
+
+use crate::out::{clip, term_width, Out};
+
+/// One-line description of an entry, for humans.
+pub fn describe(e: &Entry) -> String {
+    match e {
+        Entry::Message(m) => match &m.message {
+            AgentMessage::Assistant(a) => {
+                let calls: Vec<&str> = a
+                    .content
+                    .iter()
+                    .filter_map(|b| match b {
+                        ContentBlock::ToolCall(c) => Some(c.name.as_str()),
+                        _ => None,
+                    })
+                    .collect();
+                let text = m.message.text();
+                let mut s = format!("assistant: {text}");
+                if !calls.is_empty() {
+                    s = format!("{s} [calls {}]", calls.join(", "));
+                }
+                if a.stop_reason == "error" || a.stop_reason == "aborted" {
+                    s = format!(
+                        "{s} [{}: {}]",
+                        a.stop_reason,
+                        a.error_message.as_deref().unwrap_or("")
+                    );
+                }
+                s
+            }
+            AgentMessage::ToolResult(r) => format!(
+                "toolResult {}{}: {}",
+                r.tool_name,
+                if r.is_error { " (error)" } else { "" },
+                m.message.text()
+            ),
+            AgentMessage::System(sys) => {
+                let sections: Vec<&str> = sys
+                    .sections
+                    .as_ref()
+                    .map(|s| s.keys().map(String::as_str).collect())
+                    .unwrap_or_default();
+                format!("system: sections [{}]", sections.join(", "))
+            }
+            other => format!("{}: {}", other.role(), other.text()),
+        },
+        Entry::ModelChange(m) => format!("model → {}/{}", m.provider, m.model_id),
+        Entry::ThinkingLevelChange(t) => format!("thinking → {}", t.thinking_level),
+        Entry::Compaction(c) => format!(
+            "compaction (kept from {}): {}",
+            c.first_kept_entry_id, c.summary
+        ),
+        Entry::BranchSummary(b) => format!("branch summary: {}", b.summary),
+        Entry::Custom(c) => format!(
+            "custom {}: {}",
+            c.custom_type,
+            c.data.as_ref().map(|d| d.to_string()).unwrap_or_default()
+        ),
+        Entry::CustomMessage(c) => format!(
+            "custom_message {}: {}",
+            c.custom_type,
+            c.content.joined_text(" ")
+        ),
+        Entry::Label(l) => match &l.label {
+            Some(t) => format!("label {} = {t}", l.target_id),
+            None => format!("label {} cleared", l.target_id),
+        },
+        Entry::SessionInfo(i) => format!("name = {}", i.name.as_deref().unwrap_or("")),
+        Entry::Usage(u) => format!("usage {} {}/{}", u.kind, u.provider, u.model),
+        Entry::ContextEdit(c) => format!("context edit of {}", c.target_id),
+        Entry::Unknown(m) => format!(
+            "{} (unknown entry type)",
+            m.get("type").and_then(|t| t.as_str()).unwrap_or("?")
+        ),
+    }
+}
+
+pub fn show(s: &Session, format: Option<OutputFormat>) -> Result<i32, CliError> {
+    let mut out = Out::new();
+    match resolve_format(format) {
+        OutputFormat::Jsonl => {
+            out.line(&s.header.to_line())?;
+            for e in &s.entries {
+                out.line(&e.to_line())?;
+            }
+        }
+        OutputFormat::Text => {
+            out.line(&format!(
+                "session {}  v{}  cwd {}  created {}",
+                s.id(),
+                s.header.version(),
+                s.header.cwd,
+                s.header.timestamp
+            ))?;
+            if let Some(p) = &s.header.parent_session {
+                out.line(&format!("forked from {p}"))?;
+            }
+            let w = term_width().saturating_sub(34);
+            for (e, line) in s.entries.iter().zip(&s.lines) {
+                out.line(&format!(
+                    "{:>5} {:<8} {:<8} {}",
+                    line,
+                    clip(e.id(), 8),
+                    clip(e.parent_id().unwrap_or("-"), 8),
+                    clip(&describe(e), w)
+                ))?;
+            }
+        }
+    }
+    out.flush()?;
+    Ok(EXIT_OK)
+}
+
+pub fn tree(s: &Session, format: Option<OutputFormat>) -> Result<i32, CliError> {
+    let labels = s.labels();
+    let rows = s.tree_rows();
+    let mut out = Out::new();
+    match resolve_format(format) {
+        OutputFormat::Jsonl => {
+            for r in &rows {
+                let e = &s.entries[r.index];
+                out.record(&TreeNodeRecord {
+                    kind: "tree_node",
+                    id: e.id().to_string(),
+                    parent_id: e.parent_id().map(str::to_string),
+                    entry_type: e.kind().to_string(),
+                    role: e.message().map(|m| m.role().to_string()),
+                    depth: r.depth,
+                    children: r.children,
+                    on_branch: r.on_branch,
+                    leaf: r.is_leaf,
+                    label: labels.get(e.id()).cloned(),
+                    summary: clip(&describe(e), 200),
+                    timestamp: e.timestamp().to_string(),
+                })?;
+            }
+        }
+        OutputFormat::Text => {
+            let width = term_width();
+            for r in &rows {
+                let e = &s.entries[r.index];
+                let connector = if r.depth == 0 {
+                    String::new()
+                } else if r.last_sibling {
+                    "└─ ".to_string()
+                } else {
+                    "├─ ".to_string()
+                };
+                let mut marks = String::new();
+                if r.is_leaf {
+                    marks.push_str(" ◀ leaf");
+                }
+                if r.children > 1 {
+                    marks.push_str(&format!(" ⑂ {} branches", r.children));
+                }
+                if let Some(l) = labels.get(e.id()) {
+                    marks.push_str(&format!(" [{l}]"));
+                }
+                let bullet = if r.on_branch { "●" } else { "○" };
+                let head = format!("{}{connector}{bullet} {} ", r.prefix, e.id());
+                let room = width
+                    .saturating_sub(head.chars().count() + marks.chars().count())
+                    .max(10);
+                out.line(&format!("{head}{}{marks}", clip(&describe(e), room)))?;
+            }
+        }
+    }
+    out.flush()?;
+    Ok(EXIT_OK)
+}
+
+pub fn context(
+    s: &Session,
+    leaf: Option<&str>,
+    format: Option<OutputFormat>,
+) -> Result<i32, CliError> {
+    let leaf_id = match leaf {
+        Some(l) => Some(s.find_entry(l).map_err(CliError::input)?.id().to_string()),
+        None => s.leaf_id().map(str::to_string),
+    };
+    let ctx = s.context(leaf_id.as_deref());
+    let mut out = Out::new();
+    match resolve_format(format) {
+        OutputFormat::Jsonl => {
+            out.record(&ContextRecord {
+                kind: "context",
+                session_id: s.id().to_string(),
+                leaf_id: leaf_id.clone(),
+                thinking_level: ctx.thinking_level.clone(),
+                model: match &ctx.model {
+                    Some((p, m)) => json!({"provider": p, "modelId": m}),
+                    None => serde_json::Value::Null,
+                },
+                messages: ctx.messages.len(),
+            })?;
+            for (id, m) in &ctx.messages {
+                out.record(&ContextMessageRecord {
+                    kind: "context_message",
+                    entry_id: id,
+                    message: m,
+                })?;
+            }
+        }
+        OutputFormat::Text => {
+            let model = ctx
+                .model
+                .as_ref()
+                .map(|(p, m)| format!("{p}/{m}"))
+                .unwrap_or_else(|| "(none)".into());
+            out.line(&format!(
+                "context of {} at {}: {} messages, model {model}, thinking {}",
+                s.id(),
+                leaf_id.as_deref().unwrap_or("(empty)"),
+                ctx.messages.len(),
+                ctx.thinking_level
+            ))?;
+            for (id, m) in &ctx.messages {
+                out.line(&format!("\n── {} [{id}]", m.role()))?;
+                let mut text = m.text();
+                if let AgentMessage::Assistant(a) = m {
+                    for b in &a.content {
+                        if let ContentBlock::ToolCall(c) = b {
+                            text.push_str(&format!("\n→ {}({})", c.name, c.arguments));
+                        }
+                    }
+                }
+                out.line(&text)?;
+            }
+        }
+    }
+    out.flush()?;
+    Ok(EXIT_OK)
+}
+
+pub fn stats(s: &Session, format: Option<OutputFormat>) -> Result<i32, CliError> {
+    let st = s.stats();
+    let mut out = Out::new();
+    let totals = |t: &pi_lib::session::stats::Totals| {
+        json!({
+            "responses": t.responses, "input": t.input, "output": t.output,
+            "cacheRead": t.cache_read, "cacheWrite": t.cache_write,
+            "totalTokens": t.total_tokens, "cost": t.cost,
+        })
+    };
+    match resolve_format(format) {
+        OutputFormat::Jsonl => {
+            let mut rec = json!({
+                "type": "stats", "sessionId": s.id(), "path": s.path.display().to_string(),
+                "entries": st.entries, "messages": st.messages, "toolCalls": st.tool_calls,
+            });
+            if let (Some(obj), serde_json::Value::Object(t)) =
+                (rec.as_object_mut(), totals(&st.total))
+            {
+                obj.extend(t);
+            }
+            out.record(&rec)?;
+            for (model, t) in &st.per_model {
+                let mut rec = json!({"type": "model_stats", "sessionId": s.id(), "model": model});
+                if let (Some(obj), serde_json::Value::Object(t)) = (rec.as_object_mut(), totals(t))
+                {
+                    obj.extend(t);
+                }
+                out.record(&rec)?;
+            }
+        }
+        OutputFormat::Text => {
+            out.line(&format!("session {}  {}", s.id(), s.path.display()))?;
+            let roles: Vec<String> = st
+                .messages
+                .iter()
+                .map(|(r, n)| format!("{r} {n}"))
+                .collect();
+            out.line(&format!(
+                "entries {}  messages: {}  tool calls {}",
+                st.entries,
+                roles.join(", "),
+                st.tool_calls
+            ))?;
+            out.line("")?;
+            out.line(&format!(
+                "{:<40} {:>5} {:>10} {:>10} {:>10} {:>10} {:>10}",
+                "MODEL", "RESP", "INPUT", "OUTPUT", "CACHE R", "CACHE W", "COST"
+            ))?;
+            let mut rows: Vec<(&str, &pi_lib::session::stats::Totals)> =
+                st.per_model.iter().map(|(k, v)| (k.as_str(), v)).collect();
+            rows.push(("total", &st.total));
+            for (m, t) in rows {
+                out.line(&format!(
+                    "{:<40} {:>5} {:>10} {:>10} {:>10} {:>10} {:>10}",
+                    clip(m, 40),
+                    t.responses,
+                    t.input,
+                    t.output,
+                    t.cache_read,
+                    t.cache_write,
+                    format!("${:.4}", t.cost)
+                ))?;
+            }
+        }
+    }
+    out.flush()?;
+    Ok(EXIT_OK)
+}
