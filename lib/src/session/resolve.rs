@@ -69,7 +69,7 @@ pub fn header_id(path: &Path) -> Option<String> {
 pub enum ResolveError {
     #[error("{0}: no such file or session id")]
     NotFound(String),
-    #[error("session id prefix {prefix} is ambiguous; candidates:\n{}", candidates.iter().map(|(id, p)| format!("  {id}  {}", p.display())).collect::<Vec<_>>().join("\n"))]
+    #[error("session id prefix {prefix} is ambiguous: it matches {}", candidates.iter().map(|(id, p)| format!("{id} ({})", p.display())).collect::<Vec<_>>().join(", "))]
     Ambiguous {
         prefix: String,
         candidates: Vec<(String, PathBuf)>,
