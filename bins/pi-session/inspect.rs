@@ -146,13 +146,6 @@ pub fn tree(s: &Session, format: Option<OutputFormat>) -> Result<i32, CliError> 
             let width = term_width();
             for r in &rows {
                 let e = &s.entries[r.index];
-                let connector = if r.depth == 0 {
-                    String::new()
-                } else if r.last_sibling {
-                    "└─ ".to_string()
-                } else {
-                    "├─ ".to_string()
-                };
                 let mut marks = String::new();
                 if r.is_leaf {
                     marks.push_str(" ◀ leaf");
@@ -164,7 +157,7 @@ pub fn tree(s: &Session, format: Option<OutputFormat>) -> Result<i32, CliError> 
                     marks.push_str(&format!(" [{l}]"));
                 }
                 let bullet = if r.on_branch { "●" } else { "○" };
-                let head = format!("{}{connector}{bullet} {} ", r.prefix, e.id());
+                let head = format!("{}{bullet} {} ", r.prefix, e.id());
                 let room = width
                     .saturating_sub(head.chars().count() + marks.chars().count())
                     .max(10);

@@ -12,7 +12,7 @@ use pi_lib::session::Session;
 use pi_lib::timefmt::{iso_from_ms, parse_iso_ms, short_from_ms};
 
 use crate::cli::SortBy;
-use crate::out::{cell, clip, term_width, Out};
+use crate::out::{cell, clip, term_width, unique_prefix_len, Out};
 use crate::{Ctx, PROG};
 
 /// The session files `ls` / `search` look at, and a description of where.
@@ -144,13 +144,15 @@ pub fn ls(
         }
         OutputFormat::Text => {
             let width = term_width();
-            let fixed = 8 + 1 + 16 + 1 + 16 + 1 + 5 + 1 + 8 + 1 + 7 + 1;
+            let ids: Vec<&str> = sessions.iter().map(|s| s.id.as_str()).collect();
+            let id_w = unique_prefix_len(&ids, 8).min(36);
+            let fixed = id_w + 1 + 16 + 1 + 16 + 1 + 5 + 1 + 8 + 1 + 7 + 1;
             let cwd_w = if all { 28 } else { 0 };
             let name_w = 18;
             let first_w = width.saturating_sub(fixed + cwd_w + name_w + 2).max(12);
             let mut head = format!(
                 "{} {} {} {:>5} {:>8} {:>7} {} ",
-                cell("ID", 8),
+                cell("ID", id_w),
                 cell("CREATED", 16),
                 cell("MODIFIED", 16),
                 "MSGS",
@@ -170,7 +172,7 @@ pub fn ls(
                     .unwrap_or_default();
                 let mut row = format!(
                     "{} {} {} {:>5} {:>8} {:>7} {} ",
-                    cell(&s.id, 8),
+                    cell(&s.id.chars().take(id_w).collect::<String>(), id_w),
                     cell(&created, 16),
                     cell(&short_from_ms(s.modified_ms), 16),
                     s.message_count,
@@ -179,7 +181,7 @@ pub fn ls(
                     cell(s.name.as_deref().unwrap_or("-"), name_w)
                 );
                 if all {
-                    row.push_str(&cell(&s.cwd, cwd_w));
+                    row.push_str(&cell(&clip_left(&s.cwd, cwd_w), cwd_w));
                     row.push(' ');
                 }
                 row.push_str(&clip(&s.first_message, first_w));
@@ -189,6 +191,16 @@ pub fn ls(
     }
     out.flush()?;
     Ok(EXIT_OK)
+}
+
+/// Keeps the end of a path, which says more than its start.
+fn clip_left(s: &str, max: usize) -> String {
+    let n = s.chars().count();
+    if n <= max {
+        return s.to_string();
+    }
+    let tail: String = s.chars().skip(n - max + 1).collect();
+    format!("…{tail}")
 }
 
 fn human_tokens(t: u64) -> String {

@@ -376,13 +376,6 @@ impl Entry {
     }
 }
 
-/// A parsed line of a session file.
-#[derive(Debug, Clone, PartialEq)]
-pub enum FileLine {
-    Header(SessionHeader),
-    Entry(Entry),
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -68,6 +68,9 @@ macro_rules! tagged_enum {
         }
     ) => {
         $(#[$meta])*
+        // Variants are stored inline (entries live in a Vec); boxing the
+        // large ones would cost an allocation each for no gain.
+        #[allow(clippy::large_enum_variant)]
         #[derive(Debug, Clone, PartialEq)]
         pub enum $name {
             $( $(#[$vmeta])* $variant($ty), )*

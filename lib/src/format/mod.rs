@@ -15,6 +15,6 @@ pub mod message;
 pub mod num;
 pub mod records;
 
-pub use entry::{Entry, FileLine, SessionHeader, CURRENT_SESSION_VERSION};
+pub use entry::{Entry, SessionHeader, CURRENT_SESSION_VERSION};
 pub use message::{AgentMessage, ContentBlock, Cost, Usage, UserContent};
 pub use num::Num;

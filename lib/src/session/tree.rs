@@ -83,19 +83,31 @@ impl Session {
         (roots, kids)
     }
 
-    /// The tree flattened in depth-first order, for printing.
+    /// The tree flattened in depth-first order, for printing. A linear run
+    /// stays in one column; only branch points indent their children.
     pub fn tree_rows(&self) -> Vec<TreeRow> {
         let (roots, kids) = self.children();
         let on_branch: HashSet<usize> = self.branch().into_iter().collect();
         let leaf = self.leaf_id().and_then(|l| self.index_of(l));
         let mut out = Vec::new();
-        // (index, depth, prefix-of-ancestors, is-last-sibling)
-        let mut stack: Vec<(usize, usize, String, bool)> = Vec::new();
+        // (index, depth, lead printed before the node, continuation prefix)
+        let mut stack: Vec<(usize, usize, String, String)> = Vec::new();
+        let multi_root = roots.len() > 1;
         for (n, &r) in roots.iter().enumerate().rev() {
-            stack.push((r, 0, String::new(), n + 1 == roots.len()));
+            let last = n + 1 == roots.len();
+            if multi_root {
+                let (lead, cont) = if last {
+                    ("└─ ", "   ")
+                } else {
+                    ("├─ ", "│  ")
+                };
+                stack.push((r, 1, lead.to_string(), cont.to_string()));
+            } else {
+                stack.push((r, 0, String::new(), String::new()));
+            }
         }
         let mut visited = HashSet::new();
-        while let Some((i, depth, prefix, last)) = stack.pop() {
+        while let Some((i, depth, lead, cont)) = stack.pop() {
             if !visited.insert(i) {
                 continue;
             }
@@ -103,19 +115,23 @@ impl Session {
             out.push(TreeRow {
                 index: i,
                 depth,
-                prefix: prefix.clone(),
-                last_sibling: last,
+                prefix: lead,
                 children: children.len(),
                 on_branch: on_branch.contains(&i),
                 is_leaf: leaf == Some(i),
             });
-            let child_prefix = if depth == 0 {
-                String::new()
-            } else {
-                format!("{prefix}{}", if last { "   " } else { "│  " })
-            };
+            if children.len() == 1 {
+                stack.push((children[0], depth, cont.clone(), cont));
+                continue;
+            }
             for (n, &c) in children.iter().enumerate().rev() {
-                stack.push((c, depth + 1, child_prefix.clone(), n + 1 == children.len()));
+                let last = n + 1 == children.len();
+                let (l, k) = if last {
+                    ("└─ ", "   ")
+                } else {
+                    ("├─ ", "│  ")
+                };
+                stack.push((c, depth + 1, format!("{cont}{l}"), format!("{cont}{k}")));
             }
         }
         out
@@ -126,10 +142,10 @@ impl Session {
 #[derive(Debug, Clone)]
 pub struct TreeRow {
     pub index: usize,
+    /// Number of branch points above this entry.
     pub depth: usize,
-    /// Drawing prefix inherited from ancestors (`│  ` / `   `).
+    /// What to draw before the entry (`├─ `, `│  └─ `, …).
     pub prefix: String,
-    pub last_sibling: bool,
     /// Number of children; more than one marks a branch point.
     pub children: usize,
     pub on_branch: bool,
