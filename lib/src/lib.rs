@@ -10,6 +10,9 @@
 
 pub mod cli;
 pub mod format;
+pub mod model;
 pub mod paths;
+pub mod provider;
 pub mod session;
 pub mod timefmt;
+pub mod tools;

@@ -12,8 +12,10 @@
 
 pub mod entry;
 pub mod message;
+pub mod model;
 pub mod num;
 pub mod records;
+pub mod tool;
 
 pub use entry::{Entry, SessionHeader, CURRENT_SESSION_VERSION};
 pub use message::{AgentMessage, ContentBlock, Cost, Usage, UserContent};

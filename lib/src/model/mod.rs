@@ -1,0 +1,1 @@
+//! (being written) Built-in models, models.json, auth.json and API keys.

@@ -1,0 +1,66 @@
+//! The built-in tools: read, bash, edit, write (active by default) and
+//! grep, find, ls — same parameters, descriptions, limits, notices and
+//! error texts as pi 1.6.0.
+
+use std::future::Future;
+use std::path::PathBuf;
+use std::pin::Pin;
+
+use serde_json::Value;
+use tokio_util::sync::CancellationToken;
+
+use crate::format::tool::ToolDefinition;
+use crate::format::ContentBlock;
+
+/// What a tool returns: `content` goes to the model, `details` only to the
+/// session and UI (e.g. the edit diff).
+#[derive(Debug, Clone, PartialEq)]
+pub struct ToolOutput {
+    pub content: Vec<ContentBlock>,
+    pub details: Option<Value>,
+    pub is_error: bool,
+}
+
+impl ToolOutput {
+    /// An error result with one text block (what pi makes of a thrown error).
+    pub fn error(text: impl Into<String>) -> Self {
+        ToolOutput {
+            content: vec![ContentBlock::text(text)],
+            details: None,
+            is_error: true,
+        }
+    }
+}
+
+/// Where and how a tool runs.
+#[derive(Debug, Clone)]
+pub struct ToolContext {
+    /// The session's working directory; relative paths resolve against it.
+    pub cwd: PathBuf,
+    /// Cancelled on abort: running processes are killed, the tool returns.
+    pub cancel: CancellationToken,
+}
+
+/// Receives partial results while a tool runs (bash's growing output):
+/// pi's `tool_execution_update.partialResult`.
+pub type UpdateSink = Box<dyn FnMut(ToolOutput) + Send>;
+
+/// A boxed future of a tool's output.
+pub type ToolFuture<'a> = Pin<Box<dyn Future<Output = ToolOutput> + Send + 'a>>;
+
+/// A tool the model can call.
+pub trait Tool: Send + Sync {
+    /// Name, description and JSON Schema of the parameters.
+    fn definition(&self) -> ToolDefinition;
+    /// The one-line summary in the system prompt's `tools` section.
+    fn prompt_snippet(&self) -> Option<String>;
+    /// Bullets this tool adds to the system prompt's `rules` section.
+    fn prompt_guidelines(&self) -> Vec<String>;
+    /// Runs the tool on already-validated arguments.
+    fn execute<'a>(
+        &'a self,
+        args: Value,
+        ctx: ToolContext,
+        on_update: UpdateSink,
+    ) -> ToolFuture<'a>;
+}
