@@ -8,11 +8,14 @@
 //! [`format`] depends on serde only (no async runtime, no HTTP), so it could be
 //! lifted into its own crate unchanged.
 
+pub mod agent;
 pub mod cli;
 pub mod format;
 pub mod model;
 pub mod paths;
+pub mod prompt;
 pub mod provider;
 pub mod session;
+pub mod settings;
 pub mod timefmt;
 pub mod tools;

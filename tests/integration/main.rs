@@ -6,4 +6,5 @@ mod cli_docs;
 mod common;
 mod pi_compat;
 mod roundtrip;
+mod run_vs_pi;
 mod session_cmds;

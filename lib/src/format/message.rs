@@ -256,6 +256,13 @@ pub struct Cost {
     pub cache_write: Num,
     #[serde(default)]
     pub total: Num,
+    /// pi 1.x: whether `total` came from the provider's own bill.
+    #[serde(
+        rename = "totalFromProvider",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub total_from_provider: Option<Value>,
     #[serde(flatten)]
     pub extra: Map<String, Value>,
 }
@@ -271,6 +278,9 @@ pub struct Usage {
     pub cache_read: Num,
     #[serde(rename = "cacheWrite", default)]
     pub cache_write: Num,
+    /// pi 1.x: reasoning tokens (part of `output`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reasoning: Option<Num>,
     #[serde(rename = "totalTokens", default)]
     pub total_tokens: Num,
     #[serde(default)]
@@ -331,6 +341,13 @@ pub struct ToolResultMessage {
     pub details: Option<Value>,
     #[serde(rename = "isError", default)]
     pub is_error: bool,
+    /// pi 1.x: how long the tool ran.
+    #[serde(
+        rename = "durationMs",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub duration_ms: Option<Num>,
     #[serde(default)]
     pub timestamp: Num,
     #[serde(flatten)]

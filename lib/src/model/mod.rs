@@ -1,1 +1,609 @@
-//! (being written) Built-in models, models.json, auth.json and API keys.
+//! Models and API keys, as pi 1.6.0 resolves them: the built-in catalogue,
+//! `<agentDir>/models.json`, `<agentDir>/auth.json`, provider environment
+//! variables, `--provider`/`--model`/`--thinking` selection and
+//! `--list-models`.
+//!
+//! * [`ModelRegistry::load`] builds the model list: the built-in catalogue
+//!   (`builtin-models.json`, pi 1.6.0's bundled models for anthropic, openai,
+//!   deepseek, google, openrouter, xai, groq, cerebras and mistral, dumped
+//!   from the real pi by `tests/oracle/dump-models.sh`) with `models.json`
+//!   applied on top (see [`models_json`]).
+//! * [`ModelRegistry::api_key`] resolves a provider's key in pi's order:
+//!   `--api-key` → `auth.json` → `models.json` `apiKey` → environment (see
+//!   [`auth`]). Verified against `pi auth print-api-key`.
+//! * [`resolve_selection`] picks the model and thinking level from the CLI
+//!   flags and settings like pi's startup (see [`select`]).
+//! * [`list_models`] / [`render_model_list`] print what `pi --list-models`
+//!   prints (see [`list`]).
+//!
+//! Every Model also keeps pi's full JSON object ([`ModelRegistry::pi_json`]),
+//! because [`Model`] has no room for `thinkingLevelMap`, `cost.tiers`,
+//! `promptCache`, `inputLimits` and the like.
+
+pub mod auth;
+pub mod list;
+pub mod models_json;
+pub mod select;
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+use serde_json::{Map, Value};
+
+use crate::format::model::Model;
+
+pub use auth::{AuthEntry, AuthFile};
+pub use list::{list_models, render_model_list, ModelRow};
+pub use select::{
+    clamp_thinking, parse_thinking, resolve_selection, Selection, SelectionDefaults,
+    SelectionRequest,
+};
+
+/// Everything that can go wrong while loading models or resolving keys and
+/// selections. Messages name the file (and line:column) they come from;
+/// selection messages follow pi's wording.
+#[derive(Debug, thiserror::Error)]
+pub enum ModelError {
+    /// A JSON file that does not parse (`models.json`, `auth.json`,
+    /// `settings.json`).
+    #[error("{}:{line}:{column}: invalid JSON: {message}", path.display())]
+    Json {
+        path: PathBuf,
+        line: usize,
+        column: usize,
+        message: String,
+    },
+    /// A file that parses but breaks pi's schema; `at` is pi's dotted path
+    /// (`providers.mock.models.0.contextWindow`).
+    #[error("{}: {at}: {message}", path.display())]
+    Schema {
+        path: PathBuf,
+        at: String,
+        message: String,
+    },
+    /// A file that cannot be read.
+    #[error("{}: {source}", path.display())]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    /// `--provider` names no known provider.
+    #[error("Unknown provider \"{0}\". Use --list-models to see available providers/models.")]
+    UnknownProvider(String),
+    /// `--model` matches nothing.
+    #[error("Model \"{0}\" not found. Use --list-models to see available models.")]
+    UnknownModel(String),
+    /// An exact model id offered by several providers.
+    #[error("Model \"{pattern}\" is ambiguous across providers: {}. {}. Use --provider or provider/model.",
+        candidates.join(", "),
+        if *authenticated == 0 { "No matching provider is authenticated" } else { "More than one matching provider is authenticated" })]
+    Ambiguous {
+        pattern: String,
+        /// `provider/id` of every candidate, sorted.
+        candidates: Vec<String>,
+        /// How many of the candidates' providers have credentials.
+        authenticated: usize,
+    },
+    /// `--provider` without `--model`.
+    #[error("--provider requires --model (for example: --provider {0} --model <pattern>)")]
+    ProviderWithoutModel(String),
+    /// No credential for the selected model's provider.
+    #[error("No API key found for {provider}.\n\nhint: set {hint}")]
+    NoApiKey { provider: String, hint: String },
+    /// No provider has credentials, so there is nothing to select.
+    #[error("No models available.\n\nhint: set a provider's API key variable (e.g. ANTHROPIC_API_KEY), add an api_key entry to {}, or add a provider with an apiKey to {}", auth.display(), models.display())]
+    NoModels { auth: PathBuf, models: PathBuf },
+    /// A thinking level pi does not know.
+    #[error("Invalid thinking level \"{0}\". Valid values: {levels}", levels = select::valid_levels())]
+    InvalidThinking(String),
+    /// `auth.json` holds an OAuth login for the provider and nothing else
+    /// supplies a key; the toolkit cannot use OAuth logins yet.
+    #[error("{}: provider \"{provider}\" is configured with OAuth, not an API key; OAuth logins are not supported by the pi toolkit yet (set an API key instead)", path.display())]
+    OAuthUnsupported { provider: String, path: PathBuf },
+    /// A `$VAR`/`!command` credential or header value that does not resolve.
+    #[error("{source_desc}: failed to resolve credential: {message}")]
+    Credential {
+        /// Where the value is configured (file and key).
+        source_desc: String,
+        message: String,
+    },
+}
+
+/// One provider the registry knows (built-in or from `models.json`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct ProviderInfo {
+    /// Provider id (`anthropic`, `ollama`, …).
+    pub id: String,
+    /// Environment variables that hold its key, in priority order.
+    pub env_keys: Vec<String>,
+    /// The model pi selects at startup when this provider is the first with
+    /// credentials (built-ins only).
+    pub default_model: Option<String>,
+    /// `true` for pi's built-in providers.
+    pub builtin: bool,
+    /// `models.json` `apiKey` (unresolved), if any.
+    pub api_key: Option<String>,
+    /// `models.json` `authHeader`: send the key as `Authorization: Bearer`.
+    pub auth_header: bool,
+}
+
+/// The built-in providers in pi's startup preference order, with the
+/// environment variables pi reads for them (pi's providers.md).
+pub const BUILTIN_ENV_KEYS: &[(&str, &[&str])] = &[
+    ("anthropic", &["ANTHROPIC_OAUTH_TOKEN", "ANTHROPIC_API_KEY"]),
+    ("openai", &["OPENAI_API_KEY"]),
+    ("deepseek", &["DEEPSEEK_API_KEY"]),
+    ("google", &["GEMINI_API_KEY"]),
+    ("openrouter", &["OPENROUTER_API_KEY"]),
+    ("xai", &["XAI_API_KEY"]),
+    ("groq", &["GROQ_API_KEY"]),
+    ("cerebras", &["CEREBRAS_API_KEY"]),
+    ("mistral", &["MISTRAL_API_KEY"]),
+];
+
+/// pi 1.6.0's bundled models for the providers above (JSON, one model per
+/// line, grouped by provider; regenerate with `tests/oracle/dump-models.sh`).
+pub const BUILTIN_MODELS_JSON: &str = include_str!("builtin-models.json");
+
+#[derive(Deserialize)]
+struct Catalogue {
+    providers: Vec<CatalogueProvider>,
+}
+
+#[derive(Deserialize)]
+struct CatalogueProvider {
+    id: String,
+    api: String,
+    #[serde(rename = "baseUrl")]
+    base_url: String,
+    #[serde(rename = "defaultModel")]
+    default_model: String,
+    models: Vec<Map<String, Value>>,
+}
+
+/// The models pi knows, with the files that configure them.
+#[derive(Debug, Clone)]
+pub struct ModelRegistry {
+    models: Vec<Model>,
+    /// pi's JSON object for each model (same index as `models`).
+    raw: Vec<Map<String, Value>>,
+    providers: Vec<ProviderInfo>,
+    auth: AuthFile,
+    env: HashMap<String, String>,
+    agent_dir: PathBuf,
+}
+
+impl ModelRegistry {
+    /// Built-ins plus `<agent_dir>/models.json` and `<agent_dir>/auth.json`,
+    /// with the process environment. A malformed `models.json` or
+    /// `auth.json` is an error (see [`ModelRegistry::load_lenient`] for pi's
+    /// warn-and-continue behaviour).
+    pub fn load(agent_dir: &Path) -> Result<Self, ModelError> {
+        Self::load_with_env(agent_dir, std::env::vars().collect())
+    }
+
+    /// [`ModelRegistry::load`] with an explicit environment (tests, or a
+    /// caller that filters the environment).
+    pub fn load_with_env(
+        agent_dir: &Path,
+        env: HashMap<String, String>,
+    ) -> Result<Self, ModelError> {
+        let mut reg = Self::builtin_with_env(agent_dir, env);
+        reg.auth = AuthFile::load(&agent_dir.join("auth.json"))?;
+        let path = agent_dir.join("models.json");
+        if let Some(file) = models_json::read(&path)? {
+            models_json::apply(&mut reg, &file, &path)?;
+        }
+        Ok(reg)
+    }
+
+    /// Like pi: a broken `models.json` is reported and only the built-in
+    /// models are used; a broken `auth.json` is reported and ignored.
+    /// Returns the registry and the problems found.
+    pub fn load_lenient(agent_dir: &Path, env: HashMap<String, String>) -> (Self, Vec<ModelError>) {
+        let mut errors = Vec::new();
+        let mut reg = Self::builtin_with_env(agent_dir, env);
+        match AuthFile::load(&agent_dir.join("auth.json")) {
+            Ok(a) => reg.auth = a,
+            Err(e) => errors.push(e),
+        }
+        let path = agent_dir.join("models.json");
+        match models_json::read(&path) {
+            Ok(Some(file)) => {
+                let mut trial = reg.clone();
+                match models_json::apply(&mut trial, &file, &path) {
+                    Ok(()) => reg = trial,
+                    Err(e) => errors.push(e),
+                }
+            }
+            Ok(None) => {}
+            Err(e) => errors.push(e),
+        }
+        (reg, errors)
+    }
+
+    /// Only the built-in catalogue (no files read), with `env`.
+    pub fn builtin_with_env(agent_dir: &Path, env: HashMap<String, String>) -> Self {
+        let mut reg = ModelRegistry {
+            models: Vec::new(),
+            raw: Vec::new(),
+            providers: Vec::new(),
+            auth: AuthFile::default(),
+            env,
+            agent_dir: agent_dir.to_path_buf(),
+        };
+        // The catalogue is compiled in and checked by the tests, so a parse
+        // failure cannot come from user data; stay empty rather than panic.
+        let cat: Catalogue = match serde_json::from_str(BUILTIN_MODELS_JSON) {
+            Ok(c) => c,
+            Err(_) => return reg,
+        };
+        for p in cat.providers {
+            let env_keys = BUILTIN_ENV_KEYS
+                .iter()
+                .find(|(id, _)| *id == p.id)
+                .map(|(_, keys)| keys.iter().map(|k| k.to_string()).collect())
+                .unwrap_or_default();
+            reg.providers.push(ProviderInfo {
+                id: p.id.clone(),
+                env_keys,
+                default_model: Some(p.default_model.clone()),
+                builtin: true,
+                api_key: None,
+                auth_header: false,
+            });
+            for m in p.models {
+                let raw = builtin_raw(&p.id, &p.api, &p.base_url, m);
+                reg.push_raw(raw);
+            }
+        }
+        reg
+    }
+
+    /// Appends (or replaces, by provider and id) one model given as pi JSON.
+    pub(crate) fn push_raw(&mut self, raw: Map<String, Value>) -> Option<usize> {
+        let model: Model = serde_json::from_value(Value::Object(raw.clone())).ok()?;
+        if let Some(i) = self.index_of(&model.provider, &model.id) {
+            self.models[i] = model;
+            self.raw[i] = raw;
+            return Some(i);
+        }
+        // Keep a provider's models together: insert after its last model.
+        let at = self
+            .models
+            .iter()
+            .rposition(|m| m.provider == model.provider)
+            .map(|i| i + 1)
+            .unwrap_or(self.models.len());
+        self.models.insert(at, model);
+        self.raw.insert(at, raw);
+        Some(at)
+    }
+
+    /// Re-derives the typed model at `i` after its JSON changed.
+    pub(crate) fn set_raw(&mut self, i: usize, raw: Map<String, Value>) {
+        if let Ok(m) = serde_json::from_value::<Model>(Value::Object(raw.clone())) {
+            self.models[i] = m;
+            self.raw[i] = raw;
+        }
+    }
+
+    pub(crate) fn raw_at(&self, i: usize) -> &Map<String, Value> {
+        &self.raw[i]
+    }
+
+    pub(crate) fn provider_mut(&mut self, id: &str) -> Option<&mut ProviderInfo> {
+        self.providers.iter_mut().find(|p| p.id == id)
+    }
+
+    pub(crate) fn add_provider(&mut self, info: ProviderInfo) {
+        self.providers.push(info);
+    }
+
+    pub(crate) fn env_var(&self, name: &str) -> Option<&str> {
+        self.env
+            .get(name)
+            .map(String::as_str)
+            .filter(|v| !v.is_empty())
+    }
+
+    fn index_of(&self, provider: &str, id: &str) -> Option<usize> {
+        self.models
+            .iter()
+            .position(|m| m.provider == provider && m.id == id)
+    }
+
+    /// Every model, built-in and custom, grouped by provider.
+    pub fn all(&self) -> &[Model] {
+        &self.models
+    }
+
+    /// Every known provider (built-ins in pi's preference order, then
+    /// `models.json` providers in file order).
+    pub fn providers(&self) -> &[ProviderInfo] {
+        &self.providers
+    }
+
+    /// The provider named `id` (case-insensitive, as pi's `--provider`).
+    pub fn provider(&self, id: &str) -> Option<&ProviderInfo> {
+        self.providers.iter().find(|p| p.id == id).or_else(|| {
+            self.providers
+                .iter()
+                .find(|p| p.id.eq_ignore_ascii_case(id))
+        })
+    }
+
+    /// The agent directory the registry was loaded from.
+    pub fn agent_dir(&self) -> &Path {
+        &self.agent_dir
+    }
+
+    /// The parsed `auth.json`.
+    pub fn auth(&self) -> &AuthFile {
+        &self.auth
+    }
+
+    /// pi's JSON object for `model` (the shape `get_available_models`
+    /// answers with; `headers` are not part of it, as in pi).
+    pub fn pi_json(&self, model: &Model) -> Option<Map<String, Value>> {
+        let i = self.index_of(&model.provider, &model.id)?;
+        let mut raw = self.raw[i].clone();
+        raw.shift_remove("headers");
+        Some(raw)
+    }
+
+    /// The model's `thinkingLevelMap` (`null` entries mark unsupported
+    /// levels), if it has one.
+    pub fn thinking_level_map(&self, model: &Model) -> Option<&Map<String, Value>> {
+        let i = self.index_of(&model.provider, &model.id)?;
+        self.raw[i]
+            .get("thinkingLevelMap")
+            .and_then(Value::as_object)
+    }
+
+    /// Finds a model like pi's `--model` (with `--provider` when given):
+    /// exact id, `provider/id`, then a case-insensitive substring of id or
+    /// name. No thinking suffix and no "custom model id" fallback here; see
+    /// [`resolve_selection`] for the full CLI behaviour.
+    pub fn find(&self, provider: Option<&str>, model: &str) -> Result<Model, ModelError> {
+        if let Some(p) = provider {
+            if self.provider(p).is_none() {
+                return Err(ModelError::UnknownProvider(p.to_string()));
+            }
+        }
+        match select::match_pattern(self, model, provider)? {
+            Some(m) => Ok(m),
+            None => Err(ModelError::UnknownModel(model.to_string())),
+        }
+    }
+
+    /// True when the provider has any credential pi would count: an
+    /// `auth.json` entry (API key or OAuth), a `models.json` `apiKey`, or a
+    /// non-empty environment variable. `--list-models` and fuzzy matching
+    /// only consider models of such providers.
+    pub fn has_credentials(&self, provider: &str) -> bool {
+        if self.auth.get(provider).is_some() {
+            return true;
+        }
+        let Some(p) = self.provider(provider) else {
+            return false;
+        };
+        p.api_key.is_some() || p.env_keys.iter().any(|k| self.env_var(k).is_some())
+    }
+
+    /// Models whose provider has credentials, in registry order.
+    pub fn available(&self) -> Vec<&Model> {
+        self.models
+            .iter()
+            .filter(|m| self.has_credentials(&m.provider))
+            .collect()
+    }
+
+    /// The key for `provider`, in pi's order: `cli_key` (`--api-key`, only
+    /// pass it for the selected model's provider) → `auth.json` `api_key`
+    /// → `models.json` `apiKey` → environment. `$VAR`/`${VAR}` and
+    /// `!command` values are resolved. `Ok(None)` when nothing is
+    /// configured; an `auth.json` OAuth login with no other source is
+    /// [`ModelError::OAuthUnsupported`].
+    pub fn api_key(
+        &self,
+        provider: &str,
+        cli_key: Option<&str>,
+    ) -> Result<Option<String>, ModelError> {
+        if let Some(k) = cli_key.filter(|k| !k.is_empty()) {
+            return Ok(Some(k.to_string()));
+        }
+        let auth_path = self.agent_dir.join("auth.json");
+        let mut oauth = false;
+        match self.auth.get(provider) {
+            Some(AuthEntry::ApiKey { key, .. }) => {
+                let desc = format!("{} ({provider}.key)", auth_path.display());
+                return auth::resolve_value(key, &self.env, &desc, true).map(Some);
+            }
+            Some(AuthEntry::OAuth(_)) => oauth = true,
+            Some(AuthEntry::Other(_)) | None => {}
+        }
+        let p = self.provider(provider);
+        if let Some(key) = p.and_then(|p| p.api_key.as_deref()) {
+            let desc = format!(
+                "{} (providers.{provider}.apiKey)",
+                self.agent_dir.join("models.json").display()
+            );
+            return auth::resolve_value(key, &self.env, &desc, false).map(Some);
+        }
+        if let Some(p) = p {
+            for k in &p.env_keys {
+                if let Some(v) = self.env_var(k) {
+                    return Ok(Some(v.to_string()));
+                }
+            }
+        }
+        if oauth {
+            return Err(ModelError::OAuthUnsupported {
+                provider: provider.to_string(),
+                path: auth_path,
+            });
+        }
+        Ok(None)
+    }
+
+    /// A hint naming where a key for `provider` can go (for error messages).
+    pub fn key_hint(&self, provider: &str) -> String {
+        let auth = self.agent_dir.join("auth.json");
+        match self.provider(provider).map(|p| p.env_keys.as_slice()) {
+            Some([.., last]) => format!(
+                "{last} or add {{\"{provider}\": {{\"type\": \"api_key\", \"key\": \"…\"}}}} to {}",
+                auth.display()
+            ),
+            _ => format!(
+                "\"apiKey\" for provider \"{provider}\" in {} or add an api_key entry to {}",
+                self.agent_dir.join("models.json").display(),
+                auth.display()
+            ),
+        }
+    }
+
+    /// `model` with its header values resolved (`$VAR`, `!command`) and,
+    /// when the provider sets `authHeader`, `Authorization: Bearer <key>`
+    /// added. Call before handing the model to a provider.
+    pub fn resolve_headers(
+        &self,
+        model: &Model,
+        api_key: Option<&str>,
+    ) -> Result<Model, ModelError> {
+        let mut out = model.clone();
+        let models_path = self.agent_dir.join("models.json");
+        if let Some(h) = &mut out.headers {
+            for (name, v) in h.iter_mut() {
+                if let Value::String(s) = v {
+                    let desc = format!(
+                        "{} (providers.{}.headers.{name})",
+                        models_path.display(),
+                        model.provider
+                    );
+                    *s = auth::resolve_value(s, &self.env, &desc, false)?;
+                }
+            }
+        }
+        let auth_header = self
+            .provider(&model.provider)
+            .map(|p| p.auth_header)
+            .unwrap_or(false);
+        if let (true, Some(key)) = (auth_header, api_key) {
+            out.headers
+                .get_or_insert_with(Map::new)
+                .insert("Authorization".into(), format!("Bearer {key}").into());
+        }
+        Ok(out)
+    }
+}
+
+/// A catalogue entry as pi's full Model object (key order as pi prints it).
+fn builtin_raw(
+    provider: &str,
+    api: &str,
+    base_url: &str,
+    m: Map<String, Value>,
+) -> Map<String, Value> {
+    let mut out = Map::new();
+    let get = |k: &str| m.get(k).cloned();
+    out.insert("id".into(), get("id").unwrap_or(Value::Null));
+    out.insert("name".into(), get("name").unwrap_or(Value::Null));
+    out.insert("api".into(), get("api").unwrap_or_else(|| api.into()));
+    out.insert("provider".into(), provider.into());
+    out.insert(
+        "baseUrl".into(),
+        get("baseUrl").unwrap_or_else(|| base_url.into()),
+    );
+    for (k, v) in m {
+        if !out.contains_key(&k) {
+            out.insert(k, v);
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn reg() -> ModelRegistry {
+        ModelRegistry::builtin_with_env(Path::new("/nonexistent"), HashMap::new())
+    }
+
+    #[test]
+    fn catalogue_parses_and_has_every_provider() {
+        let r = reg();
+        assert!(r.all().len() > 500, "{}", r.all().len());
+        for (p, _) in BUILTIN_ENV_KEYS {
+            assert!(r.all().iter().any(|m| m.provider == *p), "{p}");
+            let info = r.provider(p).expect("provider");
+            let def = info.default_model.as_deref().expect("default");
+            assert!(
+                r.all().iter().any(|m| m.provider == *p && m.id == def),
+                "{p}/{def}"
+            );
+        }
+    }
+
+    #[test]
+    fn builtin_numbers_are_sane() {
+        for m in reg().all() {
+            assert!(m.context_window >= 1000, "{}/{}", m.provider, m.id);
+            assert!(m.max_tokens > 0, "{}/{}", m.provider, m.id);
+            assert!(
+                m.input.iter().any(|i| i == "text"),
+                "{}/{}",
+                m.provider,
+                m.id
+            );
+            assert!(
+                m.base_url.starts_with("https://"),
+                "{}/{}",
+                m.provider,
+                m.id
+            );
+            assert!(m.cost.input >= 0.0 && m.cost.output >= 0.0);
+        }
+        let r = reg();
+        let gpt4o = r.find(Some("openai"), "gpt-4o").expect("gpt-4o");
+        assert_eq!(gpt4o.api, "openai-responses");
+        assert_eq!(gpt4o.base_url, "https://api.openai.com/v1");
+        assert_eq!(gpt4o.cost.input, 2.5);
+        assert_eq!(gpt4o.context_window, 128000);
+        assert_eq!(gpt4o.max_tokens, 16384);
+        assert!(!gpt4o.reasoning);
+    }
+
+    #[test]
+    fn pi_json_keeps_fields_model_lacks() {
+        let r = reg();
+        let m = r.find(Some("deepseek"), "deepseek-v4-pro").expect("model");
+        let tl = r.thinking_level_map(&m).expect("map");
+        assert_eq!(tl.get("medium"), Some(&Value::Null));
+        let j = r.pi_json(&m).expect("json");
+        let keys: Vec<&str> = j.keys().map(String::as_str).take(5).collect();
+        assert_eq!(keys, ["id", "name", "api", "provider", "baseUrl"]);
+    }
+
+    #[test]
+    fn env_key_order_prefers_anthropic_oauth_token() {
+        let env: HashMap<String, String> = [
+            ("ANTHROPIC_API_KEY".to_string(), "key".to_string()),
+            ("ANTHROPIC_OAUTH_TOKEN".to_string(), "tok".to_string()),
+        ]
+        .into();
+        let r = ModelRegistry::builtin_with_env(Path::new("/x"), env);
+        assert_eq!(
+            r.api_key("anthropic", None).ok().flatten().as_deref(),
+            Some("tok")
+        );
+        assert_eq!(r.api_key("openai", None).ok().flatten(), None);
+        assert_eq!(
+            r.api_key("openai", Some("cli")).ok().flatten().as_deref(),
+            Some("cli")
+        );
+    }
+}

@@ -1,19 +1,493 @@
-//! Placeholder until this wire API lands: every call ends in an error
-//! event that says so (never a fake answer).
+//! Anthropic Messages (`anthropic-messages`): Anthropic and compatible
+//! endpoints (Kimi coding, MiniMax, gateways).
+//!
+//! Follows providers.md §2.2: system prompt as cached text blocks, budget or
+//! adaptive thinking by model, prompt-cache markers on the system prompt, the
+//! last tool and the last user turn, consecutive tool results merged into
+//! one user message; the stream is tracked by the server's block `index`.
 
-use super::{empty_message, EventSink, Request, StreamEvent};
-use crate::format::message::AssistantMessage;
+use std::collections::HashMap;
+
+use serde_json::{json, Map, Value};
+
+use super::sse::{self, Failure, HttpCall};
+use super::transform::{anthropic_id, transform_messages};
+use super::{
+    clamp_thinking, default_max_tokens, join_url, model_and_call_headers, EventSink, Out, Request,
+};
+use crate::format::message::{AssistantMessage, UserContent};
+use crate::format::model::{Model, ThinkingLevel};
+use crate::format::{AgentMessage, ContentBlock};
 
 /// Streams one assistant message.
 pub async fn stream(req: Request, on_event: EventSink<'_>) -> AssistantMessage {
-    let mut m = empty_message(&req.model);
-    m.stop_reason = "error".into();
-    m.error_message = Some(format!("the {} API is not implemented yet", req.model.api));
-    on_event(
-        &StreamEvent::Error {
-            reason: "error".into(),
-        },
-        &m,
-    );
-    m
+    let mut out = Out::new(&req.model, on_event);
+    // pi's Anthropic path announces the message before the HTTP answer.
+    out.start();
+    let body = build_body(&req);
+    let call = HttpCall {
+        url: join_url(&req.model.base_url, "/v1/messages"),
+        headers: headers(&req),
+        body: &body,
+        idle_timeout: req.idle_timeout,
+        cancel: &req.cancel,
+        http_error: sse::plain_http_error,
+    };
+    let stream = match sse::open(call).await {
+        Ok(s) => s,
+        Err(f) => return out.fail(f),
+    };
+    read_stream(stream, out).await
+}
+
+fn is_adaptive(model: &Model) -> bool {
+    if let Some(v) = model
+        .compat_value("forceAdaptiveThinking")
+        .and_then(Value::as_bool)
+    {
+        return v;
+    }
+    ["opus-4-6", "opus-4.6", "sonnet-4-6", "sonnet-4.6"]
+        .iter()
+        .any(|p| model.id.contains(p))
+}
+
+fn is_oauth(req: &Request) -> bool {
+    req.api_key
+        .as_deref()
+        .is_some_and(|k| k.contains("sk-ant-oat"))
+}
+
+/// Request headers: auth, version, betas, then model and call headers.
+pub fn headers(req: &Request) -> Vec<(String, String)> {
+    let mut h = vec![
+        ("content-type".to_string(), "application/json".to_string()),
+        ("accept".into(), "application/json".into()),
+        ("anthropic-version".into(), "2023-06-01".into()),
+        (
+            "anthropic-dangerous-direct-browser-access".into(),
+            "true".into(),
+        ),
+    ];
+    let mut betas = vec!["fine-grained-tool-streaming-2025-05-14"];
+    if !is_adaptive(&req.model) {
+        betas.push("interleaved-thinking-2025-05-14");
+    }
+    match &req.api_key {
+        Some(k) if is_oauth(req) => {
+            h.push(("authorization".into(), format!("Bearer {k}")));
+            betas.insert(0, "oauth-2025-04-20");
+            betas.insert(0, "claude-code-20250219");
+            h.push(("x-app".into(), "cli".into()));
+        }
+        Some(k) => h.push(("x-api-key".into(), k.clone())),
+        None => {}
+    }
+    h.push(("anthropic-beta".into(), betas.join(",")));
+    h.extend(model_and_call_headers(req));
+    h
+}
+
+fn cache_control(model: &Model) -> Value {
+    let long = std::env::var("PI_CACHE_RETENTION").is_ok_and(|v| v == "long");
+    if long && model.base_url.contains("api.anthropic.com") {
+        json!({"type": "ephemeral", "ttl": "1h"})
+    } else {
+        json!({"type": "ephemeral"})
+    }
+}
+
+fn budget_for(level: ThinkingLevel) -> u64 {
+    match level {
+        ThinkingLevel::Off => 0,
+        ThinkingLevel::Minimal => 1024,
+        ThinkingLevel::Low => 2048,
+        ThinkingLevel::Medium => 8192,
+        ThinkingLevel::High | ThinkingLevel::Xhigh => 16384,
+    }
+}
+
+/// The request body (providers.md §2.2).
+pub fn build_body(req: &Request) -> Value {
+    let model = &req.model;
+    let cc = cache_control(model);
+    let level = clamp_thinking(model, req.thinking);
+    let thinking_on = model.reasoning && level != ThinkingLevel::Off;
+    let mut max_tokens = default_max_tokens(req).unwrap_or(if model.max_tokens > 0 {
+        model.max_tokens / 3
+    } else {
+        4096
+    });
+    let mut body = Map::new();
+    body.insert("model".into(), model.id.clone().into());
+    body.insert("messages".into(), Value::Array(convert_messages(req, &cc)));
+    let mut thinking = None;
+    if thinking_on {
+        if is_adaptive(model) {
+            let effort = match level {
+                ThinkingLevel::Minimal | ThinkingLevel::Low => "low",
+                ThinkingLevel::Medium => "medium",
+                ThinkingLevel::Xhigh
+                    if model.id.contains("opus-4-6") || model.id.contains("opus-4.6") =>
+                {
+                    "max"
+                }
+                _ => "high",
+            };
+            thinking = Some((json!({"type": "adaptive"}), Some(json!({"effort": effort}))));
+        } else {
+            let mut budget = budget_for(level);
+            let cap = if model.max_tokens > 0 {
+                model.max_tokens
+            } else {
+                u64::MAX
+            };
+            max_tokens = (max_tokens + budget).min(cap);
+            if max_tokens <= budget {
+                budget = max_tokens.saturating_sub(1024);
+            }
+            thinking = Some((json!({"type": "enabled", "budget_tokens": budget}), None));
+        }
+    }
+    body.insert("max_tokens".into(), max_tokens.into());
+    body.insert("stream".into(), true.into());
+    if let Some(sp) = req.system_prompt.as_ref().filter(|s| !s.is_empty()) {
+        body.insert(
+            "system".into(),
+            json!([{"type": "text", "text": sp, "cache_control": cc}]),
+        );
+    }
+    if !req.tools.is_empty() {
+        let n = req.tools.len();
+        let cache_tools = model
+            .compat_value("supportsCacheControlOnTools")
+            .and_then(Value::as_bool)
+            .unwrap_or(true);
+        let tools: Vec<Value> = req
+            .tools
+            .iter()
+            .enumerate()
+            .map(|(i, t)| {
+                let p = &t.parameters;
+                let mut schema = Map::new();
+                schema.insert("type".into(), "object".into());
+                schema.insert(
+                    "properties".into(),
+                    p.get("properties").cloned().unwrap_or(json!({})),
+                );
+                schema.insert(
+                    "required".into(),
+                    p.get("required").cloned().unwrap_or(json!([])),
+                );
+                let mut tool = Map::new();
+                tool.insert("name".into(), t.name.clone().into());
+                tool.insert("description".into(), t.description.clone().into());
+                tool.insert("input_schema".into(), Value::Object(schema));
+                if cache_tools && i + 1 == n {
+                    tool.insert("cache_control".into(), cc.clone());
+                }
+                Value::Object(tool)
+            })
+            .collect();
+        body.insert("tools".into(), Value::Array(tools));
+    }
+    if let Some((t, effort)) = thinking {
+        body.insert("thinking".into(), t);
+        if let Some(e) = effort {
+            body.insert("output_config".into(), e);
+        }
+    }
+    Value::Object(body)
+}
+
+fn image_block(data: &str, mime: &str) -> Value {
+    json!({"type": "image", "source": {"type": "base64", "media_type": mime, "data": data}})
+}
+
+fn convert_messages(req: &Request, cc: &Value) -> Vec<Value> {
+    let model = &req.model;
+    let vision = model.input.iter().any(|i| i == "image");
+    let messages = transform_messages(&req.messages, model, &anthropic_id);
+    let mut out: Vec<Value> = Vec::new();
+    let mut i = 0;
+    while i < messages.len() {
+        match &messages[i] {
+            AgentMessage::User(u) => match &u.content {
+                UserContent::Text(s) => {
+                    if !s.trim().is_empty() {
+                        out.push(json!({"role": "user", "content": s}));
+                    }
+                }
+                UserContent::Blocks(blocks) => {
+                    let parts: Vec<Value> = blocks
+                        .iter()
+                        .filter_map(|b| match b {
+                            ContentBlock::Text(t) if !t.text.trim().is_empty() => {
+                                Some(json!({"type": "text", "text": t.text}))
+                            }
+                            ContentBlock::Image(im) if vision => {
+                                Some(image_block(&im.data, &im.mime_type))
+                            }
+                            _ => None,
+                        })
+                        .collect();
+                    if !parts.is_empty() {
+                        out.push(json!({"role": "user", "content": parts}));
+                    }
+                }
+            },
+            AgentMessage::Assistant(a) => {
+                let mut parts = Vec::new();
+                for b in &a.content {
+                    match b {
+                        ContentBlock::Text(t) if !t.text.trim().is_empty() => {
+                            parts.push(json!({"type": "text", "text": t.text}));
+                        }
+                        ContentBlock::Thinking(t) => {
+                            let sig = t
+                                .extra
+                                .get("thinkingSignature")
+                                .and_then(Value::as_str)
+                                .unwrap_or("");
+                            if t.extra.get("redacted").and_then(Value::as_bool) == Some(true) {
+                                parts.push(json!({"type": "redacted_thinking", "data": sig}));
+                            } else if t.thinking.trim().is_empty() {
+                            } else if sig.is_empty() {
+                                parts.push(json!({"type": "text", "text": t.thinking}));
+                            } else {
+                                parts.push(json!({"type": "thinking", "thinking": t.thinking, "signature": sig}));
+                            }
+                        }
+                        ContentBlock::ToolCall(tc) => {
+                            let input = if tc.arguments.is_object() {
+                                tc.arguments.clone()
+                            } else {
+                                json!({})
+                            };
+                            parts.push(json!({"type": "tool_use", "id": tc.id, "name": tc.name, "input": input}));
+                        }
+                        _ => {}
+                    }
+                }
+                if !parts.is_empty() {
+                    out.push(json!({"role": "assistant", "content": parts}));
+                }
+            }
+            AgentMessage::ToolResult(_) => {
+                let mut results = Vec::new();
+                while let Some(AgentMessage::ToolResult(r)) = messages.get(i) {
+                    let has_image = r
+                        .content
+                        .iter()
+                        .any(|b| matches!(b, ContentBlock::Image(_)));
+                    let content = if has_image {
+                        let mut blocks = Vec::new();
+                        let has_text = r.content.iter().any(|b| matches!(b, ContentBlock::Text(_)));
+                        if !has_text {
+                            blocks.push(json!({"type": "text", "text": "(see attached image)"}));
+                        }
+                        for b in &r.content {
+                            match b {
+                                ContentBlock::Text(t) => {
+                                    blocks.push(json!({"type": "text", "text": t.text}))
+                                }
+                                ContentBlock::Image(im) => {
+                                    blocks.push(image_block(&im.data, &im.mime_type))
+                                }
+                                _ => {}
+                            }
+                        }
+                        Value::Array(blocks)
+                    } else {
+                        Value::String(crate::format::message::blocks_text(&r.content, "\n"))
+                    };
+                    results.push(json!({"type": "tool_result", "tool_use_id": r.tool_call_id, "content": content, "is_error": r.is_error}));
+                    i += 1;
+                }
+                out.push(json!({"role": "user", "content": results}));
+                continue;
+            }
+            _ => {}
+        }
+        i += 1;
+    }
+    // Cache marker on the last block of a final user turn.
+    if let Some(last) = out.last_mut() {
+        if last["role"] == "user" {
+            if let Value::String(s) = &last["content"] {
+                last["content"] = json!([{"type": "text", "text": s}]);
+            }
+            if let Some(Value::Object(b)) =
+                last["content"].as_array_mut().and_then(|a| a.last_mut())
+            {
+                b.insert("cache_control".into(), cc.clone());
+            }
+        }
+    }
+    out
+}
+
+async fn read_stream(mut stream: sse::SseStream, mut out: Out<'_>) -> AssistantMessage {
+    // server block index -> content index
+    let mut blocks: HashMap<u64, usize> = HashMap::new();
+    let mut stop: Option<String> = None;
+    let mut saw_event = false;
+    let mut usage = [0u64; 4]; // input, output, cacheRead, cacheWrite
+    loop {
+        let ev = match stream.next().await {
+            Ok(Some(ev)) => ev,
+            Ok(None) => break,
+            Err(f) => return out.fail(f),
+        };
+        let Ok(data) = serde_json::from_str::<Value>(&ev.data) else {
+            continue;
+        };
+        let kind = data
+            .get("type")
+            .and_then(Value::as_str)
+            .unwrap_or(ev.event.as_str())
+            .to_string();
+        saw_event = true;
+        if ev.event == "error" || kind == "error" {
+            return out.fail(Failure::Error(ev.data.clone()));
+        }
+        let idx = data.get("index").and_then(Value::as_u64);
+        match kind.as_str() {
+            "message_start" => {
+                if let Some(id) = data.pointer("/message/id").and_then(Value::as_str) {
+                    out.msg.extra.insert("responseId".into(), id.into());
+                }
+                if let Some(u) = data.pointer("/message/usage") {
+                    merge_usage(&mut usage, u);
+                    out.set_usage(usage[0], usage[1], usage[2], usage[3], usage.iter().sum());
+                }
+            }
+            "content_block_start" => {
+                let Some(idx) = idx else { continue };
+                let cb = &data["content_block"];
+                let i = match cb.get("type").and_then(Value::as_str) {
+                    Some("text") => {
+                        let i = out.push_text();
+                        if let Some(t) = cb
+                            .get("text")
+                            .and_then(Value::as_str)
+                            .filter(|t| !t.is_empty())
+                        {
+                            out.delta(i, t);
+                        }
+                        i
+                    }
+                    Some("thinking") => out.push_thinking(Some("")),
+                    Some("redacted_thinking") => {
+                        let sig = cb.get("data").and_then(Value::as_str).unwrap_or("");
+                        let i = out.push_thinking(Some(sig));
+                        if let Some(ContentBlock::Thinking(t)) = out.msg.content.get_mut(i) {
+                            t.thinking = "[Reasoning redacted]".into();
+                            t.extra.insert("redacted".into(), true.into());
+                        }
+                        i
+                    }
+                    Some("tool_use") => {
+                        let id = cb.get("id").and_then(Value::as_str).unwrap_or("");
+                        let name = cb.get("name").and_then(Value::as_str).unwrap_or("");
+                        let i = out.push_tool(id, name, "");
+                        if let Some(input) = cb
+                            .get("input")
+                            .filter(|v| v.as_object().is_some_and(|o| !o.is_empty()))
+                        {
+                            if let Some(tc) = out.tool_mut(i) {
+                                tc.arguments = input.clone();
+                            }
+                        }
+                        i
+                    }
+                    _ => continue,
+                };
+                blocks.insert(idx, i);
+            }
+            "content_block_delta" => {
+                let Some(&i) = idx.and_then(|x| blocks.get(&x)) else {
+                    continue;
+                };
+                let d = &data["delta"];
+                match d.get("type").and_then(Value::as_str) {
+                    Some("text_delta") => {
+                        out.delta(i, d.get("text").and_then(Value::as_str).unwrap_or(""))
+                    }
+                    Some("thinking_delta") => {
+                        out.delta(i, d.get("thinking").and_then(Value::as_str).unwrap_or(""))
+                    }
+                    Some("input_json_delta") => {
+                        out.tool_delta(
+                            i,
+                            d.get("partial_json").and_then(Value::as_str).unwrap_or(""),
+                        );
+                    }
+                    Some("signature_delta") => {
+                        if let Some(ContentBlock::Thinking(t)) = out.msg.content.get_mut(i) {
+                            let mut s = t
+                                .extra
+                                .get("thinkingSignature")
+                                .and_then(Value::as_str)
+                                .unwrap_or("")
+                                .to_string();
+                            s.push_str(d.get("signature").and_then(Value::as_str).unwrap_or(""));
+                            t.extra.insert("thinkingSignature".into(), s.into());
+                        }
+                    }
+                    _ => {}
+                }
+            }
+            "content_block_stop" => {
+                if let Some(i) = idx.and_then(|x| blocks.remove(&x)) {
+                    out.end(i);
+                }
+            }
+            "message_delta" => {
+                if let Some(r) = data.pointer("/delta/stop_reason").and_then(Value::as_str) {
+                    stop = Some(r.to_string());
+                }
+                if let Some(u) = data.get("usage") {
+                    merge_usage(&mut usage, u);
+                    out.set_usage(usage[0], usage[1], usage[2], usage[3], usage.iter().sum());
+                }
+            }
+            _ => {}
+        }
+    }
+    if !saw_event {
+        if let Some(e) = stream.foreign_body_error() {
+            return out.fail(Failure::Error(e));
+        }
+    }
+    let Some(stop) = stop else {
+        return out.fail(Failure::Error(
+            "terminated: the stream ended before the message was complete".into(),
+        ));
+    };
+    out.msg
+        .extra
+        .insert("rawStopReason".into(), stop.clone().into());
+    match stop.as_str() {
+        "end_turn" | "pause_turn" | "stop_sequence" => out.done("stop"),
+        "max_tokens" => out.done("length"),
+        "tool_use" => out.done("toolUse"),
+        "refusal" | "sensitive" => out.fail(Failure::Error("An unknown error occurred".into())),
+        other => out.fail(Failure::Error(format!("Unhandled stop reason: {other}"))),
+    }
+}
+
+/// Overwrites the counts present (and non-null) in an Anthropic usage object.
+fn merge_usage(usage: &mut [u64; 4], u: &Value) {
+    let keys = [
+        "input_tokens",
+        "output_tokens",
+        "cache_read_input_tokens",
+        "cache_creation_input_tokens",
+    ];
+    for (slot, k) in usage.iter_mut().zip(keys) {
+        if let Some(n) = u.get(k).and_then(Value::as_u64) {
+            *slot = n;
+        }
+    }
 }

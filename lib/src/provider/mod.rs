@@ -185,7 +185,7 @@ impl StreamEvent {
 }
 
 /// Receives each event with the message as built so far.
-pub type EventSink<'a> = &'a mut (dyn FnMut(&StreamEvent, &AssistantMessage) + Send);
+pub type EventSink<'a> = &'a mut dyn FnMut(&StreamEvent, &AssistantMessage);
 
 /// A fresh, empty assistant message for `model` (`stopReason: "pending"`
 /// until the stream ends, as pi's `message_start` shows).
@@ -216,6 +216,7 @@ pub fn apply_cost(model: &Model, usage: &mut Usage) {
         cache_read: Num::float(cache_read),
         cache_write: Num::float(cache_write),
         total: Num::float(input + output + cache_read + cache_write),
+        total_from_provider: usage.cost.total_from_provider.take(),
         extra: std::mem::take(&mut usage.cost.extra),
     };
 }
@@ -243,5 +244,292 @@ pub async fn stream(req: Request, on_event: EventSink<'_>) -> AssistantMessage {
             );
             m
         }
+    }
+}
+
+/// Builds the assistant message block by block and emits the matching
+/// events; shared by the wire APIs so their event protocol is identical.
+pub(crate) struct Out<'a> {
+    /// The message as built so far.
+    pub msg: AssistantMessage,
+    sink: EventSink<'a>,
+    model: Model,
+    started: bool,
+}
+
+impl<'a> Out<'a> {
+    /// A builder over an empty message for `model`.
+    pub fn new(model: &Model, sink: EventSink<'a>) -> Self {
+        Out {
+            msg: empty_message(model),
+            sink,
+            model: model.clone(),
+            started: false,
+        }
+    }
+
+    fn emit(&mut self, ev: StreamEvent) {
+        (self.sink)(&ev, &self.msg);
+    }
+
+    /// Emits `start` (once).
+    pub fn start(&mut self) {
+        if !self.started {
+            self.started = true;
+            self.emit(StreamEvent::Start);
+        }
+    }
+
+    /// Appends an empty text block; returns its index.
+    pub fn push_text(&mut self) -> usize {
+        self.start();
+        let i = self.msg.content.len();
+        self.msg.content.push(crate::format::ContentBlock::text(""));
+        self.emit(StreamEvent::TextStart { content_index: i });
+        i
+    }
+
+    /// Appends an empty thinking block (with a signature when given).
+    pub fn push_thinking(&mut self, signature: Option<&str>) -> usize {
+        self.start();
+        let i = self.msg.content.len();
+        let mut extra = Map::new();
+        if let Some(s) = signature {
+            extra.insert("thinkingSignature".into(), s.into());
+        }
+        self.msg.content.push(crate::format::ContentBlock::Thinking(
+            crate::format::message::ThinkingBlock {
+                thinking: String::new(),
+                extra,
+            },
+        ));
+        self.emit(StreamEvent::ThinkingStart { content_index: i });
+        i
+    }
+
+    /// Appends a tool call with empty arguments.
+    pub fn push_tool(&mut self, id: &str, name: &str, raw_args: &str) -> usize {
+        self.start();
+        let i = self.msg.content.len();
+        let mut extra = Map::new();
+        extra.insert("partialJson".into(), raw_args.into());
+        self.msg
+            .content
+            .push(crate::format::ContentBlock::ToolCall(ToolCallBlock {
+                id: id.to_string(),
+                name: name.to_string(),
+                arguments: partial_json::parse_arguments(raw_args),
+                extra,
+            }));
+        self.emit(StreamEvent::ToolCallStart {
+            content_index: i,
+            id: id.to_string(),
+            tool_name: name.to_string(),
+        });
+        i
+    }
+
+    /// Appends `delta` to the text or thinking block `i` and emits it.
+    pub fn delta(&mut self, i: usize, delta: &str) {
+        let ev = match self.msg.content.get_mut(i) {
+            Some(crate::format::ContentBlock::Text(t)) => {
+                t.text.push_str(delta);
+                StreamEvent::TextDelta {
+                    content_index: i,
+                    delta: delta.to_string(),
+                }
+            }
+            Some(crate::format::ContentBlock::Thinking(t)) => {
+                t.thinking.push_str(delta);
+                StreamEvent::ThinkingDelta {
+                    content_index: i,
+                    delta: delta.to_string(),
+                }
+            }
+            _ => return,
+        };
+        self.emit(ev);
+    }
+
+    /// The tool call at `i`, if that block is one.
+    pub fn tool_mut(&mut self, i: usize) -> Option<&mut ToolCallBlock> {
+        match self.msg.content.get_mut(i) {
+            Some(crate::format::ContentBlock::ToolCall(t)) => Some(t),
+            _ => None,
+        }
+    }
+
+    /// Appends a raw argument fragment to tool call `i`, re-parses, emits.
+    pub fn tool_delta(&mut self, i: usize, delta: &str) {
+        let Some(tc) = self.tool_mut(i) else { return };
+        let mut raw = tc
+            .extra
+            .get("partialJson")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_string();
+        raw.push_str(delta);
+        tc.arguments = partial_json::parse_arguments(&raw);
+        tc.extra.insert("partialJson".into(), raw.into());
+        self.emit(StreamEvent::ToolCallDelta {
+            content_index: i,
+            delta: delta.to_string(),
+        });
+    }
+
+    /// Replaces the raw arguments of tool call `i` (no event).
+    pub fn set_tool_args(&mut self, i: usize, raw: &str) {
+        if let Some(tc) = self.tool_mut(i) {
+            tc.arguments = partial_json::parse_arguments(raw);
+            tc.extra.insert("partialJson".into(), raw.into());
+        }
+    }
+
+    /// Ends block `i` with the matching `*_end` event.
+    pub fn end(&mut self, i: usize) {
+        let ev = match self.msg.content.get_mut(i) {
+            Some(crate::format::ContentBlock::Text(t)) => StreamEvent::TextEnd {
+                content_index: i,
+                content: t.text.clone(),
+            },
+            Some(crate::format::ContentBlock::Thinking(t)) => StreamEvent::ThinkingEnd {
+                content_index: i,
+                content: t.thinking.clone(),
+            },
+            Some(crate::format::ContentBlock::ToolCall(t)) => {
+                if let Some(Value::String(raw)) = t.extra.shift_remove("partialJson") {
+                    t.arguments = partial_json::parse_arguments(&raw);
+                }
+                if !t.arguments.is_object() {
+                    t.arguments = Value::Object(Map::new());
+                }
+                StreamEvent::ToolCallEnd {
+                    content_index: i,
+                    tool_call: t.clone(),
+                }
+            }
+            _ => return,
+        };
+        self.emit(ev);
+    }
+
+    /// Sets the token counts and recomputes the cost.
+    pub fn set_usage(
+        &mut self,
+        input: u64,
+        output: u64,
+        cache_read: u64,
+        cache_write: u64,
+        total: u64,
+    ) {
+        let u = &mut self.msg.usage;
+        u.input = Num::int(input);
+        u.output = Num::int(output);
+        u.cache_read = Num::int(cache_read);
+        u.cache_write = Num::int(cache_write);
+        u.total_tokens = Num::int(total);
+        apply_cost(&self.model, u);
+    }
+
+    /// True when the message holds a tool call.
+    pub fn has_tool_calls(&self) -> bool {
+        self.msg
+            .content
+            .iter()
+            .any(|b| matches!(b, crate::format::ContentBlock::ToolCall(_)))
+    }
+
+    fn strip_partials(&mut self) {
+        for b in &mut self.msg.content {
+            if let crate::format::ContentBlock::ToolCall(t) = b {
+                t.extra.shift_remove("partialJson");
+            }
+        }
+    }
+
+    /// Ends the stream normally (`stop`, `length`, `toolUse`).
+    pub fn done(mut self, reason: &str) -> AssistantMessage {
+        self.start();
+        self.strip_partials();
+        self.msg.stop_reason = reason.to_string();
+        self.emit(StreamEvent::Done {
+            reason: reason.to_string(),
+        });
+        self.msg
+    }
+
+    /// Ends the stream with `error` (or `aborted`); open blocks get no end.
+    pub fn fail(mut self, failure: sse::Failure) -> AssistantMessage {
+        self.strip_partials();
+        let (reason, text) = match failure {
+            sse::Failure::Aborted => ("aborted", sse::ABORTED.to_string()),
+            sse::Failure::Error(e) => ("error", e),
+        };
+        self.msg.stop_reason = reason.to_string();
+        self.msg.error_message = Some(text);
+        self.emit(StreamEvent::Error {
+            reason: reason.to_string(),
+        });
+        self.msg
+    }
+}
+
+/// Max output tokens pi sends when the caller gives none: the model's,
+/// capped at 32000 (`None` when the model does not say).
+pub(crate) fn default_max_tokens(req: &Request) -> Option<u64> {
+    req.max_tokens.or(if req.model.max_tokens > 0 {
+        Some(req.model.max_tokens.min(32000))
+    } else {
+        None
+    })
+}
+
+/// `xhigh` survives only for models that support it; else `high`.
+pub(crate) fn clamp_thinking(model: &Model, level: ThinkingLevel) -> ThinkingLevel {
+    if level == ThinkingLevel::Xhigh {
+        let id = model.id.as_str();
+        let ok = ["gpt-5.2", "gpt-5.3", "gpt-5.4", "opus-4-6", "opus-4.6"]
+            .iter()
+            .any(|p| id.contains(p));
+        if !ok {
+            return ThinkingLevel::High;
+        }
+    }
+    level
+}
+
+/// Model headers, then the caller's headers, as `(name, value)` pairs.
+pub(crate) fn model_and_call_headers(req: &Request) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    if let Some(h) = &req.model.headers {
+        for (k, v) in h {
+            if let Some(s) = v.as_str() {
+                out.push((k.clone(), s.to_string()));
+            }
+        }
+    }
+    out.extend(req.headers.iter().cloned());
+    out
+}
+
+/// `base` with one trailing `/` removed, then `path`.
+pub(crate) fn join_url(base: &str, path: &str) -> String {
+    format!("{}{}", base.trim_end_matches('/'), path)
+}
+
+/// A tool result's text for APIs that take a string: text blocks joined by
+/// `\n`, or `(see attached image)` when there are only images.
+pub(crate) fn tool_result_text(content: &[crate::format::ContentBlock]) -> String {
+    let text = crate::format::message::blocks_text(content, "\n");
+    let has_text = content
+        .iter()
+        .any(|b| matches!(b, crate::format::ContentBlock::Text(_)));
+    let has_image = content
+        .iter()
+        .any(|b| matches!(b, crate::format::ContentBlock::Image(_)));
+    if !has_text && has_image {
+        "(see attached image)".into()
+    } else {
+        text
     }
 }

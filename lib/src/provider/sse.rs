@@ -1,1 +1,458 @@
-//! (being written)
+//! Server-sent events: an incremental decoder over byte chunks, and the
+//! streaming HTTP transport every wire API shares (POST a JSON body, check
+//! the status, then read SSE events with an idle timeout and cancellation).
+//!
+//! The decoder follows the WHATWG rules the vendors' SDKs implement: LF, CRLF
+//! and CR line ends; a blank line dispatches; `data:` lines join with `\n`;
+//! `event:` names the event; `:` lines are comments; one space after the
+//! colon is stripped. It works on bytes and only decodes whole lines, so a
+//! UTF-8 character split across two chunks is never mangled.
+//!
+//! The transport turns every failure into a message text shaped like the
+//! ones pi shows ("429: {…}", "Connection error.", "terminated: …"), because
+//! the agent's retry rule matches on those texts.
+
+use std::time::Duration;
+
+use serde_json::Value;
+use tokio_util::sync::CancellationToken;
+
+/// One dispatched event: its `event:` name (empty when unnamed) and data.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SseEvent {
+    /// The `event:` field; empty when the event had none.
+    pub event: String,
+    /// The `data:` lines joined by `\n`.
+    pub data: String,
+}
+
+/// Incremental SSE decoder: feed chunks with [`SseDecoder::push`], then
+/// call [`SseDecoder::finish`] at end of stream.
+#[derive(Debug, Default)]
+pub struct SseDecoder {
+    buf: Vec<u8>,
+    /// The previous chunk ended in `\r`: a leading `\n` belongs to it.
+    skip_lf: bool,
+    event: String,
+    data: String,
+    has_data: bool,
+    /// Lines that were neither comments nor known fields.
+    foreign_lines: usize,
+    first_foreign: Option<String>,
+    /// Known field lines seen (data/event/id/retry).
+    field_lines: usize,
+}
+
+impl SseDecoder {
+    /// A fresh decoder.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Feeds bytes; returns the events completed by them.
+    pub fn push(&mut self, chunk: &[u8]) -> Vec<SseEvent> {
+        let mut out = Vec::new();
+        let mut bytes = chunk;
+        if self.skip_lf && !bytes.is_empty() {
+            if bytes[0] == b'\n' {
+                bytes = &bytes[1..];
+            }
+            self.skip_lf = false;
+        }
+        self.buf.extend_from_slice(bytes);
+        let mut start = 0;
+        let mut i = 0;
+        while i < self.buf.len() {
+            match self.buf[i] {
+                b'\n' => {
+                    self.line_end(start, i, &mut out);
+                    i += 1;
+                    start = i;
+                }
+                b'\r' => {
+                    self.line_end(start, i, &mut out);
+                    i += 1;
+                    if i < self.buf.len() {
+                        if self.buf[i] == b'\n' {
+                            i += 1;
+                        }
+                    } else {
+                        self.skip_lf = true;
+                    }
+                    start = i;
+                }
+                _ => i += 1,
+            }
+        }
+        self.buf.drain(..start);
+        out
+    }
+
+    /// Ends the stream: a last line without a line end is processed, and a
+    /// pending event without its blank line is dispatched (servers that close
+    /// right after the last `data:` line are common).
+    pub fn finish(&mut self) -> Vec<SseEvent> {
+        let mut out = Vec::new();
+        if !self.buf.is_empty() {
+            let len = self.buf.len();
+            self.line_end(0, len, &mut out);
+            self.buf.clear();
+        }
+        self.dispatch(&mut out);
+        out
+    }
+
+    /// True when the bytes so far look like something other than SSE (lines
+    /// that are not fields or comments, and no data line at all).
+    pub fn looks_foreign(&self) -> bool {
+        self.foreign_lines > 0 && self.field_lines == 0
+    }
+
+    /// The first line that was not SSE, shortened, for error messages.
+    pub fn first_foreign_line(&self) -> Option<&str> {
+        self.first_foreign.as_deref()
+    }
+
+    fn line_end(&mut self, start: usize, end: usize, out: &mut Vec<SseEvent>) {
+        let line = String::from_utf8_lossy(&self.buf[start..end]).into_owned();
+        self.line(&line, out);
+    }
+
+    fn line(&mut self, line: &str, out: &mut Vec<SseEvent>) {
+        if line.is_empty() {
+            self.dispatch(out);
+            return;
+        }
+        if line.starts_with(':') {
+            return;
+        }
+        let (field, value) = match line.find(':') {
+            Some(p) => {
+                let v = &line[p + 1..];
+                (&line[..p], v.strip_prefix(' ').unwrap_or(v))
+            }
+            None => (line, ""),
+        };
+        match field {
+            "data" => {
+                self.field_lines += 1;
+                if self.has_data {
+                    self.data.push('\n');
+                }
+                self.data.push_str(value);
+                self.has_data = true;
+            }
+            "event" => {
+                self.field_lines += 1;
+                self.event = value.to_string();
+            }
+            "id" | "retry" => self.field_lines += 1,
+            _ => {
+                self.foreign_lines += 1;
+                if self.first_foreign.is_none() {
+                    self.first_foreign = Some(line.chars().take(200).collect());
+                }
+            }
+        }
+    }
+
+    fn dispatch(&mut self, out: &mut Vec<SseEvent>) {
+        if self.has_data {
+            out.push(SseEvent {
+                event: std::mem::take(&mut self.event),
+                data: std::mem::take(&mut self.data),
+            });
+        } else {
+            self.event.clear();
+        }
+        self.has_data = false;
+    }
+}
+
+/// Why a streaming call stopped early.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Failure {
+    /// The cancel token fired ("Request was aborted").
+    Aborted,
+    /// Anything else, with the message the assistant message will carry.
+    Error(String),
+}
+
+/// pi's text for an aborted request.
+pub const ABORTED: &str = "Request was aborted";
+
+/// How an API words a non-2xx answer: gets the status and the body text.
+pub type HttpErrorFormat = fn(u16, &str) -> String;
+
+/// OpenAI-style (as pi 1.6.0 prints it): `<status>: <JSON of body.error or
+/// body>` for JSON bodies, `<status> <text>` otherwise, `<status> status
+/// code (no body)` when empty.
+pub fn openai_http_error(status: u16, body: &str) -> String {
+    let trimmed = body.trim();
+    if trimmed.is_empty() {
+        return format!("{status} status code (no body)");
+    }
+    match serde_json::from_str::<Value>(trimmed) {
+        Ok(Value::Object(mut o)) => {
+            let inner = o.remove("error").unwrap_or(Value::Object(o));
+            format!("{status}: {inner}")
+        }
+        Ok(v) => format!("{status}: {v}"),
+        Err(_) => format!("{status} {trimmed}"),
+    }
+}
+
+/// Anthropic-SDK style: `<status> <body JSON text>`, `<status> status code
+/// (no body)` when empty.
+pub fn plain_http_error(status: u16, body: &str) -> String {
+    let trimmed = body.trim();
+    if trimmed.is_empty() {
+        format!("{status} status code (no body)")
+    } else {
+        format!("{status} {trimmed}")
+    }
+}
+
+/// A human form of a duration: `120s`, `1.5s`, `200ms`.
+pub fn human_duration(d: Duration) -> String {
+    if d.as_millis() < 1000 {
+        format!("{}ms", d.as_millis())
+    } else if d.subsec_millis() == 0 {
+        format!("{}s", d.as_secs())
+    } else {
+        format!("{:.1}s", d.as_secs_f64())
+    }
+}
+
+fn idle_message(d: Duration) -> String {
+    format!(
+        "Request timed out: no data received for {} (idle timeout)",
+        human_duration(d)
+    )
+}
+
+/// An error and its causes on one line.
+fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut parts = vec![e.to_string()];
+    let mut cur = e.source();
+    while let Some(s) = cur {
+        let t = s.to_string();
+        if !parts.iter().any(|p| p.contains(&t)) {
+            parts.push(t);
+        }
+        cur = s.source();
+    }
+    parts.join(": ")
+}
+
+/// One HTTP request to make.
+pub struct HttpCall<'a> {
+    /// Full URL.
+    pub url: String,
+    /// Headers in sending order (later ones win for the same name).
+    pub headers: Vec<(String, String)>,
+    /// The JSON body.
+    pub body: &'a Value,
+    /// Give up when nothing arrives for this long.
+    pub idle_timeout: Duration,
+    /// Cancelling aborts the call.
+    pub cancel: &'a CancellationToken,
+    /// Wording of non-2xx answers.
+    pub http_error: HttpErrorFormat,
+}
+
+/// An open event stream (the response was 2xx).
+pub struct SseStream {
+    resp: reqwest::Response,
+    decoder: SseDecoder,
+    pending: std::collections::VecDeque<SseEvent>,
+    idle: Duration,
+    cancel: CancellationToken,
+    ended: bool,
+    /// Bytes received so far.
+    pub bytes: usize,
+}
+
+/// Sends `call`; on a 2xx answer returns the event stream.
+pub async fn open(call: HttpCall<'_>) -> Result<SseStream, Failure> {
+    if call.cancel.is_cancelled() {
+        return Err(Failure::Aborted);
+    }
+    let client = match reqwest::Client::builder().build() {
+        Ok(c) => c,
+        Err(e) => {
+            return Err(Failure::Error(format!(
+                "Connection error.: {}",
+                error_chain(&e)
+            )))
+        }
+    };
+    let mut headers = reqwest::header::HeaderMap::new();
+    for (k, v) in &call.headers {
+        let (Ok(name), Ok(value)) = (
+            reqwest::header::HeaderName::from_bytes(k.as_bytes()),
+            reqwest::header::HeaderValue::from_str(v),
+        ) else {
+            return Err(Failure::Error(format!("Invalid HTTP header \"{k}\"")));
+        };
+        headers.insert(name, value);
+    }
+    let body = serde_json::to_vec(call.body).unwrap_or_default();
+    let send = client.post(&call.url).headers(headers).body(body).send();
+    let resp = tokio::select! {
+        _ = call.cancel.cancelled() => return Err(Failure::Aborted),
+        r = tokio::time::timeout(call.idle_timeout, send) => match r {
+            Err(_) => return Err(Failure::Error(idle_message(call.idle_timeout))),
+            Ok(Err(e)) => return Err(Failure::Error(format!("Connection error.: {}", error_chain(&e)))),
+            Ok(Ok(r)) => r,
+        },
+    };
+    let status = resp.status();
+    if !status.is_success() {
+        let text = tokio::select! {
+            _ = call.cancel.cancelled() => return Err(Failure::Aborted),
+            r = tokio::time::timeout(call.idle_timeout, resp.text()) => match r {
+                Ok(Ok(t)) => t,
+                _ => String::new(),
+            },
+        };
+        return Err(Failure::Error((call.http_error)(status.as_u16(), &text)));
+    }
+    Ok(SseStream {
+        resp,
+        decoder: SseDecoder::new(),
+        pending: Default::default(),
+        idle: call.idle_timeout,
+        cancel: call.cancel.clone(),
+        ended: false,
+        bytes: 0,
+    })
+}
+
+impl SseStream {
+    /// The next event; `Ok(None)` at a clean end of the body.
+    pub async fn next(&mut self) -> Result<Option<SseEvent>, Failure> {
+        loop {
+            if self.cancel.is_cancelled() {
+                return Err(Failure::Aborted);
+            }
+            if let Some(ev) = self.pending.pop_front() {
+                return Ok(Some(ev));
+            }
+            if self.ended {
+                return Ok(None);
+            }
+            let chunk = tokio::select! {
+                _ = self.cancel.cancelled() => return Err(Failure::Aborted),
+                r = tokio::time::timeout(self.idle, self.resp.chunk()) => match r {
+                    Err(_) => return Err(Failure::Error(idle_message(self.idle))),
+                    Ok(Err(e)) => {
+                        return Err(Failure::Error(format!("terminated: other side closed ({})", error_chain(&e))))
+                    }
+                    Ok(Ok(c)) => c,
+                },
+            };
+            match chunk {
+                Some(bytes) => {
+                    self.bytes += bytes.len();
+                    let evs = self.decoder.push(&bytes);
+                    self.pending.extend(evs);
+                }
+                None => {
+                    self.ended = true;
+                    let evs = self.decoder.finish();
+                    self.pending.extend(evs);
+                }
+            }
+        }
+    }
+
+    /// When the body so far was not an event stream, a clear error saying so.
+    pub fn foreign_body_error(&self) -> Option<String> {
+        if self.decoder.looks_foreign() {
+            Some(format!(
+                "Invalid response: the body is not an event stream (starts with {:?})",
+                self.decoder.first_foreign_line().unwrap_or("")
+            ))
+        } else {
+            None
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn all(chunks: &[&[u8]]) -> Vec<SseEvent> {
+        let mut d = SseDecoder::new();
+        let mut out = Vec::new();
+        for c in chunks {
+            out.extend(d.push(c));
+        }
+        out.extend(d.finish());
+        out
+    }
+
+    fn ev(e: &str, d: &str) -> SseEvent {
+        SseEvent {
+            event: e.into(),
+            data: d.into(),
+        }
+    }
+
+    #[test]
+    fn line_ends_and_fields() {
+        let want = vec![ev("a", "x\ny"), ev("", "z")];
+        assert_eq!(all(&[b"event: a\ndata: x\ndata:y\n\ndata: z\n\n"]), want);
+        assert_eq!(
+            all(&[b"event: a\r\ndata: x\r\ndata:y\r\n\r\ndata: z\r\n\r\n"]),
+            want
+        );
+        assert_eq!(all(&[b"event: a\rdata: x\rdata:y\r\rdata: z\r\r"]), want);
+    }
+
+    #[test]
+    fn comments_and_split_crlf() {
+        assert_eq!(
+            all(&[
+                b": OPENROUTER PROCESSING\n\ndata: 1\r",
+                b"\n\r",
+                b"\ndata:  2\n\n"
+            ]),
+            vec![ev("", "1"), ev("", " 2")]
+        );
+    }
+
+    #[test]
+    fn utf8_split_across_chunks() {
+        let s = "data: h\u{e9}llo \u{1f600}\n\n".as_bytes();
+        let chunks: Vec<&[u8]> = s.chunks(1).collect();
+        assert_eq!(all(&chunks), vec![ev("", "h\u{e9}llo \u{1f600}")]);
+    }
+
+    #[test]
+    fn unterminated_last_event_is_dispatched() {
+        assert_eq!(all(&[b"data: last"]), vec![ev("", "last")]);
+    }
+
+    #[test]
+    fn foreign_body_detected() {
+        let mut d = SseDecoder::new();
+        d.push(b"<html>oops</html>\n");
+        d.finish();
+        assert!(d.looks_foreign());
+        assert_eq!(d.first_foreign_line(), Some("<html>oops</html>"));
+    }
+
+    #[test]
+    fn http_error_formats() {
+        assert_eq!(
+            openai_http_error(429, r#"{"error":{"message":"slow down"}}"#),
+            r#"429: {"message":"slow down"}"#
+        );
+        assert_eq!(openai_http_error(500, "boom"), "500 boom");
+        assert_eq!(openai_http_error(503, ""), "503 status code (no body)");
+        assert_eq!(plain_http_error(529, "{\"a\":1}"), "529 {\"a\":1}");
+    }
+}

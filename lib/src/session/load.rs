@@ -231,6 +231,20 @@ impl Session {
             }));
     }
 
+    /// A session with no entries (not yet on disk).
+    pub fn empty(path: PathBuf, header: SessionHeader) -> Session {
+        Session {
+            path,
+            header,
+            entries: Vec::new(),
+            lines: Vec::new(),
+            diagnostics: Vec::new(),
+            migrated_from: None,
+            missing_final_newline: false,
+            index: HashMap::new(),
+        }
+    }
+
     /// The session id from the header.
     pub fn id(&self) -> &str {
         &self.header.id

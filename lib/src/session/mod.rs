@@ -8,6 +8,7 @@ pub mod list;
 pub mod load;
 pub mod resolve;
 pub mod stats;
+pub mod store;
 pub mod tool_selection;
 pub mod tree;
 pub mod write;

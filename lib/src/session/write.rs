@@ -20,6 +20,13 @@ use super::Session;
 /// when the file ends mid-line (a crash), so the new entries never merge into
 /// a damaged line. Each entry is one `write` of a complete line.
 pub fn append_lines(path: &Path, lines: &[String]) -> std::io::Result<()> {
+    append_lines_with(path, lines, true)
+}
+
+/// [`append_lines`], with `durable` choosing whether to fsync. The agent
+/// appends without fsync, as pi does: a crashed process loses nothing the
+/// kernel already has, and a run appends many small lines.
+pub fn append_lines_with(path: &Path, lines: &[String], durable: bool) -> std::io::Result<()> {
     let mut f = OpenOptions::new().read(true).append(true).open(path)?;
     f.lock()?;
     let len = f.metadata()?.len();
@@ -37,7 +44,9 @@ pub fn append_lines(path: &Path, lines: &[String]) -> std::io::Result<()> {
         buf.push('\n');
     }
     f.write_all(buf.as_bytes())?;
-    f.sync_data()?;
+    if durable {
+        f.sync_data()?;
+    }
     f.unlock()
 }
 

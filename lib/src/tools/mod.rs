@@ -14,11 +14,17 @@ use crate::format::ContentBlock;
 
 /// What a tool returns: `content` goes to the model, `details` only to the
 /// session and UI (e.g. the edit diff).
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Default)]
 pub struct ToolOutput {
     pub content: Vec<ContentBlock>,
     pub details: Option<Value>,
     pub is_error: bool,
+    /// pi 1.6.0's `structuredContent` in `tool_execution_end.result` (read's
+    /// text, bash's `{output, truncated, exit_code, wall_time_seconds}`).
+    pub structured: Option<Value>,
+    /// The tool reported the error itself (bash's non-zero exit) rather than
+    /// failing: pi then also writes `isError` inside `result`.
+    pub flag_error: bool,
 }
 
 impl ToolOutput {
@@ -28,6 +34,7 @@ impl ToolOutput {
             content: vec![ContentBlock::text(text)],
             details: None,
             is_error: true,
+            ..Default::default()
         }
     }
 }
@@ -64,3 +71,17 @@ pub trait Tool: Send + Sync {
         on_update: UpdateSink,
     ) -> ToolFuture<'a>;
 }
+
+pub mod bash;
+pub mod builtin;
+pub mod edit;
+pub mod find;
+pub mod grep;
+pub mod ls;
+pub mod read;
+mod search;
+pub mod truncate;
+mod util;
+pub mod write;
+
+pub use builtin::{all_builtin, builtin, BUILTIN_TOOLS, DEFAULT_TOOLS};

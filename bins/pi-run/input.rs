@@ -1,0 +1,89 @@
+//! The prompts of a run: piped stdin prepended to the first prompt, `@file`
+//! arguments included in it (pi's `<file name="…">` blocks), then each
+//! message as its own prompt. A non-terminal stdin never blocks the run.
+
+use std::io::{IsTerminal, Read};
+use std::path::Path;
+use std::time::Duration;
+
+use pi_lib::cli::CliError;
+use pi_lib::format::message::UserMessage;
+use pi_lib::format::{AgentMessage, ContentBlock, Num, UserContent};
+use serde_json::Map;
+
+use crate::cli::Cli;
+
+/// How long to wait for the first byte of a piped stdin that stays open.
+const STDIN_WAIT: Duration = Duration::from_secs(2);
+
+/// Reads piped stdin: everything when it ends, nothing when it is a
+/// terminal, and nothing (with a warning) when an open pipe stays silent.
+fn read_stdin() -> Option<String> {
+    let stdin = std::io::stdin();
+    if stdin.is_terminal() {
+        return None;
+    }
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let mut buf = Vec::new();
+        let _ = std::io::stdin().lock().read_to_end(&mut buf);
+        let _ = tx.send(buf);
+    });
+    match rx.recv_timeout(STDIN_WAIT) {
+        Ok(buf) => Some(String::from_utf8_lossy(&buf).into_owned()),
+        Err(_) => {
+            pi_lib::cli::warn(crate::PROG, "stdin is an open pipe with no input; ignored");
+            None
+        }
+    }
+}
+
+fn user(text: String) -> AgentMessage {
+    AgentMessage::User(UserMessage {
+        content: UserContent::Blocks(vec![ContentBlock::text(text)]),
+        timestamp: Num::signed(pi_lib::timefmt::now_ms()),
+        extra: Map::new(),
+    })
+}
+
+/// Builds the prompts.
+pub fn prompts(cli: &Cli, cwd: &Path) -> Result<Vec<AgentMessage>, CliError> {
+    let mut files = String::new();
+    let mut messages: Vec<String> = Vec::new();
+    for m in &cli.messages {
+        if let Some(rel) = m.strip_prefix('@').filter(|r| !r.is_empty()) {
+            let path = cwd.join(rel);
+            let text = std::fs::read(&path).map_err(|e| {
+                CliError::input(format!("{}: cannot read @file: {}", path.display(), e))
+            })?;
+            let text = String::from_utf8(text).map_err(|_| {
+                CliError::input(format!("{}: @file is not UTF-8 text", path.display()))
+            })?;
+            files.push_str(&format!(
+                "<file name=\"{}\">\n{}\n</file>\n",
+                path.display(),
+                text
+            ));
+        } else {
+            messages.push(m.clone());
+        }
+    }
+    let piped = read_stdin()
+        .map(|s| s.trim().to_string())
+        .filter(|s| !s.is_empty());
+    let mut first = String::new();
+    if let Some(p) = piped {
+        first.push_str(&p);
+    }
+    first.push_str(&files);
+    let mut out = Vec::new();
+    let mut rest = messages.into_iter();
+    if let Some(m) = rest.next() {
+        first.push_str(&m);
+    }
+    if !first.is_empty() {
+        out.push(user(first));
+    }
+    out.extend(rest.map(user));
+    Ok(out)
+}

@@ -1,0 +1,90 @@
+//! From session context to what a provider receives (pi's `convertToLlm`
+//! plus the collapsed system prompt): user, assistant and toolResult pass
+//! through; bash executions, custom messages and summaries become user text;
+//! system messages are replayed into one leading prompt and the tool list.
+
+use serde_json::Map;
+
+use crate::format::message::UserMessage;
+use crate::format::tool::ToolDefinition;
+use crate::format::{AgentMessage, ContentBlock, UserContent};
+use crate::prompt::PromptState;
+
+/// A request's conversation part.
+#[derive(Debug, Clone)]
+pub struct LlmContext {
+    pub system_prompt: Option<String>,
+    pub messages: Vec<AgentMessage>,
+    pub tools: Vec<ToolDefinition>,
+}
+
+fn user_text(text: String, ts: crate::format::Num) -> AgentMessage {
+    AgentMessage::User(UserMessage {
+        content: UserContent::Blocks(vec![ContentBlock::text(text)]),
+        timestamp: ts,
+        extra: Map::new(),
+    })
+}
+
+/// The text pi sends for a user `!command` (bashExecution).
+pub fn bash_execution_text(m: &crate::format::message::BashExecutionMessage) -> String {
+    let mut t = format!("Ran `{}`\n", m.command);
+    if m.output.is_empty() {
+        t.push_str("(no output)");
+    } else {
+        t.push_str(&format!("```\n{}\n```", m.output));
+    }
+    if m.cancelled {
+        t.push_str("\n\n(command cancelled)");
+    } else if let Some(code) = m.exit_code.as_ref().map(|c| c.as_i64()).filter(|c| *c != 0) {
+        t.push_str(&format!("\n\nCommand exited with code {code}"));
+    }
+    if m.truncated {
+        if let Some(p) = &m.full_output_path {
+            t.push_str(&format!("\n\n[Output truncated. Full output: {p}]"));
+        }
+    }
+    t
+}
+
+/// Converts context messages for a request.
+pub fn to_llm(messages: &[AgentMessage]) -> LlmContext {
+    let state = PromptState::replay(messages.iter());
+    let mut out = Vec::with_capacity(messages.len());
+    for m in messages {
+        match m {
+            AgentMessage::User(_) | AgentMessage::Assistant(_) | AgentMessage::ToolResult(_) => out.push(m.clone()),
+            AgentMessage::BashExecution(b) => {
+                if b.exclude_from_context != Some(true) {
+                    out.push(user_text(bash_execution_text(b), b.timestamp.clone()));
+                }
+            }
+            AgentMessage::Custom(c) => out.push(AgentMessage::User(UserMessage {
+                content: UserContent::Blocks(c.content.to_blocks()),
+                timestamp: c.timestamp.clone(),
+                extra: Map::new(),
+            })),
+            AgentMessage::BranchSummary(b) => out.push(user_text(
+                format!(
+                    "The following is a summary of a branch that this conversation came back from:\n\n<summary>\n{}</summary>",
+                    b.summary
+                ),
+                b.timestamp.clone(),
+            )),
+            AgentMessage::CompactionSummary(c) => out.push(user_text(
+                format!(
+                    "The conversation history before this point was compacted into the following summary:\n\n<summary>\n{}\n</summary>",
+                    c.summary
+                ),
+                c.timestamp.clone(),
+            )),
+            AgentMessage::System(_) | AgentMessage::Unknown(_) => {}
+        }
+    }
+    let prompt = state.render();
+    LlmContext {
+        system_prompt: (!prompt.is_empty()).then_some(prompt),
+        messages: out,
+        tools: state.tool_definitions(),
+    }
+}

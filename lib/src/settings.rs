@@ -1,0 +1,164 @@
+//! pi's `settings.json`: the global file in the agent dir, merged one level
+//! deep with the project's `.pi/settings.json` (only when the project is
+//! trusted). Unknown keys are kept; a malformed file is an error naming the
+//! file, line and column, and is never rewritten.
+
+use std::path::{Path, PathBuf};
+
+use serde_json::{Map, Value};
+
+use crate::agent::RetrySettings;
+
+/// Why settings could not be read.
+#[derive(Debug, thiserror::Error)]
+pub enum SettingsError {
+    #[error("{path}:{line}:{column}: invalid JSON: {message}")]
+    Json {
+        path: PathBuf,
+        line: usize,
+        column: usize,
+        message: String,
+    },
+    #[error("{path}: settings must be a JSON object")]
+    NotObject { path: PathBuf },
+    #[error("{path}: {source}")]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// Merged settings.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Settings {
+    pub values: Map<String, Value>,
+}
+
+/// Reads one settings file; a missing file is empty settings.
+pub fn read_file(path: &Path) -> Result<Map<String, Value>, SettingsError> {
+    let text = match std::fs::read_to_string(path) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Map::new()),
+        Err(source) => {
+            return Err(SettingsError::Io {
+                path: path.to_path_buf(),
+                source,
+            })
+        }
+    };
+    if text.trim().is_empty() {
+        return Ok(Map::new());
+    }
+    match serde_json::from_str::<Value>(&text) {
+        Ok(Value::Object(m)) => Ok(m),
+        Ok(_) => Err(SettingsError::NotObject {
+            path: path.to_path_buf(),
+        }),
+        Err(e) => Err(SettingsError::Json {
+            path: path.to_path_buf(),
+            line: e.line(),
+            column: e.column(),
+            message: e
+                .to_string()
+                .split(" at line")
+                .next()
+                .unwrap_or("")
+                .to_string(),
+        }),
+    }
+}
+
+impl Settings {
+    /// Global settings, then the project's when `trusted` (one level deep:
+    /// nested objects are merged key by key).
+    pub fn load(agent_dir: &Path, cwd: &Path, trusted: bool) -> Result<Settings, SettingsError> {
+        let mut values = read_file(&agent_dir.join("settings.json"))?;
+        if trusted {
+            let project = read_file(&cwd.join(".pi").join("settings.json"))?;
+            for (k, v) in project {
+                match (values.get_mut(&k), v) {
+                    (Some(Value::Object(base)), Value::Object(over)) => {
+                        for (k2, v2) in over {
+                            base.insert(k2, v2);
+                        }
+                    }
+                    (_, v) => {
+                        values.insert(k, v);
+                    }
+                }
+            }
+        }
+        Ok(Settings { values })
+    }
+
+    /// A string setting.
+    pub fn str(&self, key: &str) -> Option<&str> {
+        self.values.get(key).and_then(Value::as_str)
+    }
+
+    /// The `retry` settings (enabled, maxRetries, baseDelayMs).
+    pub fn retry(&self) -> RetrySettings {
+        let mut r = RetrySettings::default();
+        if let Some(Value::Object(o)) = self.values.get("retry") {
+            if let Some(b) = o.get("enabled").and_then(Value::as_bool) {
+                r.enabled = b;
+            }
+            if let Some(n) = o.get("maxRetries").and_then(Value::as_u64) {
+                r.max_retries = n as u32;
+            }
+            if let Some(n) = o.get("baseDelayMs").and_then(Value::as_u64) {
+                r.base_delay_ms = n;
+            }
+        }
+        r
+    }
+
+    /// `defaultTools`, when set.
+    pub fn default_tools(&self) -> Option<Vec<String>> {
+        self.values
+            .get("defaultTools")
+            .and_then(Value::as_array)
+            .map(|a| {
+                a.iter()
+                    .filter_map(Value::as_str)
+                    .map(str::to_string)
+                    .collect()
+            })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn malformed_names_file_line_column() {
+        let t = tempfile::tempdir().unwrap();
+        std::fs::write(t.path().join("settings.json"), "{\n  \"a\": 1,\n  oops\n}").unwrap();
+        let e = Settings::load(t.path(), t.path(), false)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("settings.json:3:3: invalid JSON"), "{e}");
+    }
+
+    #[test]
+    fn project_merges_only_when_trusted() {
+        let t = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(t.path().join("p/.pi")).unwrap();
+        std::fs::write(
+            t.path().join("settings.json"),
+            r#"{"retry":{"maxRetries":5,"baseDelayMs":10}}"#,
+        )
+        .unwrap();
+        std::fs::write(
+            t.path().join("p/.pi/settings.json"),
+            r#"{"retry":{"maxRetries":1}}"#,
+        )
+        .unwrap();
+        let s = Settings::load(t.path(), &t.path().join("p"), false).unwrap();
+        assert_eq!(s.retry().max_retries, 5);
+        let s = Settings::load(t.path(), &t.path().join("p"), true).unwrap();
+        assert_eq!((s.retry().max_retries, s.retry().base_delay_ms), (1, 10));
+    }
+}

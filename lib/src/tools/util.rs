@@ -1,0 +1,148 @@
+//! Helpers the built-in tools share: resolving a path argument the way pi
+//! does, reading typed arguments, and pi's result shapes.
+
+use std::path::{Path, PathBuf};
+
+use serde_json::{Map, Value};
+
+use super::ToolOutput;
+use crate::format::ContentBlock;
+
+/// Resolves a path argument against `cwd` like pi: a leading `@` is
+/// dropped, Unicode spaces become ASCII spaces, `~` and `~/` expand to the
+/// home directory, relative paths join `cwd`.
+pub fn resolve_path(arg: &str, cwd: &Path) -> PathBuf {
+    let arg = arg.strip_prefix('@').unwrap_or(arg);
+    let arg: String = arg
+        .chars()
+        .map(|c| match c {
+            '\u{00A0}' | '\u{2000}'..='\u{200A}' | '\u{202F}' | '\u{205F}' | '\u{3000}' => ' ',
+            c => c,
+        })
+        .collect();
+    let home = std::env::var_os("HOME").map(PathBuf::from);
+    let expanded = match (&home, arg.as_str()) {
+        (Some(h), "~") => h.clone(),
+        (Some(h), a) if a.starts_with("~/") => h.join(&a[2..]),
+        _ => PathBuf::from(&arg),
+    };
+    let joined = if expanded.is_absolute() {
+        expanded
+    } else {
+        cwd.join(expanded)
+    };
+    normalize(&joined)
+}
+
+/// Lexically removes `.` and `..` components (Node's `path.resolve`).
+fn normalize(p: &Path) -> PathBuf {
+    use std::path::Component;
+    let mut out = PathBuf::new();
+    for c in p.components() {
+        match c {
+            Component::CurDir => {}
+            Component::ParentDir => {
+                out.pop();
+            }
+            other => out.push(other.as_os_str()),
+        }
+    }
+    out
+}
+
+/// A string argument, if present.
+pub fn str_arg<'a>(args: &'a Value, key: &str) -> Option<&'a str> {
+    args.get(key).and_then(Value::as_str)
+}
+
+/// A numeric argument, if present (JSON numbers; numeric strings too, as
+/// pi's argument coercion accepts them).
+pub fn num_arg(args: &Value, key: &str) -> Option<f64> {
+    match args.get(key)? {
+        Value::Number(n) => n.as_f64(),
+        Value::String(s) => s.trim().parse().ok(),
+        _ => None,
+    }
+}
+
+/// A boolean argument (`true`/`"true"`).
+pub fn bool_arg(args: &Value, key: &str) -> bool {
+    match args.get(key) {
+        Some(Value::Bool(b)) => *b,
+        Some(Value::String(s)) => s == "true",
+        _ => false,
+    }
+}
+
+/// A thrown error as pi reports it: one text block, `details: {}`.
+pub fn thrown(text: impl Into<String>) -> ToolOutput {
+    ToolOutput {
+        content: vec![ContentBlock::text(text)],
+        details: Some(Value::Object(Map::new())),
+        is_error: true,
+        ..Default::default()
+    }
+}
+
+/// A successful one-text-block result.
+pub fn text_result(text: impl Into<String>, details: Option<Value>) -> ToolOutput {
+    ToolOutput {
+        content: vec![ContentBlock::text(text)],
+        details,
+        is_error: false,
+        ..Default::default()
+    }
+}
+
+/// Node's text for a failed filesystem call (`ENOENT: no such file or
+/// directory, access '/abs/path'`).
+pub fn node_fs_error(err: &std::io::Error, syscall: &str, path: &Path) -> String {
+    let (code, msg) = errno_text(err);
+    format!("{code}: {msg}, {syscall} '{}'", path.display())
+}
+
+/// Node's error code and message for an I/O error.
+pub fn errno_text(err: &std::io::Error) -> (&'static str, &'static str) {
+    match err.raw_os_error() {
+        Some(2) => ("ENOENT", "no such file or directory"),
+        Some(13) => ("EACCES", "permission denied"),
+        Some(1) => ("EPERM", "operation not permitted"),
+        Some(20) => ("ENOTDIR", "not a directory"),
+        Some(21) => ("EISDIR", "illegal operation on a directory"),
+        Some(30) => ("EROFS", "read-only file system"),
+        Some(28) => ("ENOSPC", "no space left on device"),
+        Some(40) => ("ELOOP", "too many symbolic links encountered"),
+        Some(36) => ("ENAMETOOLONG", "name too long"),
+        _ => match err.kind() {
+            std::io::ErrorKind::NotFound => ("ENOENT", "no such file or directory"),
+            std::io::ErrorKind::PermissionDenied => ("EACCES", "permission denied"),
+            _ => ("EIO", "i/o error"),
+        },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn paths_resolve_like_pi() {
+        let cwd = Path::new("/w");
+        assert_eq!(resolve_path("@a.txt", cwd), PathBuf::from("/w/a.txt"));
+        assert_eq!(resolve_path("/x/../y", cwd), PathBuf::from("/y"));
+        assert_eq!(resolve_path("a\u{00A0}b", cwd), PathBuf::from("/w/a b"));
+        assert_eq!(resolve_path(".", cwd), PathBuf::from("/w"));
+    }
+}
+
+/// The `constrainedSampling` pi 1.6.0 declares on every built-in tool
+/// (`{"type":"json_schema","strict":"prefer"}`), as the extra fields of a
+/// [`crate::format::tool::ToolDefinition`].
+pub fn constrained_sampling() -> Map<String, Value> {
+    let mut m = Map::new();
+    m.insert(
+        "constrainedSampling".into(),
+        serde_json::json!({"type": "json_schema", "strict": "prefer"}),
+    );
+    m
+}

@@ -1,0 +1,63 @@
+//! `write`: create or overwrite a file, making parent directories.
+
+use serde_json::{json, Value};
+
+use super::util::{node_fs_error, resolve_path, str_arg, text_result, thrown};
+use super::{Tool, ToolContext, ToolFuture, ToolOutput, UpdateSink};
+use crate::format::tool::ToolDefinition;
+
+/// The `write` tool.
+pub struct WriteTool;
+
+impl Tool for WriteTool {
+    fn definition(&self) -> ToolDefinition {
+        ToolDefinition {
+            name: "write".into(),
+            description: "Write content to a file. Creates the file if it doesn't exist, overwrites if it does. Automatically creates parent directories.".into(),
+            parameters: json!({
+                "type": "object",
+                "required": ["path", "content"],
+                "properties": {
+                    "path": {"type": "string", "description": "Path to the file to write (relative or absolute)"},
+                    "content": {"type": "string", "description": "Content to write to the file"}
+                }
+            }),
+            extra: super::util::constrained_sampling(),
+        }
+    }
+
+    fn prompt_snippet(&self) -> Option<String> {
+        Some("Create or overwrite files".into())
+    }
+
+    fn prompt_guidelines(&self) -> Vec<String> {
+        vec!["Use write only for new files or complete rewrites.".into()]
+    }
+
+    fn execute<'a>(
+        &'a self,
+        args: Value,
+        ctx: ToolContext,
+        _on_update: UpdateSink,
+    ) -> ToolFuture<'a> {
+        Box::pin(async move { write(&args, &ctx).await })
+    }
+}
+
+async fn write(args: &Value, ctx: &ToolContext) -> ToolOutput {
+    let (Some(path_arg), Some(content)) = (str_arg(args, "path"), str_arg(args, "content")) else {
+        return thrown(
+            "Validation failed for tool \"write\": path and content are required strings",
+        );
+    };
+    let abs = resolve_path(path_arg, &ctx.cwd);
+    if let Some(parent) = abs.parent() {
+        if let Err(e) = tokio::fs::create_dir_all(parent).await {
+            return thrown(node_fs_error(&e, "mkdir", parent));
+        }
+    }
+    match tokio::fs::write(&abs, content.as_bytes()).await {
+        Ok(()) => text_result(format!("Successfully wrote to {path_arg}"), None),
+        Err(e) => thrown(node_fs_error(&e, "open", &abs)),
+    }
+}
