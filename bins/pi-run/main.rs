@@ -116,7 +116,7 @@ fn run(cli: Cli) -> Result<i32, CliError> {
     if let Some(search) = &cli.list_models {
         return models::list(&agent_dir, search);
     }
-    let resolved = models::resolve(&cli, &settings, &agent_dir)?;
+    let resolved = models::resolve(&cli, &agent_dir, &start_cwd, trusted)?;
     let tools = select_tools(&cli, &settings)?;
 
     // The session decides the working directory (a resumed session runs

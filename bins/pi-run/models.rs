@@ -1,12 +1,14 @@
 //! Model, key and thinking level for a run, from flags, settings.json,
-//! models.json, auth.json and the environment (via `pi_lib::model`).
+//! models.json, auth.json and the environment — all decided by
+//! `pi_lib::model` exactly as pi 1.6.0 decides them. `--provider faux
+//! --model SCRIPT.jsonl` selects the scripted offline provider.
 
 use std::path::Path;
 
 use pi_lib::cli::{CliError, EXIT_OK};
-use pi_lib::format::model::{Model, ThinkingLevel};
+use pi_lib::format::model::{Model, ModelCost, ThinkingLevel};
+use pi_lib::model::select::{resolve_selection, SelectionDefaults, SelectionRequest};
 use pi_lib::model::ModelRegistry;
-use pi_lib::settings::Settings;
 
 use crate::cli::Cli;
 
@@ -17,76 +19,69 @@ pub struct Resolved {
     pub thinking: ThinkingLevel,
 }
 
-fn parse_level(s: &str, what: &str) -> Result<ThinkingLevel, CliError> {
-    ThinkingLevel::parse(s).ok_or_else(|| {
-        CliError::input(format!(
-            "{what}: invalid thinking level \"{s}\" (valid: {})",
-            ThinkingLevel::ALL.map(|l| l.as_str()).join(", ")
-        ))
-    })
+/// The faux model replaying `script` (no models.json entry needed).
+fn faux_model(script: &str) -> Model {
+    Model {
+        id: script.to_string(),
+        name: format!("faux ({script})"),
+        api: "faux".into(),
+        provider: "faux".into(),
+        base_url: String::new(),
+        reasoning: true,
+        input: vec!["text".into(), "image".into()],
+        cost: ModelCost::default(),
+        context_window: 200_000,
+        max_tokens: 32_000,
+        headers: None,
+        compat: None,
+    }
 }
 
 /// Resolves the model selection.
-pub fn resolve(cli: &Cli, settings: &Settings, agent_dir: &Path) -> Result<Resolved, CliError> {
-    let registry = ModelRegistry::load(agent_dir).map_err(|e| CliError::input(e.to_string()))?;
-    // `--model x:level` suffix, then `--thinking`, then settings.
-    let mut suffix_level = None;
-    let model_arg = cli.model.as_deref().map(|m| match m.rsplit_once(':') {
-        Some((id, lvl)) if ThinkingLevel::parse(lvl).is_some() => {
-            suffix_level = ThinkingLevel::parse(lvl);
-            id.to_string()
+pub fn resolve(
+    cli: &Cli,
+    agent_dir: &Path,
+    cwd: &Path,
+    trusted: bool,
+) -> Result<Resolved, CliError> {
+    let input = |e: pi_lib::model::ModelError| CliError::input(e.to_string());
+    let registry = ModelRegistry::load(agent_dir).map_err(input)?;
+    let faux_script = match (cli.provider.as_deref(), cli.model.as_deref()) {
+        (Some("faux"), Some(m)) if registry.provider("faux").is_none() => Some(m.to_string()),
+        (None, Some(m)) if registry.provider("faux").is_none() => {
+            m.strip_prefix("faux/").map(str::to_string)
         }
-        _ => m.to_string(),
-    });
-    let (provider, model_id) = match (&cli.provider, &model_arg) {
-        (p, Some(m)) => (p.clone(), m.clone()),
-        (Some(p), None) => (Some(p.clone()), String::new()),
-        (None, None) => (
-            settings.str("defaultProvider").map(str::to_string),
-            settings.str("defaultModel").unwrap_or("").to_string(),
-        ),
+        _ => None,
     };
-    if model_id.is_empty() {
-        return Err(CliError::input("no model selected").with_hint(
-            "pass --model provider/id, or set defaultProvider and defaultModel in settings.json",
-        ));
+    if let Some(script) = faux_script {
+        let thinking = match &cli.thinking {
+            Some(t) => pi_lib::model::select::parse_thinking(t).map_err(input)?,
+            None => ThinkingLevel::Off,
+        };
+        return Ok(Resolved {
+            model: faux_model(&script),
+            api_key: None,
+            thinking,
+        });
+    }
+    let defaults = SelectionDefaults::load(agent_dir, cwd, trusted).map_err(input)?;
+    let req = SelectionRequest {
+        provider: cli.provider.clone(),
+        model: cli.model.clone(),
+        thinking: cli.thinking.clone(),
+        api_key: cli.api_key.clone(),
+    };
+    let sel = resolve_selection(&registry, &req, &defaults).map_err(input)?;
+    for w in &sel.warnings {
+        pi_lib::cli::warn(crate::PROG, w);
     }
     let model = registry
-        .find(provider.as_deref(), &model_id)
-        .map_err(|e| CliError::input(e.to_string()))?;
-    let api_key = registry
-        .api_key(&model.provider, cli.api_key.as_deref())
-        .map_err(|e| CliError::input(e.to_string()))?;
-    if api_key.is_none() && model.api != "faux" {
-        return Err(
-            CliError::input(format!("No API key found for {}.", model.provider)).with_hint(
-                format!(
-            "pass --api-key, add it to {}/auth.json, or set the provider's environment variable",
-            agent_dir.display()
-        ),
-            ),
-        );
-    }
-    let thinking = match (
-        &cli.thinking,
-        suffix_level,
-        settings.str("defaultThinkingLevel"),
-    ) {
-        (Some(t), _, _) => parse_level(t, "--thinking")?,
-        (None, Some(l), _) => l,
-        (None, None, Some(s)) => parse_level(s, "settings.json defaultThinkingLevel")?,
-        _ => ThinkingLevel::Off,
-    };
-    // A model without reasoning runs with thinking off, as pi clamps it.
-    let thinking = if model.reasoning {
-        thinking
-    } else {
-        ThinkingLevel::Off
-    };
+        .resolve_headers(&sel.model, sel.api_key.as_deref())
+        .map_err(input)?;
     Ok(Resolved {
         model,
-        api_key,
-        thinking,
+        api_key: sel.api_key,
+        thinking: sel.thinking,
     })
 }
 

@@ -287,3 +287,151 @@ impl Drop for MockLlm {
         let _ = self.child.wait();
     }
 }
+
+/// What the loopback model server answers to one request.
+#[derive(Clone)]
+pub enum Reply {
+    /// A 200 SSE body (complete).
+    Sse(String),
+    /// An HTTP error status with a JSON body.
+    Status(u16, String),
+    /// Headers and part of the body, then the connection is closed.
+    Drop(String),
+    /// Headers, then nothing: the server stalls.
+    Stall,
+    /// A 200 response whose body is not an event stream.
+    Garbage(String),
+}
+
+/// A loopback OpenAI-compatible server replaying scripted replies in
+/// order (the last reply repeats), recording every request body.
+pub struct ScriptServer {
+    pub port: u16,
+    pub requests: std::sync::Arc<std::sync::Mutex<Vec<Value>>>,
+}
+
+fn sse_chunk(delta: Value, finish: Option<&str>) -> String {
+    let c = serde_json::json!({"id": "chatcmpl-test", "object": "chat.completion.chunk", "created": 1, "model": "mock-model",
+        "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]});
+    format!("data: {c}\n\n")
+}
+
+fn sse_usage(prompt: u64, completion: u64) -> String {
+    let c = serde_json::json!({"id": "chatcmpl-test", "object": "chat.completion.chunk", "created": 1, "model": "mock-model",
+        "choices": [], "usage": {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}});
+    format!("data: {c}\n\n")
+}
+
+/// An SSE body answering with text.
+pub fn sse_text(text: &str) -> String {
+    let mut s = sse_chunk(
+        serde_json::json!({"role": "assistant", "content": ""}),
+        None,
+    );
+    s.push_str(&sse_chunk(serde_json::json!({"content": text}), None));
+    s.push_str(&sse_chunk(serde_json::json!({}), Some("stop")));
+    s.push_str(&sse_usage(100, 10));
+    s.push_str("data: [DONE]\n\n");
+    s
+}
+
+/// An SSE body calling tools: `(name, raw JSON arguments)`.
+pub fn sse_tools(calls: &[(&str, &str)]) -> String {
+    let mut s = sse_chunk(
+        serde_json::json!({"role": "assistant", "content": ""}),
+        None,
+    );
+    for (i, (name, args)) in calls.iter().enumerate() {
+        s.push_str(&sse_chunk(
+            serde_json::json!({"tool_calls": [{"index": i, "id": format!("call_{i}"), "type": "function", "function": {"name": name, "arguments": ""}}]}),
+            None,
+        ));
+        s.push_str(&sse_chunk(
+            serde_json::json!({"tool_calls": [{"index": i, "function": {"arguments": args}}]}),
+            None,
+        ));
+    }
+    s.push_str(&sse_chunk(serde_json::json!({}), Some("tool_calls")));
+    s.push_str(&sse_usage(100, 10));
+    s.push_str("data: [DONE]\n\n");
+    s
+}
+
+impl ScriptServer {
+    pub fn start(replies: Vec<Reply>) -> ScriptServer {
+        use std::io::{BufRead, BufReader, Read, Write};
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+        let port = listener.local_addr().unwrap().port();
+        let requests = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let reqs = std::sync::Arc::clone(&requests);
+        std::thread::spawn(move || {
+            let mut n = 0usize;
+            for stream in listener.incoming() {
+                let Ok(mut stream) = stream else { continue };
+                let mut reader = BufReader::new(stream.try_clone().unwrap());
+                let mut len = 0usize;
+                loop {
+                    let mut line = String::new();
+                    if reader.read_line(&mut line).unwrap_or(0) == 0 {
+                        break;
+                    }
+                    let l = line.trim_end();
+                    if l.is_empty() {
+                        break;
+                    }
+                    if let Some(v) = l.to_ascii_lowercase().strip_prefix("content-length:") {
+                        len = v.trim().parse().unwrap_or(0);
+                    }
+                }
+                let mut body = vec![0u8; len];
+                let _ = reader.read_exact(&mut body);
+                reqs.lock()
+                    .unwrap()
+                    .push(serde_json::from_slice(&body).unwrap_or(Value::Null));
+                let reply = replies[n.min(replies.len() - 1)].clone();
+                n += 1;
+                let sse_head = "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\nconnection: close\r\n\r\n";
+                match reply {
+                    Reply::Sse(b) => {
+                        let _ = stream.write_all(format!("{sse_head}{b}").as_bytes());
+                    }
+                    Reply::Status(code, b) => {
+                        let _ = stream.write_all(
+                            format!("HTTP/1.1 {code} Error\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{b}", b.len()).as_bytes(),
+                        );
+                    }
+                    Reply::Drop(b) => {
+                        let _ = stream.write_all(format!("{sse_head}{b}").as_bytes());
+                    }
+                    Reply::Stall => {
+                        let _ = stream.write_all(sse_head.as_bytes());
+                        std::thread::sleep(std::time::Duration::from_secs(30));
+                    }
+                    Reply::Garbage(b) => {
+                        let _ = stream.write_all(format!("HTTP/1.1 200 OK\r\ncontent-type: text/html\r\nconnection: close\r\n\r\n{b}").as_bytes());
+                    }
+                }
+                let _ = stream.flush();
+                let _ = stream.shutdown(std::net::Shutdown::Both);
+            }
+        });
+        ScriptServer { port, requests }
+    }
+
+    /// Writes models.json + settings.json (fast retries) pointing at us.
+    pub fn configure(&self, agent: &Path) {
+        let models = serde_json::json!({"providers": {"mock": {
+            "baseUrl": format!("http://127.0.0.1:{}/v1", self.port),
+            "api": "openai-completions", "apiKey": "test-key",
+            "models": [{"id": "mock-model", "name": "Mock", "reasoning": false, "input": ["text"],
+                        "cost": {"input": 3, "output": 15, "cacheRead": 0.3, "cacheWrite": 3.75},
+                        "contextWindow": 128000, "maxTokens": 4096}]
+        }}});
+        std::fs::write(agent.join("models.json"), models.to_string()).unwrap();
+        std::fs::write(
+            agent.join("settings.json"),
+            r#"{"defaultProvider":"mock","defaultModel":"mock-model","retry":{"baseDelayMs":20}}"#,
+        )
+        .unwrap();
+    }
+}

@@ -6,5 +6,6 @@ mod cli_docs;
 mod common;
 mod pi_compat;
 mod roundtrip;
+mod run;
 mod run_vs_pi;
 mod session_cmds;
