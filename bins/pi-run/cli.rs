@@ -66,7 +66,8 @@ pub struct Cli {
     #[arg(long, value_name = "KEY")]
     pub api_key: Option<String>,
 
-    /// Thinking level: off, minimal, low, medium, high, xhigh.
+    /// Thinking level: off, minimal, low, medium, high, xhigh, max (clamped
+    /// to what the model supports).
     #[arg(long, value_name = "LEVEL")]
     pub thinking: Option<String>,
 

@@ -73,17 +73,20 @@ pub enum ThinkingLevel {
     Medium,
     High,
     Xhigh,
+    /// pi 1.x: the highest effort some models offer.
+    Max,
 }
 
 impl ThinkingLevel {
     /// All levels, in order.
-    pub const ALL: [ThinkingLevel; 6] = [
+    pub const ALL: [ThinkingLevel; 7] = [
         ThinkingLevel::Off,
         ThinkingLevel::Minimal,
         ThinkingLevel::Low,
         ThinkingLevel::Medium,
         ThinkingLevel::High,
         ThinkingLevel::Xhigh,
+        ThinkingLevel::Max,
     ];
 
     /// pi's name.
@@ -95,6 +98,7 @@ impl ThinkingLevel {
             ThinkingLevel::Medium => "medium",
             ThinkingLevel::High => "high",
             ThinkingLevel::Xhigh => "xhigh",
+            ThinkingLevel::Max => "max",
         }
     }
 

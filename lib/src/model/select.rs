@@ -120,8 +120,7 @@ pub fn parse_thinking(s: &str) -> Result<ThinkingLevel, ModelError> {
 /// `reasoning` gets `off`; otherwise a level is supported when its
 /// `thinkingLevelMap` entry is non-null, or, unmapped, when it is `high` or
 /// below. An unsupported level moves up to the next supported one, else
-/// down. (pi also has `max`, which [`ThinkingLevel`] cannot express: where
-/// pi would move `xhigh` up to `max`, this moves it down.)
+/// down.
 pub fn clamp_thinking(
     model: &Model,
     map: Option<&Map<String, Value>>,
@@ -549,7 +548,7 @@ mod tests {
         });
         assert_eq!(
             e.expect_err("thinking").to_string(),
-            "Invalid thinking level \"bogus\". Valid values: off, minimal, low, medium, high, xhigh"
+            "Invalid thinking level \"bogus\". Valid values: off, minimal, low, medium, high, xhigh, max"
         );
         let w = run(SelectionRequest {
             model: Some("anthropic/nope".into()),

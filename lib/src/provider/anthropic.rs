@@ -103,7 +103,7 @@ fn budget_for(level: ThinkingLevel) -> u64 {
         ThinkingLevel::Minimal => 1024,
         ThinkingLevel::Low => 2048,
         ThinkingLevel::Medium => 8192,
-        ThinkingLevel::High | ThinkingLevel::Xhigh => 16384,
+        ThinkingLevel::High | ThinkingLevel::Xhigh | ThinkingLevel::Max => 16384,
     }
 }
 
@@ -127,6 +127,7 @@ pub fn build_body(req: &Request) -> Value {
             let effort = match level {
                 ThinkingLevel::Minimal | ThinkingLevel::Low => "low",
                 ThinkingLevel::Medium => "medium",
+                ThinkingLevel::Max => "max",
                 ThinkingLevel::Xhigh
                     if model.id.contains("opus-4-6") || model.id.contains("opus-4.6") =>
                 {
