@@ -21,6 +21,7 @@
 #   BENCH_PEER_RUNS=5    timed runs of each peer     BENCH_PEERS_DIR=~/.cache/pi-toolkit-bench-peers
 #   BENCH_JSON=file      also write the summary as JSON to this file
 #   BENCH_STRICT=1       exit 1 when a target (>= 25x faster, >= 10x less memory) is missed
+#   BENCH_SKIP_FLOOR=1   don't time the mock floor row  BENCH_MOCK_WARM=20  GETs to warm each fresh mock
 #   BENCH_KEEP=1         keep the scratch directory (project dirs, agent dirs, mock logs, stderr)
 set -euo pipefail
 
@@ -35,6 +36,7 @@ PI_RUNS="${BENCH_PI_RUNS:-5}"
 RSS_RUNS="${BENCH_RSS_RUNS:-3}"
 PEER_RUNS="${BENCH_PEER_RUNS:-5}"
 PEERS_DIR="${BENCH_PEERS_DIR:-$HOME/.cache/pi-toolkit-bench-peers}"
+CLAUDE_VERSION="${BENCH_CLAUDE_VERSION:-2.1.197}"
 PI_ORACLE_DIR="${PI_ORACLE_DIR:-$HOME/.cache/pi-toolkit-oracle}"
 PROMPT="Change hello to goodbye in notes.txt"
 export PI_ORACLE_DIR
@@ -89,18 +91,21 @@ fi
 
 # ---------------------------------------------------------------- peers
 CLAUDE_CLI=""
-for peer in ${BENCH_PEERS//,/ }; do
+PEERS="${BENCH_PEERS:-}"
+for peer in ${PEERS//,/ }; do
     case "$peer" in
         claude)
-            CLAUDE_CLI="$PEERS_DIR/claude/node_modules/@anthropic-ai/claude-code/cli.js"
-            if [ ! -f "$CLAUDE_CLI" ]; then
+            [ "$(uname -sm)" = "Linux x86_64" ] || die "BENCH_PEERS=claude is only wired up for Linux x86_64"
+            CLAUDE_CLI="$PEERS_DIR/claude/node_modules/@anthropic-ai/claude-code-linux-x64/claude"
+            if [ ! -x "$CLAUDE_CLI" ]; then
                 command -v npm >/dev/null || die "BENCH_PEERS=claude: npm is needed to install @anthropic-ai/claude-code"
                 note "installing @anthropic-ai/claude-code@$CLAUDE_VERSION into $PEERS_DIR/claude"
                 mkdir -p "$PEERS_DIR/claude"
+                # --ignore-scripts: the postinstall only links the native binary, which we call directly
                 (cd "$PEERS_DIR/claude" && npm install --no-audit --no-fund --ignore-scripts \
                     "@anthropic-ai/claude-code@$CLAUDE_VERSION" >&2) || die "npm install @anthropic-ai/claude-code failed"
             fi
-            [ -f "$CLAUDE_CLI" ] || die "Claude Code CLI not found at $CLAUDE_CLI"
+            [ -x "$CLAUDE_CLI" ] || die "Claude Code native binary not found at $CLAUDE_CLI"
             ;;
         codex) die "BENCH_PEERS=codex is not supported (see bench/README.md: why there is no Codex column)" ;;
         *) die "unknown peer '$peer' (supported: claude)" ;;
@@ -176,7 +181,7 @@ side_exec() {
             ;;
         claude)
             claude_env "$dir"
-            exec "$@" "$NODE_BIN" "$CLAUDE_CLI" -p "$PROMPT" --output-format stream-json --verbose \
+            exec "$@" "$CLAUDE_CLI" -p "$PROMPT" --output-format stream-json --verbose \
                 --model mock-model --allowedTools Read Edit Bash
             ;;
     esac
@@ -192,19 +197,34 @@ claude_env() {
     unset ANTHROPIC_AUTH_TOKEN CLAUDE_CODE_USE_BEDROCK CLAUDE_CODE_USE_VERTEX
 }
 
-start_mock() { # side rundir
-    local side="$1" rd="$2" mock script i
+start_mock() { # side rundir projdir
+    local side="$1" rd="$2" proj="$3" mock script i
     read -r mock script <<< "$(side_mock "$side")"
-    "$NODE_BIN" "$mock" --script "$script" --log "$rd/requests.jsonl" --port 0 > "$rd/mock.out" 2> "$rd/mock.err" &
+    "$NODE_BIN" "$mock" --script "$script" --log "$rd/requests.jsonl" --port 0 --cwd "$proj" \
+        > "$rd/mock.out" 2> "$rd/mock.err" &
     MOCK_PID=$!
     for ((i = 0; i < 200; i++)); do
-        MOCK_PORT="$(sed -n 's/^PORT=//p' "$rd/mock.out" 2>/dev/null | head -1)"
-        [ -n "$MOCK_PORT" ] && return 0
+        MOCK_PORT="$(sed -n 's/^PORT=//p' "$rd/mock.out" 2>/dev/null | head -1 || true)"
+        if [ -n "$MOCK_PORT" ]; then
+            warm_mock
+            return 0
+        fi
         kill -0 "$MOCK_PID" 2>/dev/null || break
         sleep 0.05
     done
     cat "$rd/mock.err" >&2
     die "mock LLM ($mock) did not start"
+}
+# A few GET requests so the freshly started node server has its HTTP path loaded and compiled
+# before the timed run (part of the mock's start-up, not of the agent's run).  BENCH_MOCK_WARM=0 skips.
+warm_mock() {
+    local i
+    for ((i = 0; i < ${BENCH_MOCK_WARM:-20}; i++)); do
+        exec 3<> "/dev/tcp/127.0.0.1/$MOCK_PORT" || die "cannot connect to the mock on port $MOCK_PORT"
+        printf 'GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n' >&3
+        cat <&3 > /dev/null
+        exec 3<&-
+    done
 }
 stop_mock() {
     [ -n "$MOCK_PID" ] || return 0
@@ -217,11 +237,11 @@ stop_mock() {
 # KIND "rss" runs under GNU time, keeps stdout, and appends the peak RSS (kB) to $WORK/SIDE.rss.
 one_run() {
     local side="$1" kind="$2" n="$3"
-    local rd="$WORK/$side/$kind-$n" agent="$WORK/$side/agent" proj t0 t1 rc out want got reqs
+    local rd="$WORK/$side/$kind-$n" agent="$WORK/$side/agent" proj t0 t1 rc out want got reqs turns_used
     proj="$rd/proj"
     mkdir -p "$proj"
     printf 'hello world\n' > "$proj/notes.txt"
-    start_mock "$side" "$rd"
+    start_mock "$side" "$rd" "$proj"
     side_setup "$side" "$agent" "$MOCK_PORT"
     out=/dev/null
     [ "$kind" = rss ] && out="$rd/stdout"
@@ -250,10 +270,17 @@ one_run() {
         tail -30 "$rd/stderr" >&2
         die "$side: notes.txt is $(printf '%q' "$got") after $kind run $n, expected 'goodbye world\\n' (the edit did not happen)"
     fi
+    # the four scripted turns must all have been used; pi-run and pi must make no other request
+    # (a peer's side requests, e.g. Claude Code's title/quota probes, are counted and reported)
+    turns_used=$(grep -c '"turn":[0-9]' "$rd/requests.jsonl" 2>/dev/null || true)
     reqs=$(grep -c . "$rd/requests.jsonl" 2>/dev/null || true)
-    if [ "${reqs:-0}" -ne 4 ]; then
-        die "$side made ${reqs:-0} model requests in $kind run $n, expected exactly 4 (log: $rd/requests.jsonl)"
+    if [ "${turns_used:-0}" -ne 4 ]; then
+        die "$side used ${turns_used:-0} of the 4 scripted turns in $kind run $n (log: $rd/requests.jsonl)"
     fi
+    case "$side" in
+        pi-run | pi) [ "$reqs" -eq 4 ] || die "$side made $reqs model requests in $kind run $n, expected exactly 4 (log: $rd/requests.jsonl)" ;;
+    esac
+    echo "$reqs" >> "$WORK/$side.requests"
     if [ "$kind" = time ]; then
         python3 -c "import sys; print(float(sys.argv[2]) - float(sys.argv[1]))" "$t0" "$t1" >> "$WORK/$side.times"
         echo "  $side run $n: $(tail -1 "$WORK/$side.times" | awk '{printf "%.1f ms", $1 * 1000}')" >&2
@@ -270,11 +297,39 @@ bench_side() { # side timed-runs
     mkdir -p "$WORK/$side"
     : > "$WORK/$side.times"
     : > "$WORK/$side.rss"
+    : > "$WORK/$side.requests"
     note "$side: $RSS_RUNS checked run(s) under /usr/bin/time -v (warm-up, output check, peak RSS)"
     for ((i = 1; i <= RSS_RUNS; i++)); do one_run "$side" rss "$i"; done
     note "$side: $runs timed run(s)"
     for ((i = 1; i <= runs; i++)); do one_run "$side" time "$i"; done
 }
+
+# The mock's own share: the same four streamed replies fetched by bash itself (/dev/tcp, no
+# process start, no parsing), fresh warmed-up mock each time, same timer.  Not an agent; shown
+# so the pi-run figure can be read against the floor the mock sets.
+bench_floor() {
+    local i j rd t0 t1 body='{"model":"mock-model","stream":true,"messages":[{"role":"user","content":"x"}]}'
+    : > "$WORK/floor.times"
+    note "mock floor: $RUNS timed run(s) of 4 POSTs from bash"
+    for ((i = 1; i <= RUNS; i++)); do
+        rd="$WORK/floor/$i"
+        mkdir -p "$rd"
+        start_mock pi-run "$rd" "$rd"
+        t0=$EPOCHREALTIME
+        for ((j = 0; j < 4; j++)); do
+            exec 3<> "/dev/tcp/127.0.0.1/$MOCK_PORT"
+            printf 'POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: %d\r\nConnection: close\r\n\r\n%s' \
+                "${#body}" "$body" >&3
+            cat <&3 > /dev/null
+            exec 3<&-
+        done
+        t1=$EPOCHREALTIME
+        stop_mock
+        [ "$(grep -c '"turn":[0-9]' "$rd/requests.jsonl")" -eq 4 ] || die "mock floor: the mock did not serve 4 turns"
+        python3 -c "import sys; print(float(sys.argv[2]) - float(sys.argv[1]))" "$t0" "$t1" >> "$WORK/floor.times"
+    done
+}
+[ -n "${BENCH_SKIP_FLOOR:-}" ] || bench_floor
 
 SIDES=(pi-run)
 bench_side pi-run "$RUNS"
@@ -291,29 +346,35 @@ fi
 PI_VERSION=""
 [ -z "${BENCH_SKIP_PI:-}" ] && PI_VERSION="$(PI_OFFLINE=1 "$NODE_BIN" "$PI_CLI" --version 2>/dev/null | tail -1 || true)"
 CLAUDE_VERSION_SEEN=""
-[ -n "$CLAUDE_CLI" ] && CLAUDE_VERSION_SEEN="$("$NODE_BIN" "$CLAUDE_CLI" --version 2>/dev/null | head -1 || true)"
+[ -n "$CLAUDE_CLI" ] && CLAUDE_VERSION_SEEN="$("$CLAUDE_CLI" --version 2>/dev/null | head -1 || true)"
 python3 - "$WORK" "${BENCH_JSON:-}" "$PI_RUN_BIN" "$("$NODE_BIN" --version)" "$PI_VERSION" "$CLAUDE_VERSION_SEEN" \
     "$(nproc 2>/dev/null || echo '?')" "${SIDES[@]}" > "$WORK/report.txt" <<'EOF'
 import json, os, statistics, sys
 work, out, bin_, node, pi_ver, claude_ver, ncpu, *sides = sys.argv[1:]
 labels = {"pi-run": "pi-run", "pi": f"pi {pi_ver or '1.6.0'} (node {node})",
-          "claude": f"Claude Code {claude_ver.split()[0] if claude_ver else ''} (node)"}
+          "claude": f"Claude Code {claude_ver.split()[0] if claude_ver else ''} (native)"}
 def nums(p): return [float(l) for l in open(p) if l.strip()]
 res = {}
 for s in sides:
     t, r = nums(os.path.join(work, s + ".times")), nums(os.path.join(work, s + ".rss"))
     res[s] = {"medianS": statistics.median(t), "minS": min(t), "runs": len(t),
-              "peakRssKb": int(statistics.median(r)), "peakRssMaxKb": int(max(r)), "rssRuns": len(r)}
+              "peakRssKb": int(statistics.median(r)), "peakRssMaxKb": int(max(r)), "rssRuns": len(r),
+              "requests": int(statistics.median(nums(os.path.join(work, s + ".requests"))))}
 print()
 print("task     : read -> edit -> bash -> answer (4 scripted turns from a loopback mock LLM)")
 print(f"pi-run   : {bin_}")
-print(f"cpus     : {ncpu}")
+print(f"cpus     : {ncpu}   load average at the end: {os.getloadavg()[0]:.2f}")
 print()
-print(f"{'':<30}{'median':>12}{'min':>12}{'peak RSS':>11}{'runs':>6}")
+print(f"{'':<30}{'median':>12}{'min':>12}{'peak RSS':>11}{'runs':>6}{'requests':>10}")
 for s in sides:
     x = res[s]
     print(f"{labels[s]:<30}{x['medianS'] * 1000:>9.1f} ms{x['minS'] * 1000:>9.1f} ms"
-          f"{x['peakRssKb'] / 1024:>8.1f} MB{x['runs']:>6}")
+          f"{x['peakRssKb'] / 1024:>8.1f} MB{x['runs']:>6}{x['requests']:>10}")
+fl = os.path.join(work, "floor.times")
+if os.path.exists(fl):
+    t = nums(fl)
+    print(f"{'  mock floor (4 POSTs, bash)':<30}{statistics.median(t) * 1000:>9.1f} ms{min(t) * 1000:>9.1f} ms{'-':>11}{len(t):>6}{4:>10}")
+    res["mockFloor"] = {"medianS": statistics.median(t), "minS": min(t), "runs": len(t)}
 print()
 o = res["pi-run"]
 ratios = {}

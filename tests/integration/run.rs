@@ -493,3 +493,61 @@ fn json_mode_exits_1_on_auth_error() {
         "401 is not retried"
     );
 }
+
+#[test]
+fn fork_and_list_models() {
+    let sb = Sandbox::with_fixtures();
+    let source = sb.fixture_file("tools-160");
+    // faux plays the turn after the assistant messages already in context (3).
+    let script = faux_script(
+        &sb,
+        &[
+            json!({"text": "1"}),
+            json!({"text": "2"}),
+            json!({"text": "3"}),
+            json!({"text": "forked answer"}),
+        ],
+    );
+    let out = sb
+        .cmd("pi-run")
+        .args([
+            "--provider",
+            "faux",
+            "--model",
+            &script,
+            "--fork",
+            source.to_str().unwrap(),
+            "-p",
+            "go on",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(ok(&out), "forked answer\n");
+    let ls = jsonl(&sb.session(&["ls"]));
+    assert_eq!(ls.len(), 1, "the fork lives in this directory's folder");
+    assert_eq!(
+        ls[0]["parentSession"],
+        Value::String(source.canonicalize().unwrap().display().to_string())
+    );
+    assert_eq!(
+        ls[0]["firstMessage"],
+        "What is in notes.txt? Then run echo hi."
+    );
+    // The source is untouched.
+    let original =
+        std::fs::read(fixtures().join(scenario_entry("tools-160")["file"].as_str().unwrap()))
+            .unwrap();
+    assert_eq!(std::fs::read(&source).unwrap(), original);
+    // --list-models filters pi's catalogue.
+    let out = sb
+        .cmd("pi-run")
+        .args(["--list-models", "sonnet"])
+        .env("ANTHROPIC_API_KEY", "x")
+        .output()
+        .unwrap();
+    let text = ok(&out);
+    assert!(
+        text.lines().count() > 1 && text.contains("anthropic") && text.contains("sonnet"),
+        "{text}"
+    );
+}
