@@ -15,6 +15,7 @@ pub mod message;
 pub mod model;
 pub mod num;
 pub mod records;
+pub mod resources;
 pub mod tool;
 
 pub use entry::{Entry, SessionHeader, CURRENT_SESSION_VERSION};

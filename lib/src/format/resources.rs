@@ -1,0 +1,120 @@
+//! Resources as `pi-resources` reports them and the prompt builder uses
+//! them: skills, prompt templates, themes, extensions, context files and
+//! system-prompt files, each with where it came from; plus diagnostics.
+//!
+//! Every record serialises as one flat JSONL object tagged by `type`.
+
+use std::path::PathBuf;
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+/// Where a resource was found, in precedence order (first wins).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Source {
+    /// `-e`, `--skill`, `--prompt-template`, `--theme`.
+    Cli,
+    /// Paths listed in the project's `.pi/settings.json`.
+    ProjectSettings,
+    /// `<cwd>/.pi/{skills,prompts,themes,extensions}`, `.agents/skills`.
+    Project,
+    /// Paths listed in the global `settings.json`.
+    UserSettings,
+    /// `<agentDir>/{skills,prompts,themes,extensions}`, `~/.agents/skills`.
+    User,
+    /// A pi package named in settings.
+    Package,
+    /// Shipped with the toolkit.
+    Builtin,
+}
+
+/// `project` or `user` (pi's "location"): which settings scope it belongs to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Scope {
+    Project,
+    User,
+    Path,
+}
+
+/// A skill (`SKILL.md` with frontmatter).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Skill {
+    pub name: String,
+    pub description: String,
+    /// The SKILL.md file.
+    pub path: PathBuf,
+    /// Its folder (relative paths in the skill resolve against it).
+    #[serde(rename = "baseDir")]
+    pub base_dir: PathBuf,
+    pub source: Source,
+    pub scope: Scope,
+    /// `disable-model-invocation: true`: not listed in the system prompt,
+    /// still usable as `/skill:name`.
+    #[serde(rename = "disableModelInvocation")]
+    pub disable_model_invocation: bool,
+    /// Other frontmatter keys, kept.
+    #[serde(default, skip_serializing_if = "Map::is_empty")]
+    pub frontmatter: Map<String, Value>,
+}
+
+/// A prompt template (`prompts/*.md`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PromptTemplate {
+    /// File name without `.md`; invoked as `/name`.
+    pub name: String,
+    #[serde(default)]
+    pub description: String,
+    #[serde(rename = "argumentHint", default, skip_serializing_if = "Option::is_none")]
+    pub argument_hint: Option<String>,
+    pub path: PathBuf,
+    pub source: Source,
+    pub scope: Scope,
+    /// The body (frontmatter removed).
+    #[serde(skip)]
+    pub content: String,
+}
+
+/// A theme (`themes/*.json`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Theme {
+    pub name: String,
+    pub path: PathBuf,
+    pub source: Source,
+    pub scope: Scope,
+}
+
+/// An extension (recorded; executed by a later stage).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Extension {
+    pub name: String,
+    pub path: PathBuf,
+    pub source: Source,
+    pub scope: Scope,
+}
+
+/// A context file (AGENTS.md / CLAUDE.md …), in load order.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ContextFileRecord {
+    pub path: PathBuf,
+    /// `global` or `project`.
+    pub scope: String,
+    pub bytes: u64,
+}
+
+/// A problem with one resource; everything else still loads.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ResourceDiagnostic {
+    /// `collision`, `invalid`, `unreadable`, `warning`, …
+    pub kind: String,
+    /// `skill`, `prompt`, `theme`, `extension`, `context`, `settings`, `package`.
+    #[serde(rename = "resourceType")]
+    pub resource_type: String,
+    pub message: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub path: Option<PathBuf>,
+    /// For collisions: the resource that won.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub winner: Option<PathBuf>,
+}
