@@ -215,7 +215,7 @@ fn run(cli: Cli) -> Result<i32, CliError> {
             let header = agent.store.session.header.to_line();
             emit(&serde_json::from_str(&header).unwrap_or(serde_json::Value::Null));
         }
-        agent.prepare_session(&mut emit).map_err(CliError::failed)?;
+        agent.prepare_session().map_err(CliError::failed)?;
         let mut last = None;
         for user in prompts {
             let outcome = agent.run(user, &mut emit).await;

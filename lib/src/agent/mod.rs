@@ -108,7 +108,7 @@ impl Agent {
     /// `model_change` when the branch's model differs (always for a new
     /// session) and `thinking_level_change` when the level differs or the
     /// branch has none.
-    pub fn prepare_session(&mut self, emit: Emit<'_>) -> Result<(), String> {
+    pub fn prepare_session(&mut self) -> Result<(), String> {
         let ctx = self.store.session.context(None);
         let m = &self.opts.model;
         if ctx.model.as_ref() != Some(&(m.provider.clone(), m.id.clone())) {
@@ -125,7 +125,6 @@ impl Agent {
             let e = self.store.thinking_entry(self.opts.thinking.as_str());
             self.append(e, None)?;
         }
-        let _ = emit;
         Ok(())
     }
 
@@ -404,45 +403,37 @@ impl Agent {
             .iter()
             .map(|t| (t.definition().name, Arc::clone(t)))
             .collect();
-        enum Slot {
-            Done(ToolOutput, Option<u64>),
-            Pending,
-        }
-        let mut slots: Vec<Slot> = Vec::with_capacity(calls.len());
+        // Finished results by call index: immediate failures now, the rest
+        // as their tasks report back.
+        let mut done: Vec<Option<(ToolOutput, Option<u64>)>> = vec![None; calls.len()];
         let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<(
             usize,
             Option<ToolOutput>,
             Option<(ToolOutput, u64)>,
         )>();
         let mut running = 0usize;
-        let mut immediate: Vec<usize> = Vec::new();
         for (i, call) in calls.iter().enumerate() {
             emit(&events::tool_start(&call.id, &call.name, &call.arguments));
-            let Some(tool) = by_name.get(&call.name) else {
-                let out =
-                    with_empty_details(ToolOutput::error(format!("Tool {} not found", call.name)));
-                emit(&events::tool_end(&call.id, &call.name, &out, None));
-                slots.push(Slot::Done(out, None));
-                immediate.push(i);
-                continue;
+            let prepared = match by_name.get(&call.name) {
+                None => Err(format!("Tool {} not found", call.name)),
+                Some(tool) => validate::validate_args(
+                    &call.name,
+                    &tool.definition().parameters,
+                    &call.arguments,
+                )
+                .map(|args| (Arc::clone(tool), args)),
             };
-            let args = match validate::validate_args(
-                &call.name,
-                &tool.definition().parameters,
-                &call.arguments,
-            ) {
-                Ok(a) => a,
+            let (tool, args) = match prepared {
+                Ok(p) => p,
                 Err(text) => {
+                    // A call that fails before running ends right after its start.
                     let out = with_empty_details(ToolOutput::error(text));
                     emit(&events::tool_end(&call.id, &call.name, &out, None));
-                    slots.push(Slot::Done(out, None));
-                    immediate.push(i);
+                    done[i] = Some((out, None));
                     continue;
                 }
             };
-            slots.push(Slot::Pending);
             running += 1;
-            let tool = Arc::clone(tool);
             let tx = tx.clone();
             let ctx = ToolContext {
                 cwd: self.opts.cwd.clone(),
@@ -459,15 +450,8 @@ impl Agent {
             });
         }
         drop(tx);
-        // Ends come as tools finish (immediate failures right after their
-        // start); the result messages follow in call order, as pi 1.6.0 does.
-        let mut done: Vec<Option<(ToolOutput, Option<u64>)>> = vec![None; calls.len()];
-        for (i, slot) in slots.iter().enumerate() {
-            if let Slot::Done(out, ms) = slot {
-                done[i] = Some((out.clone(), *ms));
-            }
-        }
-        let _ = immediate;
+        // Ends come as tools finish; the result messages follow in call
+        // order, as pi 1.6.0 does.
         while running > 0 {
             let Some((i, update, finished)) = rx.recv().await else {
                 break;
