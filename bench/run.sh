@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Benchmark one scripted four-turn coding task run by `pi-run` and by the real pi 1.6.0 (and,
-# with BENCH_PEERS=claude, by Claude Code), each against a scripted mock LLM on loopback.
+# with BENCH_PEERS=claude,codex, by Claude Code and Codex), each against a scripted mock LLM on loopback.
 # Wall time and peak RSS; the mock's start-up is outside the timed region.  See bench/README.md.
 #
 #   bench/run.sh
@@ -8,7 +8,8 @@
 # The task (bench/run-task/turns.json): fresh project dir with notes.txt = "hello world\n", prompt
 # "Change hello to goodbye in notes.txt"; the mock answers (1) reasoning + read notes.txt,
 # (2) edit hello -> goodbye, (3) bash `cat notes.txt`, (4) a final text.  Every run is checked:
-# exit status 0, notes.txt == "goodbye world\n", exactly four model requests.
+# exit status 0, notes.txt == "goodbye world\n", all four turns served (and, for pi-run and pi,
+# no other model request).
 #
 # Environment knobs:
 #   BENCH_RUNS=10        timed runs of pi-run        BENCH_PI_RUNS=5   timed runs of pi 1.6.0
@@ -17,7 +18,7 @@
 #   PI_RUN_BIN=...       binary to time (default: <cargo target dir>/release/pi-run; setting it skips the build)
 #   PI_ORACLE_DIR=...    pi install (default ~/.cache/pi-toolkit-oracle; needs v160/ and node22/)
 #   NODE=...             node for pi and the mocks (default: the oracle's node22)
-#   BENCH_PEERS=claude   also run Claude Code (installed with npm into BENCH_PEERS_DIR on first use)
+#   BENCH_PEERS=claude,codex  also run Claude Code / Codex (npm-installed into BENCH_PEERS_DIR on first use)
 #   BENCH_PEER_RUNS=5    timed runs of each peer     BENCH_PEERS_DIR=~/.cache/pi-toolkit-bench-peers
 #   BENCH_JSON=file      also write the summary as JSON to this file
 #   BENCH_STRICT=1       exit 1 when a target (>= 25x faster, >= 10x less memory) is missed
@@ -37,6 +38,7 @@ RSS_RUNS="${BENCH_RSS_RUNS:-3}"
 PEER_RUNS="${BENCH_PEER_RUNS:-5}"
 PEERS_DIR="${BENCH_PEERS_DIR:-$HOME/.cache/pi-toolkit-bench-peers}"
 CLAUDE_VERSION="${BENCH_CLAUDE_VERSION:-2.1.197}"
+CODEX_VERSION="${BENCH_CODEX_VERSION:-0.171.0}"
 PI_ORACLE_DIR="${PI_ORACLE_DIR:-$HOME/.cache/pi-toolkit-oracle}"
 PROMPT="Change hello to goodbye in notes.txt"
 export PI_ORACLE_DIR
@@ -91,6 +93,7 @@ fi
 
 # ---------------------------------------------------------------- peers
 CLAUDE_CLI=""
+CODEX_CLI=""
 PEERS="${BENCH_PEERS:-}"
 for peer in ${PEERS//,/ }; do
     case "$peer" in
@@ -107,8 +110,19 @@ for peer in ${PEERS//,/ }; do
             fi
             [ -x "$CLAUDE_CLI" ] || die "Claude Code native binary not found at $CLAUDE_CLI"
             ;;
-        codex) die "BENCH_PEERS=codex is not supported (see bench/README.md: why there is no Codex column)" ;;
-        *) die "unknown peer '$peer' (supported: claude)" ;;
+        codex)
+            [ "$(uname -sm)" = "Linux x86_64" ] || die "BENCH_PEERS=codex is only wired up for Linux x86_64"
+            CODEX_CLI="$PEERS_DIR/codex/node_modules/@openai/codex-linux-x64/vendor/x86_64-unknown-linux-musl/bin/codex"
+            if [ ! -x "$CODEX_CLI" ]; then
+                command -v npm >/dev/null || die "BENCH_PEERS=codex: npm is needed to install @openai/codex"
+                note "installing @openai/codex@$CODEX_VERSION into $PEERS_DIR/codex"
+                mkdir -p "$PEERS_DIR/codex"
+                (cd "$PEERS_DIR/codex" && npm install --no-audit --no-fund --ignore-scripts \
+                    "@openai/codex@$CODEX_VERSION" >&2) || die "npm install @openai/codex failed"
+            fi
+            [ -x "$CODEX_CLI" ] || die "Codex native binary not found at $CODEX_CLI"
+            ;;
+        *) die "unknown peer '$peer' (supported: claude, codex)" ;;
     esac
 done
 
@@ -126,6 +140,7 @@ side_mock() {
     case "$1" in
         pi-run | pi) echo "$REPO/tests/oracle/mock-llm.mjs $TASK_DIR/turns.json" ;;
         claude) echo "$TASK_DIR/mock-anthropic.mjs $TASK_DIR/turns-anthropic.json" ;;
+        codex) echo "$TASK_DIR/mock-responses.mjs $TASK_DIR/turns-codex.json" ;;
     esac
 }
 
@@ -159,7 +174,7 @@ side_setup() {
 EOF
             echo '{"defaultProvider": "mock", "defaultModel": "mock-model"}' > "$dir/settings.json"
             ;;
-        claude)
+        claude | codex)
             echo "$port" > "$dir/port"
             ;;
     esac
@@ -183,6 +198,19 @@ side_exec() {
             claude_env "$dir"
             exec "$@" "$CLAUDE_CLI" -p "$PROMPT" --output-format stream-json --verbose \
                 --model mock-model --allowedTools Read Edit Bash
+            ;;
+        codex)
+            export HOME="$dir/home" CODEX_HOME="$dir/home" MOCK_API_KEY="dummy-loopback-only"
+            mkdir -p "$HOME"
+            unset OPENAI_API_KEY OPENAI_BASE_URL CODEX_API_KEY
+            exec "$@" "$CODEX_CLI" exec --json --skip-git-repo-check --dangerously-bypass-approvals-and-sandbox \
+                -m mock-model -c model_provider=mock \
+                `# without these Codex 0.171 looks up github.com (plugins) and ab.chatgpt.com (analytics)` \
+                --disable plugins --disable remote_plugin --disable apps --disable in_app_updates \
+                --disable plugin_sharing -c check_for_update_on_startup=false -c analytics.enabled=false \
+                -c feedback.enabled=false -c 'otel.exporter="none"' \
+                -c "model_providers.mock={name=\"mock\",base_url=\"http://127.0.0.1:$(cat "$dir/port")/v1\",wire_api=\"responses\",env_key=\"MOCK_API_KEY\"}" \
+                "$PROMPT"
             ;;
     esac
 }
@@ -308,7 +336,7 @@ bench_side() { # side timed-runs
 # process start, no parsing), fresh warmed-up mock each time, same timer.  Not an agent; shown
 # so the pi-run figure can be read against the floor the mock sets.
 bench_floor() {
-    local i j rd t0 t1 body='{"model":"mock-model","stream":true,"messages":[{"role":"user","content":"x"}]}'
+    local i j rd t0 t1 line body='{"model":"mock-model","stream":true,"messages":[{"role":"user","content":"x"}]}'
     : > "$WORK/floor.times"
     note "mock floor: $RUNS timed run(s) of 4 POSTs from bash"
     for ((i = 1; i <= RUNS; i++)); do
@@ -320,7 +348,8 @@ bench_floor() {
             exec 3<> "/dev/tcp/127.0.0.1/$MOCK_PORT"
             printf 'POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: %d\r\nConnection: close\r\n\r\n%s' \
                 "${#body}" "$body" >&3
-            cat <&3 > /dev/null
+            # the mock keeps SSE connections alive: read up to the end-of-stream marker
+            while IFS= read -r line <&3; do [[ "$line" == "data: [DONE]"* ]] && break; done
             exec 3<&-
         done
         t1=$EPOCHREALTIME
@@ -341,18 +370,25 @@ if [ -n "$CLAUDE_CLI" ] && [ "$PEER_RUNS" -gt 0 ]; then
     SIDES+=(claude)
     bench_side claude "$PEER_RUNS"
 fi
+if [ -n "$CODEX_CLI" ] && [ "$PEER_RUNS" -gt 0 ]; then
+    SIDES+=(codex)
+    bench_side codex "$PEER_RUNS"
+fi
 
 # ---------------------------------------------------------------- report
 PI_VERSION=""
 [ -z "${BENCH_SKIP_PI:-}" ] && PI_VERSION="$(PI_OFFLINE=1 "$NODE_BIN" "$PI_CLI" --version 2>/dev/null | tail -1 || true)"
+CODEX_VERSION_SEEN=""
+[ -n "$CODEX_CLI" ] && CODEX_VERSION_SEEN="$("$CODEX_CLI" --version 2>/dev/null | head -1 || true)"
 CLAUDE_VERSION_SEEN=""
 [ -n "$CLAUDE_CLI" ] && CLAUDE_VERSION_SEEN="$("$CLAUDE_CLI" --version 2>/dev/null | head -1 || true)"
-python3 - "$WORK" "${BENCH_JSON:-}" "$PI_RUN_BIN" "$("$NODE_BIN" --version)" "$PI_VERSION" "$CLAUDE_VERSION_SEEN" \
+python3 - "$WORK" "${BENCH_JSON:-}" "$PI_RUN_BIN" "$("$NODE_BIN" --version)" "$PI_VERSION" "$CLAUDE_VERSION_SEEN" "$CODEX_VERSION_SEEN" \
     "$(nproc 2>/dev/null || echo '?')" "${SIDES[@]}" > "$WORK/report.txt" <<'EOF'
 import json, os, statistics, sys
-work, out, bin_, node, pi_ver, claude_ver, ncpu, *sides = sys.argv[1:]
+work, out, bin_, node, pi_ver, claude_ver, codex_ver, ncpu, *sides = sys.argv[1:]
 labels = {"pi-run": "pi-run", "pi": f"pi {pi_ver or '1.6.0'} (node {node})",
-          "claude": f"Claude Code {claude_ver.split()[0] if claude_ver else ''} (native)"}
+          "claude": f"Claude Code {claude_ver.split()[0] if claude_ver else ''} (native)",
+          "codex": f"Codex {codex_ver.split()[-1] if codex_ver else ''} (native)"}
 def nums(p): return [float(l) for l in open(p) if l.strip()]
 res = {}
 for s in sides:

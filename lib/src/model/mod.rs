@@ -148,19 +148,76 @@ pub const BUILTIN_ENV_KEYS: &[(&str, &[&str])] = &[
 pub const BUILTIN_MODELS_JSON: &str = include_str!("builtin-models.json");
 
 #[derive(Deserialize)]
-struct Catalogue {
-    providers: Vec<CatalogueProvider>,
+struct Catalogue<'a> {
+    #[serde(borrow)]
+    providers: Vec<CatalogueProvider<'a>>,
 }
 
 #[derive(Deserialize)]
-struct CatalogueProvider {
+struct CatalogueProvider<'a> {
     id: String,
-    api: String,
+    api: &'a str,
     #[serde(rename = "baseUrl")]
-    base_url: String,
+    base_url: &'a str,
     #[serde(rename = "defaultModel")]
     default_model: String,
-    models: Vec<Map<String, Value>>,
+    /// Each model's JSON text, parsed into a `Map` only when asked for.
+    #[serde(borrow)]
+    models: Vec<&'a serde_json::value::RawValue>,
+}
+
+/// The typed part of a built-in catalogue entry (`api` and `baseUrl` come
+/// from the provider when the model does not override them).
+#[derive(Deserialize)]
+struct CatalogueModel {
+    id: String,
+    name: String,
+    #[serde(default)]
+    api: Option<String>,
+    #[serde(rename = "baseUrl", default)]
+    base_url: Option<String>,
+    #[serde(default)]
+    reasoning: bool,
+    #[serde(default)]
+    input: Vec<String>,
+    #[serde(default)]
+    cost: crate::format::model::ModelCost,
+    #[serde(rename = "contextWindow", default)]
+    context_window: u64,
+    #[serde(rename = "maxTokens", default)]
+    max_tokens: u64,
+    #[serde(default)]
+    headers: Option<Map<String, Value>>,
+    #[serde(default)]
+    compat: Option<Map<String, Value>>,
+}
+
+/// pi's JSON object for one model: built lazily from the compiled-in
+/// catalogue text (parsing every built-in model into a map on each start
+/// would cost more than the rest of a run), or owned once changed.
+#[derive(Debug, Clone)]
+struct RawSlot {
+    cell: std::sync::OnceLock<Map<String, Value>>,
+    /// `(provider, api, baseUrl, model JSON text)` of a built-in.
+    builtin: Option<(&'static str, &'static str, &'static str, &'static str)>,
+}
+
+impl RawSlot {
+    fn owned(raw: Map<String, Value>) -> RawSlot {
+        let cell = std::sync::OnceLock::new();
+        let _ = cell.set(raw);
+        RawSlot { cell, builtin: None }
+    }
+
+    fn get(&self) -> &Map<String, Value> {
+        self.cell.get_or_init(|| match self.builtin {
+            Some((provider, api, base_url, text)) => match serde_json::from_str::<Map<String, Value>>(text) {
+                Ok(m) => builtin_raw(provider, api, base_url, m),
+                Err(_) => Map::new(),
+            },
+            None => Map::new(),
+        })
+    }
 }
 
 /// The models pi knows, with the files that configure them.
@@ -168,7 +225,7 @@ struct CatalogueProvider {
 pub struct ModelRegistry {
     models: Vec<Model>,
     /// pi's JSON object for each model (same index as `models`).
-    raw: Vec<Map<String, Value>>,
+    raw: Vec<RawSlot>,
     providers: Vec<ProviderInfo>,
     auth: AuthFile,
     env: HashMap<String, String>,
@@ -236,7 +293,7 @@ impl ModelRegistry {
         };
         // The catalogue is compiled in and checked by the tests, so a parse
         // failure cannot come from user data; stay empty rather than panic.
-        let cat: Catalogue = match serde_json::from_str(BUILTIN_MODELS_JSON) {
+        let cat: Catalogue<'static> = match serde_json::from_str(BUILTIN_MODELS_JSON) {
             Ok(c) => c,
             Err(_) => return reg,
         };
@@ -246,6 +303,11 @@ impl ModelRegistry {
                 .find(|(id, _)| *id == p.id)
                 .map(|(_, keys)| keys.iter().map(|k| k.to_string()).collect())
                 .unwrap_or_default();
+            let provider: &'static str = BUILTIN_ENV_KEYS
+                .iter()
+                .map(|(id, _)| *id)
+                .find(|id| *id == p.id)
+                .unwrap_or_else(|| Box::leak(p.id.clone().into_boxed_str()));
             reg.providers.push(ProviderInfo {
                 id: p.id.clone(),
                 env_keys,
@@ -254,9 +316,28 @@ impl ModelRegistry {
                 api_key: None,
                 auth_header: false,
             });
-            for m in p.models {
-                let raw = builtin_raw(&p.id, &p.api, &p.base_url, m);
-                reg.push_raw(raw);
+            // Built-ins are unique and grouped by provider already: append
+            // the typed model; pi's full object is parsed on demand.
+            for text in p.models {
+                let Ok(m) = serde_json::from_str::<CatalogueModel>(text.get()) else { continue };
+                reg.models.push(Model {
+                    id: m.id,
+                    name: m.name,
+                    api: m.api.unwrap_or_else(|| p.api.to_string()),
+                    provider: p.id.clone(),
+                    base_url: m.base_url.unwrap_or_else(|| p.base_url.to_string()),
+                    reasoning: m.reasoning,
+                    input: m.input,
+                    cost: m.cost,
+                    context_window: m.context_window,
+                    max_tokens: m.max_tokens,
+                    headers: m.headers,
+                    compat: m.compat,
+                });
+                reg.raw.push(RawSlot {
+                    cell: std::sync::OnceLock::new(),
+                    builtin: Some((provider, p.api, p.base_url, text.get())),
+                });
             }
         }
         reg
@@ -267,7 +348,7 @@ impl ModelRegistry {
         let model: Model = serde_json::from_value(Value::Object(raw.clone())).ok()?;
         if let Some(i) = self.index_of(&model.provider, &model.id) {
             self.models[i] = model;
-            self.raw[i] = raw;
+            self.raw[i] = RawSlot::owned(raw);
             return Some(i);
         }
         // Keep a provider's models together: insert after its last model.
@@ -278,7 +359,7 @@ impl ModelRegistry {
             .map(|i| i + 1)
             .unwrap_or(self.models.len());
         self.models.insert(at, model);
-        self.raw.insert(at, raw);
+        self.raw.insert(at, RawSlot::owned(raw));
         Some(at)
     }
 
@@ -286,12 +367,12 @@ impl ModelRegistry {
     pub(crate) fn set_raw(&mut self, i: usize, raw: Map<String, Value>) {
         if let Ok(m) = serde_json::from_value::<Model>(Value::Object(raw.clone())) {
             self.models[i] = m;
-            self.raw[i] = raw;
+            self.raw[i] = RawSlot::owned(raw);
         }
     }
 
     pub(crate) fn raw_at(&self, i: usize) -> &Map<String, Value> {
-        &self.raw[i]
+        self.raw[i].get()
     }
 
     pub(crate) fn provider_mut(&mut self, id: &str) -> Option<&mut ProviderInfo> {
@@ -349,7 +430,7 @@ impl ModelRegistry {
     /// answers with; `headers` are not part of it, as in pi).
     pub fn pi_json(&self, model: &Model) -> Option<Map<String, Value>> {
         let i = self.index_of(&model.provider, &model.id)?;
-        let mut raw = self.raw[i].clone();
+        let mut raw = self.raw[i].get().clone();
         raw.shift_remove("headers");
         Some(raw)
     }
@@ -359,6 +440,7 @@ impl ModelRegistry {
     pub fn thinking_level_map(&self, model: &Model) -> Option<&Map<String, Value>> {
         let i = self.index_of(&model.provider, &model.id)?;
         self.raw[i]
+            .get()
             .get("thinkingLevelMap")
             .and_then(Value::as_object)
     }

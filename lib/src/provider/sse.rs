@@ -278,14 +278,12 @@ pub async fn open(call: HttpCall<'_>) -> Result<SseStream, Failure> {
     if call.cancel.is_cancelled() {
         return Err(Failure::Aborted);
     }
-    let client = match reqwest::Client::builder().build() {
-        Ok(c) => c,
-        Err(e) => {
-            return Err(Failure::Error(format!(
-                "Connection error.: {}",
-                error_chain(&e)
-            )))
-        }
+    // One client per process: building one sets up TLS roots and a
+    // connection pool, which costs more than a loopback request.
+    static CLIENT: std::sync::OnceLock<Result<reqwest::Client, String>> = std::sync::OnceLock::new();
+    let client = match CLIENT.get_or_init(|| reqwest::Client::builder().build().map_err(|e| error_chain(&e))) {
+        Ok(c) => c.clone(),
+        Err(e) => return Err(Failure::Error(format!("Connection error.: {e}"))),
     };
     let mut headers = reqwest::header::HeaderMap::new();
     for (k, v) in &call.headers {
