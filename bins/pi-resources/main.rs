@@ -1,9 +1,102 @@
-//! `pi-resources` — resource discovery and project trust. Not built yet: it documents itself and refuses to
-//! run, so nothing pretends to work.
+//! `pi-resources` — resource discovery and project trust. Thin client of
+//! `pi_lib::trust` (the decision) and `pi_lib::resources` (what applies):
+//! parse arguments, decide trust, discover, print records.
+
+mod cli;
+mod out;
+mod trust_cmd;
+
+use std::path::PathBuf;
+
+use clap::{CommandFactory, Parser};
+use pi_lib::cli::{report, CliError, EXIT_OK};
+use pi_lib::format::resources::TrustRecord;
+use pi_lib::resources::{discover, DiscoverOptions};
+use pi_lib::trust::{CliTrust, TrustOutcome};
+
+use cli::{Cli, Command};
+
+const PROG: &str = "pi-resources";
 
 fn main() {
-    pi_lib::cli::not_implemented_main(
-        "pi-resources",
-        "Discover resources and decide project trust (not implemented yet).",
-    );
+    let cli = Cli::parse_from(cli::rewrite_args(std::env::args_os()));
+    let code = match run(cli) {
+        Ok(code) => code,
+        Err(e) if e.code == 0 => 0,
+        Err(e) => report(PROG, &e),
+    };
+    std::process::exit(code);
+}
+
+fn run(cli: Cli) -> Result<i32, CliError> {
+    if let Some(what) = cli.generate {
+        let mut stdout = std::io::stdout().lock();
+        pi_lib::cli::generate(Cli::command(), what, &mut stdout).map_err(out::io_err)?;
+        return Ok(EXIT_OK);
+    }
+    if let Some(Command::Trust(args)) = cli.command {
+        return trust_cmd::run(args, cli.format);
+    }
+    let cwd = resolve_cwd(cli.cwd.as_deref())?;
+    let agent_dir = pi_lib::paths::agent_dir();
+    let cli_trust = if cli.approve {
+        CliTrust::Approve
+    } else if cli.no_approve {
+        CliTrust::NoApprove
+    } else {
+        CliTrust::Unset
+    };
+    let outcome = pi_lib::trust::decide(&cwd, &agent_dir, cli_trust, None, false)
+        .map_err(|e| CliError::input(e.to_string()))?;
+    let trust = trust_record(&outcome);
+    let opts = DiscoverOptions {
+        cwd,
+        agent_dir,
+        home: std::env::var_os("HOME").map(PathBuf::from),
+        extensions: cli.extensions,
+        skills: cli.skills,
+        prompt_templates: cli.prompt_templates,
+        themes: cli.themes,
+        no_extensions: cli.no_extensions,
+        no_skills: cli.no_skills,
+        no_prompt_templates: cli.no_prompt_templates,
+        no_themes: cli.no_themes,
+        no_context_files: cli.no_context_files,
+    };
+    let res = discover(&opts, outcome.trusted).map_err(|e| {
+        CliError::input(e.to_string()).with_hint("fix or remove the file; it is never rewritten")
+    })?;
+    out::print(&trust, &res, pi_lib::cli::resolve_format(cli.format))
+}
+
+/// `--cwd` made absolute and real; the current directory by default.
+fn resolve_cwd(dir: Option<&std::path::Path>) -> Result<PathBuf, CliError> {
+    let here = std::env::current_dir()
+        .map_err(|e| CliError::input(format!("cannot read the current directory: {e}")))?;
+    let Some(dir) = dir else { return Ok(here) };
+    let p = here.join(dir);
+    match std::fs::canonicalize(&p) {
+        Ok(real) if real.is_dir() => Ok(real),
+        Ok(_) => Err(CliError::input(format!(
+            "--cwd {}: not a directory",
+            p.display()
+        ))),
+        Err(e) => Err(CliError::input(format!("--cwd {}: {e}", p.display()))),
+    }
+}
+
+/// The trust decision as an output record.
+fn trust_record(o: &TrustOutcome) -> TrustRecord {
+    let reason = serde_json::to_value(&o.reason)
+        .ok()
+        .and_then(|v| v.as_str().map(str::to_string))
+        .unwrap_or_default();
+    TrustRecord {
+        decision: if o.trusted { "trusted" } else { "untrusted" }.into(),
+        trusted: o.trusted,
+        reason,
+        protected_paths: o.protected_paths.clone(),
+        saved_path: o.saved_path.clone(),
+        error: None,
+    }
 }

@@ -54,6 +54,9 @@ pub struct Skill {
     /// still usable as `/skill:name`.
     #[serde(rename = "disableModelInvocation")]
     pub disable_model_invocation: bool,
+    /// The package it came from (its settings source), for `package`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub package: Option<String>,
     /// Other frontmatter keys, kept.
     #[serde(default, skip_serializing_if = "Map::is_empty")]
     pub frontmatter: Map<String, Value>,
@@ -66,7 +69,11 @@ pub struct PromptTemplate {
     pub name: String,
     #[serde(default)]
     pub description: String,
-    #[serde(rename = "argumentHint", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "argumentHint",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub argument_hint: Option<String>,
     pub path: PathBuf,
     pub source: Source,
@@ -74,6 +81,9 @@ pub struct PromptTemplate {
     /// The body (frontmatter removed).
     #[serde(skip)]
     pub content: String,
+    /// The package it came from (its settings source), for `package`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub package: Option<String>,
 }
 
 /// A theme (`themes/*.json`).
@@ -83,6 +93,9 @@ pub struct Theme {
     pub path: PathBuf,
     pub source: Source,
     pub scope: Scope,
+    /// The package it came from (its settings source), for `package`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub package: Option<String>,
 }
 
 /// An extension (recorded; executed by a later stage).
@@ -92,6 +105,9 @@ pub struct Extension {
     pub path: PathBuf,
     pub source: Source,
     pub scope: Scope,
+    /// The package it came from (its settings source), for `package`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub package: Option<String>,
 }
 
 /// A context file (AGENTS.md / CLAUDE.md …), in load order.
@@ -117,4 +133,51 @@ pub struct ResourceDiagnostic {
     /// For collisions: the resource that won.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub winner: Option<PathBuf>,
+    /// For collisions: the contested name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+}
+
+/// `SYSTEM.md` (replaces the default prompt) or `APPEND_SYSTEM.md`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SystemPromptFile {
+    /// `system` or `append`.
+    pub kind: String,
+    pub path: PathBuf,
+    /// `global` or `project`.
+    pub scope: String,
+}
+
+/// The project-trust decision as `pi-resources` prints it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TrustRecord {
+    /// `trusted` or `untrusted`.
+    pub decision: String,
+    pub trusted: bool,
+    /// Why: `cli`, `no_protected_resources`, `hook`, `saved`,
+    /// `default_setting`, `non_interactive`, `prompt`, or `error`.
+    pub reason: String,
+    /// The protected paths that made a decision necessary.
+    #[serde(rename = "protectedPaths", default)]
+    pub protected_paths: Vec<PathBuf>,
+    /// The trust.json key that decided, for `saved`.
+    #[serde(rename = "savedPath", default, skip_serializing_if = "Option::is_none")]
+    pub saved_path: Option<PathBuf>,
+    /// Why no decision could be made (the project is then untrusted).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+/// One line of `pi-resources` output, tagged by `type`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum ResourceRecord {
+    Trust(TrustRecord),
+    Extension(Extension),
+    Skill(Skill),
+    Prompt(PromptTemplate),
+    Theme(Theme),
+    ContextFile(ContextFileRecord),
+    SystemPrompt(SystemPromptFile),
+    Diagnostic(ResourceDiagnostic),
 }

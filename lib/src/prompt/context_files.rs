@@ -1,10 +1,13 @@
 //! Context files (AGENTS.md / CLAUDE.md): always loaded, trust-independent.
 //!
-//! Order as pi 1.6.0: the global `<agentDir>/AGENTS.md` (or CLAUDE.md) first,
-//! then every directory from the filesystem root down to the cwd; in each
-//! directory the first of `AGENTS.override.md`, `AGENTS.md`, `CLAUDE.md`
-//! (case variants accepted) wins. The same real file reached twice (a git
-//! worktree's copy, a symlink) is loaded once.
+//! Order as pi 1.6.0: the global `<agentDir>` file first, then every
+//! directory from the filesystem root down to the cwd; in each directory
+//! the first of `AGENTS.override.md`, `AGENTS.md`, `AGENTS.MD`, `CLAUDE.md`,
+//! `CLAUDE.MD` wins (exact names: `agents.md` or `Claude.md` are not
+//! context files). The same path is loaded once (a symlink to another
+//! context file is *not* merged: pi loads both), and inside a linked git worktree nested in its main checkout, the
+//! main checkout's file is skipped when the worktree has its own copy of it
+//! (the same rule, checked out twice).
 
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
@@ -17,28 +20,40 @@ pub struct ContextFile {
 }
 
 /// The names tried in each directory, in priority order.
-const NAMES: [&str; 3] = ["AGENTS.override.md", "AGENTS.md", "CLAUDE.md"];
+pub const NAMES: [&str; 5] = [
+    "AGENTS.override.md",
+    "AGENTS.md",
+    "AGENTS.MD",
+    "CLAUDE.md",
+    "CLAUDE.MD",
+];
 
-/// The first context file present in `dir` (exact name first, then any case
-/// variant of it).
+/// The first context file present in `dir`.
 fn find_in(dir: &Path) -> Option<PathBuf> {
-    let listing: Vec<String> = std::fs::read_dir(dir)
-        .ok()?
-        .flatten()
-        .map(|e| e.file_name().to_string_lossy().into_owned())
-        .collect();
-    for name in NAMES {
-        if listing.iter().any(|n| n == name) {
-            let p = dir.join(name);
-            if p.is_file() {
-                return Some(p);
-            }
+    NAMES.iter().map(|n| dir.join(n)).find(|p| p.is_file())
+}
+
+/// For a cwd inside a linked worktree: `(worktree root, main checkout root)`.
+fn worktree_roots(cwd: &Path) -> Option<(PathBuf, PathBuf)> {
+    for dir in cwd.ancestors() {
+        let git = dir.join(".git");
+        if git.is_dir() {
+            return None;
         }
-        if let Some(n) = listing.iter().find(|n| n.eq_ignore_ascii_case(name)) {
-            let p = dir.join(n);
-            if p.is_file() {
-                return Some(p);
+        if git.is_file() {
+            let text = std::fs::read_to_string(&git).ok()?;
+            let gitdir = text.trim().strip_prefix("gitdir:")?.trim();
+            let gitdir = if Path::new(gitdir).is_absolute() {
+                PathBuf::from(gitdir)
+            } else {
+                dir.join(gitdir)
+            };
+            // <main>/.git/worktrees/<name>
+            let dotgit = gitdir.parent()?.parent()?;
+            if dotgit.file_name()? != ".git" {
+                return None;
             }
+            return Some((dir.to_path_buf(), dotgit.parent()?.to_path_buf()));
         }
     }
     None
@@ -51,23 +66,34 @@ pub fn discover(agent_dir: &Path, cwd: &Path) -> (Vec<ContextFile>, Vec<(PathBuf
     if let Some(p) = find_in(agent_dir) {
         candidates.push(p);
     }
+    let worktree = worktree_roots(cwd);
     let mut dirs: Vec<&Path> = cwd.ancestors().collect();
     dirs.reverse();
     for d in dirs {
-        if let Some(p) = find_in(d) {
-            candidates.push(p);
+        let Some(p) = find_in(d) else { continue };
+        if let Some((wt, main)) = &worktree {
+            if !d.starts_with(wt) {
+                if let (Ok(rel), Some(name)) = (d.strip_prefix(main), p.file_name()) {
+                    if wt.join(rel).join(name).is_file() {
+                        continue;
+                    }
+                }
+            }
         }
+        candidates.push(p);
     }
     let mut seen = HashSet::new();
     let mut files = Vec::new();
     let mut errors = Vec::new();
     for p in candidates {
-        let real = p.canonicalize().unwrap_or_else(|_| p.clone());
-        if !seen.insert(real) {
+        if !seen.insert(p.clone()) {
             continue;
         }
-        match std::fs::read_to_string(&p) {
-            Ok(content) => files.push(ContextFile { path: p, content }),
+        match std::fs::read(&p) {
+            Ok(b) => files.push(ContextFile {
+                path: p,
+                content: String::from_utf8_lossy(&b).into_owned(),
+            }),
             Err(e) => errors.push((p, e.to_string())),
         }
     }
@@ -89,7 +115,8 @@ mod tests {
         std::fs::write(agent.join("AGENTS.md"), "g").unwrap();
         std::fs::write(proj.join("AGENTS.md"), "p").unwrap();
         std::fs::write(proj.join("CLAUDE.md"), "ignored").unwrap();
-        std::fs::write(sub.join("claude.md"), "s").unwrap();
+        std::fs::write(sub.join("claude.md"), "not a context file").unwrap();
+        std::fs::write(sub.join("CLAUDE.MD"), "s").unwrap();
         let (files, errs) = discover(&agent, &sub);
         assert!(errs.is_empty());
         let contents: Vec<&str> = files.iter().map(|f| f.content.as_str()).collect();

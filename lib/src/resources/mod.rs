@@ -1,1 +1,463 @@
-//! (being written) Resource discovery.
+//! Resource discovery, exactly as pi 1.6.0 decides it: which extensions,
+//! skills, prompt templates, themes, context files and system-prompt files
+//! apply in a directory, where each came from, and what lost a collision.
+//!
+//! Candidates are gathered in pi 1.6.0's precedence order — project
+//! settings paths, project auto-discovery (`.pi/…`, `.agents/skills` up to
+//! the git root), user settings paths, user auto-discovery (`<agentDir>/…`,
+//! `~/.agents/skills`), then packages (project before user) — with CLI
+//! paths (`-e`, `--skill`, `--prompt-template`, `--theme`) first, as seed
+//! 002 specifies ("CLI > project > user > packages", first wins). (pi 1.6.0
+//! itself loads `--skill`, `--prompt-template` and `--theme` paths last; the
+//! seed is the brief, so a CLI path wins here.) Everything is loaded in that
+//! order: the same real file reached twice is loaded once, silently;
+//! a later resource with a taken name becomes a `collision` diagnostic
+//! naming the winner. A broken resource is one diagnostic; the rest load.
+//!
+//! Project trust is an input here (`trusted`): the decision itself is
+//! [`crate::trust::decide`]'s. Untrusted skips project settings, `.pi/*`,
+//! project `.agents/skills` and project packages; context files always load.
+
+pub mod filter;
+pub mod frontmatter;
+mod load;
+mod packages;
+pub mod scan;
+
+use std::collections::HashSet;
+use std::path::{Path, PathBuf};
+
+use serde_json::{Map, Value};
+
+pub use crate::format::resources::{
+    ContextFileRecord, Extension, PromptTemplate, ResourceDiagnostic, ResourceRecord, Scope, Skill,
+    Source, SystemPromptFile, Theme,
+};
+use crate::settings::SettingsError;
+use filter::PathSpec;
+
+/// What to discover, and the CLI's explicit paths and switches.
+#[derive(Debug, Clone, Default)]
+pub struct DiscoverOptions {
+    /// Absolute working directory.
+    pub cwd: PathBuf,
+    /// `$PI_CODING_AGENT_DIR` or `~/.pi/agent`.
+    pub agent_dir: PathBuf,
+    /// The home directory (`~/.agents/skills`, `~` in settings paths).
+    pub home: Option<PathBuf>,
+    /// `-e/--extension` paths.
+    pub extensions: Vec<PathBuf>,
+    /// `--skill` paths.
+    pub skills: Vec<PathBuf>,
+    /// `--prompt-template` paths.
+    pub prompt_templates: Vec<PathBuf>,
+    /// `--theme` paths.
+    pub themes: Vec<PathBuf>,
+    pub no_extensions: bool,
+    pub no_skills: bool,
+    pub no_prompt_templates: bool,
+    pub no_themes: bool,
+    pub no_context_files: bool,
+}
+
+impl DiscoverOptions {
+    /// Options for `cwd` with the agent dir and home from the environment.
+    pub fn for_cwd(cwd: &Path) -> DiscoverOptions {
+        DiscoverOptions {
+            cwd: cwd.to_path_buf(),
+            agent_dir: crate::paths::agent_dir(),
+            home: std::env::var_os("HOME").map(PathBuf::from),
+            ..Default::default()
+        }
+    }
+}
+
+/// Everything that applies, each list in precedence (load) order.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Resources {
+    pub extensions: Vec<Extension>,
+    pub skills: Vec<Skill>,
+    pub prompts: Vec<PromptTemplate>,
+    pub themes: Vec<Theme>,
+    pub context_files: Vec<ContextFileRecord>,
+    /// `SYSTEM.md`: project `.pi/` when trusted, else global.
+    pub system_prompt: Option<SystemPromptFile>,
+    /// `APPEND_SYSTEM.md`, same rule.
+    pub append_system_prompt: Vec<SystemPromptFile>,
+    pub diagnostics: Vec<ResourceDiagnostic>,
+}
+
+impl Resources {
+    /// Every record in output order: extensions, skills, prompts, themes,
+    /// context files, system-prompt files, then diagnostics.
+    pub fn records(&self) -> Vec<ResourceRecord> {
+        let mut v = Vec::new();
+        v.extend(
+            self.extensions
+                .iter()
+                .cloned()
+                .map(ResourceRecord::Extension),
+        );
+        v.extend(self.skills.iter().cloned().map(ResourceRecord::Skill));
+        v.extend(self.prompts.iter().cloned().map(ResourceRecord::Prompt));
+        v.extend(self.themes.iter().cloned().map(ResourceRecord::Theme));
+        v.extend(
+            self.context_files
+                .iter()
+                .cloned()
+                .map(ResourceRecord::ContextFile),
+        );
+        v.extend(
+            self.system_prompt
+                .iter()
+                .chain(&self.append_system_prompt)
+                .cloned()
+                .map(ResourceRecord::SystemPrompt),
+        );
+        v.extend(
+            self.diagnostics
+                .iter()
+                .cloned()
+                .map(ResourceRecord::Diagnostic),
+        );
+        v
+    }
+}
+
+/// The four resource kinds that come from paths.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Kind {
+    Extension,
+    Skill,
+    Prompt,
+    Theme,
+}
+
+impl Kind {
+    /// The settings / manifest key and conventional folder name.
+    pub(crate) fn key(self) -> &'static str {
+        match self {
+            Kind::Extension => "extensions",
+            Kind::Skill => "skills",
+            Kind::Prompt => "prompts",
+            Kind::Theme => "themes",
+        }
+    }
+    /// pi's `resourceType` in diagnostics.
+    pub(crate) fn label(self) -> &'static str {
+        match self {
+            Kind::Extension => "extension",
+            Kind::Skill => "skill",
+            Kind::Prompt => "prompt",
+            Kind::Theme => "theme",
+        }
+    }
+}
+
+/// One file that may become a resource, with where it came from.
+#[derive(Debug, Clone)]
+pub(crate) struct Candidate {
+    pub path: PathBuf,
+    pub source: Source,
+    pub scope: Scope,
+    pub package: Option<String>,
+}
+
+/// Files a path contributes for `kind`. `explicit`: listed in settings or
+/// on the command line (folders are then searched deeper for prompts and
+/// themes than the conventional folders are).
+pub(crate) fn expand_path(kind: Kind, p: &Path, explicit: bool) -> Vec<PathBuf> {
+    let Ok(meta) = std::fs::metadata(p) else {
+        return Vec::new();
+    };
+    if meta.is_file() {
+        return vec![p.to_path_buf()];
+    }
+    match kind {
+        Kind::Skill => scan::skill_files(p),
+        Kind::Prompt if explicit => scan::files_recursive(p, &|n| n.ends_with(".md")),
+        Kind::Prompt => scan::files_flat(p, &|n| n.ends_with(".md")),
+        Kind::Theme if explicit => scan::files_recursive(p, &|n| n.ends_with(".json")),
+        Kind::Theme => scan::files_flat(p, &|n| n.ends_with(".json")),
+        Kind::Extension => load::extension_entries(p),
+    }
+}
+
+/// Reads one settings file's string array for `key`.
+fn strings(settings: &Map<String, Value>, key: &str) -> Vec<String> {
+    settings
+        .get(key)
+        .and_then(Value::as_array)
+        .map(|a| {
+            a.iter()
+                .filter_map(Value::as_str)
+                .map(str::to_string)
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// The auto-discovery folders of one scope for `kind`.
+fn auto_dirs(kind: Kind, opts: &DiscoverOptions, project: bool) -> Vec<PathBuf> {
+    if project {
+        let mut v = vec![opts.cwd.join(".pi").join(kind.key())];
+        if kind == Kind::Skill {
+            v.extend(project_agents_skills(&opts.cwd, opts.home.as_deref()));
+        }
+        v
+    } else {
+        let mut v = vec![opts.agent_dir.join(kind.key())];
+        if kind == Kind::Skill {
+            if let Some(h) = &opts.home {
+                v.push(h.join(".agents").join("skills"));
+            }
+        }
+        v
+    }
+}
+
+/// `.agents/skills` in the cwd and each ancestor up to the git root (the
+/// folder holding `.git`), or the filesystem root; `~/.agents/skills` is the
+/// user's, not the project's.
+pub fn project_agents_skills(cwd: &Path, home: Option<&Path>) -> Vec<PathBuf> {
+    let home_skills = home.map(|h| scan::real(&h.join(".agents").join("skills")));
+    let mut out = Vec::new();
+    for dir in cwd.ancestors() {
+        let p = dir.join(".agents").join("skills");
+        if p.is_dir() && home_skills.as_ref() != Some(&scan::real(&p)) {
+            out.push(p);
+        }
+        if dir.join(".git").exists() {
+            break;
+        }
+    }
+    out
+}
+
+/// Gathers the candidates of one scope (`project` or user): settings paths
+/// then auto-discovery, filtered by that scope's settings array.
+fn scope_candidates(
+    kind: Kind,
+    opts: &DiscoverOptions,
+    settings: &Map<String, Value>,
+    project: bool,
+    auto: bool,
+    out: &mut Vec<Candidate>,
+) {
+    let base = if project {
+        opts.cwd.join(".pi")
+    } else {
+        opts.agent_dir.clone()
+    };
+    let spec = PathSpec::parse(&strings(settings, kind.key()), &base, opts.home.as_deref());
+    let scope = if project { Scope::Project } else { Scope::User };
+    let explicit_source = if project {
+        Source::ProjectSettings
+    } else {
+        Source::UserSettings
+    };
+    for p in &spec.paths {
+        for f in expand_path(kind, p, true) {
+            if spec.enabled(&f, &base, true) {
+                out.push(Candidate {
+                    path: f,
+                    source: explicit_source,
+                    scope,
+                    package: None,
+                });
+            }
+        }
+    }
+    if !auto {
+        return;
+    }
+    let source = if project {
+        Source::Project
+    } else {
+        Source::User
+    };
+    for d in auto_dirs(kind, opts, project) {
+        for f in expand_path(kind, &d, false) {
+            if spec.enabled(&f, &base, false) {
+                out.push(Candidate {
+                    path: f,
+                    source,
+                    scope,
+                    package: None,
+                });
+            }
+        }
+    }
+}
+
+/// Discovers everything for `opts.cwd`. `trusted` is the project-trust
+/// decision. Fails only on a settings file that cannot be read (named with
+/// line and column); everything else is a diagnostic.
+pub fn discover(opts: &DiscoverOptions, trusted: bool) -> Result<Resources, SettingsError> {
+    let user_settings = crate::settings::read_file(&opts.agent_dir.join("settings.json"))?;
+    let project_settings = if trusted {
+        crate::settings::read_file(&opts.cwd.join(".pi").join("settings.json"))?
+    } else {
+        Map::new()
+    };
+    let mut res = Resources::default();
+    let pkgs = packages::resolve(
+        opts,
+        &project_settings,
+        &user_settings,
+        trusted,
+        &mut res.diagnostics,
+    );
+
+    for kind in [Kind::Extension, Kind::Skill, Kind::Prompt, Kind::Theme] {
+        let (cli, off) = match kind {
+            Kind::Extension => (&opts.extensions, opts.no_extensions),
+            Kind::Skill => (&opts.skills, opts.no_skills),
+            Kind::Prompt => (&opts.prompt_templates, opts.no_prompt_templates),
+            Kind::Theme => (&opts.themes, opts.no_themes),
+        };
+        let mut cli_cands = Vec::new();
+        for p in cli {
+            let p = filter::resolve(&p.to_string_lossy(), &opts.cwd, opts.home.as_deref());
+            if !p.exists() {
+                res.diagnostics.push(ResourceDiagnostic {
+                    kind: "warning".into(),
+                    resource_type: kind.label().into(),
+                    message: format!("{} path does not exist: {}", kind.label(), p.display()),
+                    path: Some(p.clone()),
+                    winner: None,
+                    name: None,
+                });
+            }
+            for f in expand_path(kind, &p, true) {
+                cli_cands.push(Candidate {
+                    path: f,
+                    source: Source::Cli,
+                    scope: Scope::Path,
+                    package: None,
+                });
+            }
+        }
+        // CLI paths first for every kind (seed 002: "CLI > project > user >
+        // packages"; pi 1.6.0 puts --skill/--prompt-template/--theme last).
+        let mut cands = Vec::new();
+        cands.append(&mut cli_cands);
+        if !off {
+            if trusted {
+                scope_candidates(kind, opts, &project_settings, true, true, &mut cands);
+            }
+            scope_candidates(kind, opts, &user_settings, false, true, &mut cands);
+            for pkg in &pkgs {
+                packages::candidates(pkg, kind, &mut cands);
+            }
+        }
+        load::load_all(kind, cands, &mut res);
+    }
+
+    if !opts.no_context_files {
+        let (files, errors) = crate::prompt::context_files::discover(&opts.agent_dir, &opts.cwd);
+        for f in files {
+            let scope = if f.path.parent() == Some(opts.agent_dir.as_path()) {
+                "global"
+            } else {
+                "project"
+            };
+            res.context_files.push(ContextFileRecord {
+                bytes: f.content.len() as u64,
+                path: f.path,
+                scope: scope.into(),
+            });
+        }
+        for (p, e) in errors {
+            res.diagnostics.push(ResourceDiagnostic {
+                kind: "warning".into(),
+                resource_type: "context".into(),
+                message: format!("Failed to read {}: {e}", p.display()),
+                path: Some(p),
+                winner: None,
+                name: None,
+            });
+        }
+    }
+    res.system_prompt = system_file(opts, trusted, "SYSTEM.md", "system");
+    res.append_system_prompt = system_file(opts, trusted, "APPEND_SYSTEM.md", "append")
+        .into_iter()
+        .collect();
+    Ok(res)
+}
+
+/// `SYSTEM.md` / `APPEND_SYSTEM.md`: the project's (trusted only), else the
+/// global one.
+pub fn system_file(
+    opts: &DiscoverOptions,
+    trusted: bool,
+    name: &str,
+    kind: &str,
+) -> Option<SystemPromptFile> {
+    let project = opts.cwd.join(".pi").join(name);
+    if trusted && project.is_file() {
+        return Some(SystemPromptFile {
+            kind: kind.into(),
+            path: project,
+            scope: "project".into(),
+        });
+    }
+    let global = opts.agent_dir.join(name);
+    global.is_file().then(|| SystemPromptFile {
+        kind: kind.into(),
+        path: global,
+        scope: "global".into(),
+    })
+}
+
+/// Removes candidates whose real file was already seen (symlinked
+/// duplicates load once, silently).
+pub(crate) fn dedupe_real(cands: Vec<Candidate>) -> Vec<Candidate> {
+    let mut seen = HashSet::new();
+    cands
+        .into_iter()
+        .filter(|c| seen.insert(scan::real(&c.path)))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn w(p: &Path, s: &str) {
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(p, s).unwrap();
+    }
+
+    #[test]
+    fn project_beats_user_and_loser_is_a_collision() {
+        let t = tempfile::tempdir().unwrap();
+        let agent = t.path().join("agent");
+        let cwd = t.path().join("cwd");
+        std::fs::create_dir_all(cwd.join(".git")).unwrap();
+        w(
+            &agent.join("skills/dup/SKILL.md"),
+            "---\ndescription: user\n---\n",
+        );
+        w(
+            &cwd.join(".pi/skills/dup/SKILL.md"),
+            "---\ndescription: project\n---\n",
+        );
+        let opts = DiscoverOptions {
+            cwd: cwd.clone(),
+            agent_dir: agent.clone(),
+            ..Default::default()
+        };
+        let r = discover(&opts, true).unwrap();
+        assert_eq!(r.skills.len(), 1);
+        assert_eq!(r.skills[0].description, "project");
+        assert_eq!(r.diagnostics[0].kind, "collision");
+        assert_eq!(
+            r.diagnostics[0].winner.as_deref(),
+            Some(cwd.join(".pi/skills/dup/SKILL.md").as_path())
+        );
+        let r = discover(&opts, false).unwrap();
+        assert_eq!(r.skills[0].description, "user");
+        assert!(r.diagnostics.is_empty());
+    }
+}

@@ -1,0 +1,152 @@
+//! Command-line definition of `pi-resources` (clap derive). The man page
+//! and shell completions are generated from this, so the help texts here
+//! are the documentation.
+
+use std::path::PathBuf;
+
+use clap::{Parser, Subcommand};
+use pi_lib::cli::{Generate, OutputFormat};
+
+use crate::trust_cmd::TrustArgs;
+
+pub const AFTER_HELP: &str = "\
+Resources are listed in precedence order: CLI paths (-e, --skill,
+--prompt-template, --theme), project settings paths, project
+auto-discovery (.pi/, .agents/skills up to the git root), user settings
+paths, user auto-discovery (<agentDir>/, ~/.agents/skills), then pi
+packages. The first resource of a name wins; each loser is a `collision` diagnostic naming the winner. The same real file
+reached twice (symlinks) is listed once. Project resources load only when
+the project is trusted; context files always load.
+
+Output: one JSON object per line when piped (or --format jsonl), tagged by
+`type`: trust (first), extension, skill, prompt, theme, context_file,
+system_prompt, diagnostic. A grouped listing on a terminal.
+
+Examples:
+  pi-resources                              what applies here, and why
+  pi-resources -a --format jsonl | jq -r 'select(.type==\"skill\") | .path'
+  pi-resources --cwd ~/src/app -na          as an untrusted project
+  pi-resources --skill ./my-skill --no-skills   only that skill
+  pi-resources | jq 'select(.type==\"diagnostic\")'
+  pi-resources trust --help                 show or change saved trust
+
+Exit status:
+  0    success (diagnostics about single resources are allowed)
+  2    usage, configuration or input error: a corrupt settings.json
+       (named with line and column), an unreadable trust.json, a missing
+       --cwd directory
+  130  interrupted
+
+Environment:
+  PI_CODING_AGENT_DIR  pi's agent directory (default ~/.pi/agent): global
+                       resources, settings.json and trust.json
+  HOME                 ~/.agents/skills and `~` in settings paths";
+
+/// Discover pi's resources and decide project trust.
+///
+/// Tells you — and every later stage of a pipeline — exactly which
+/// extensions, skills, prompt templates, themes, context files and
+/// system-prompt files pi 1.6.0 would load in a directory, where each came
+/// from, what lost a name collision, and whether the project is trusted
+/// and why. Nothing is executed or installed.
+#[derive(Parser, Debug)]
+#[command(name = "pi-resources", version, after_help = AFTER_HELP)]
+pub struct Cli {
+    /// Directory to resolve for [default: the current directory].
+    #[arg(long, value_name = "DIR", value_hint = clap::ValueHint::DirPath)]
+    pub cwd: Option<PathBuf>,
+
+    /// Load an extension file or folder (repeatable; kept with --no-extensions).
+    #[arg(short = 'e', long = "extension", value_name = "PATH")]
+    pub extensions: Vec<PathBuf>,
+
+    /// Load a skill file or folder (repeatable; kept with --no-skills).
+    #[arg(long = "skill", value_name = "PATH")]
+    pub skills: Vec<PathBuf>,
+
+    /// Load a prompt template file or folder (repeatable).
+    #[arg(long = "prompt-template", value_name = "PATH")]
+    pub prompt_templates: Vec<PathBuf>,
+
+    /// Load a theme file or folder (repeatable).
+    #[arg(long = "theme", value_name = "PATH")]
+    pub themes: Vec<PathBuf>,
+
+    /// No discovered extensions (explicit -e paths still load).
+    #[arg(long)]
+    pub no_extensions: bool,
+
+    /// No discovered skills (explicit --skill paths still load).
+    #[arg(long)]
+    pub no_skills: bool,
+
+    /// No discovered prompt templates.
+    #[arg(long)]
+    pub no_prompt_templates: bool,
+
+    /// No discovered themes.
+    #[arg(long)]
+    pub no_themes: bool,
+
+    /// No AGENTS.md / CLAUDE.md context files (alias `-nc`).
+    #[arg(long)]
+    pub no_context_files: bool,
+
+    /// Trust the project for this run (nothing is saved).
+    #[arg(short = 'a', long, conflicts_with = "no_approve")]
+    pub approve: bool,
+
+    /// Treat the project as untrusted for this run (alias `-na`).
+    #[arg(long)]
+    pub no_approve: bool,
+
+    /// Output format [default: text on a terminal, jsonl otherwise].
+    #[arg(long, value_enum, global = true)]
+    pub format: Option<OutputFormat>,
+
+    /// Render a man page or a completion script on stdout.
+    #[arg(long, value_enum, hide = true, value_name = "WHAT")]
+    pub generate: Option<Generate>,
+
+    #[command(subcommand)]
+    pub command: Option<Command>,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum Command {
+    /// Show or change saved project-trust decisions (trust.json).
+    Trust(TrustArgs),
+}
+
+/// pi's two-letter short flags (`-na`, `-nc`) as their long forms.
+pub fn rewrite_args(args: impl Iterator<Item = std::ffi::OsString>) -> Vec<std::ffi::OsString> {
+    let mut out = Vec::new();
+    let mut rest = false;
+    for a in args {
+        if rest {
+            out.push(a);
+            continue;
+        }
+        match a.to_str() {
+            Some("--") => {
+                rest = true;
+                out.push(a);
+            }
+            Some("-na") => out.push("--no-approve".into()),
+            Some("-nc") => out.push("--no-context-files".into()),
+            _ => out.push(a),
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    #[test]
+    fn clap_definition_is_valid() {
+        Cli::command().debug_assert();
+    }
+}
