@@ -7,6 +7,8 @@
 //! preamble is stored wrapped as `<name>\n…\n</name>`. There is no date.
 
 pub mod context_files;
+pub mod expand;
+pub mod skills;
 
 use serde_json::{Map, Value};
 
