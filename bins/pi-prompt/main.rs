@@ -1,9 +1,379 @@
-//! `pi-prompt` — the system prompt builder. Not built yet: it documents itself and refuses to
-//! run, so nothing pretends to work.
+//! `pi-prompt` — the sectioned system prompt and input expansion as a
+//! pipeline step. Reads `pi-resources` JSONL on stdin when piped (else
+//! discovers resources itself with the same library code), and prints the
+//! sections (`system`), an expanded input (`expand`) or the system patch a
+//! session would get now (`diff`). `pi-run` builds its prompt through the
+//! very same `pi_lib::prompt::plan`.
+
+use std::io::{IsTerminal, Read, Write};
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use clap::{Args, CommandFactory, Parser, Subcommand};
+use pi_lib::cli::{report, resolve_format, CliError, Generate, OutputFormat, EXIT_OK};
+use pi_lib::format::resources::ResourceRecord;
+use pi_lib::prompt::expand::{expand_input, NoHooks};
+use pi_lib::prompt::plan::{plan_sections, PlanOptions};
+use pi_lib::prompt::{diff, toolkit_docs, PromptState};
+use pi_lib::resources::{DiscoverOptions, Resources};
+use pi_lib::session::Session;
+use pi_lib::tools::Tool;
+use pi_lib::trust::CliTrust;
+use serde_json::{json, Value};
+
+const PROG: &str = "pi-prompt";
+
+const AFTER_HELP: &str = "\
+Examples:
+  pi-prompt system                               the prompt for this directory
+  pi-resources | pi-prompt system | pi-run --system-from - \"task\"
+  pi-prompt system --chat-only --format text     context files only (seed 000)
+  pi-prompt expand '/review src/main.rs \"be strict\"'
+  pi-prompt diff --session 01a2                  what pi-run would append now
+
+Exit status:
+  0    success (`diff`: also when nothing would change)
+  2    usage, configuration or input error (bad resource records, unreadable
+       prompt file, corrupt settings.json or trust.json, bad session)";
+
+/// Build the sectioned system prompt and expand user input, exactly as
+/// pi-run does.
+#[derive(Parser, Debug)]
+#[command(name = "pi-prompt", version, after_help = AFTER_HELP)]
+struct Cli {
+    /// Render a man page or a completion script on stdout.
+    #[arg(long, value_enum, hide = true, value_name = "WHAT")]
+    generate: Option<Generate>,
+
+    #[command(subcommand)]
+    command: Option<Command>,
+}
+
+/// Where resources come from, and the prompt flags `pi-run` also has.
+#[derive(Args, Debug, Clone)]
+struct Common {
+    /// Working directory [default: current].
+    #[arg(long, value_name = "DIR", global = true)]
+    cwd: Option<PathBuf>,
+    /// Trust the project (load its .pi/ resources).
+    #[arg(short = 'a', long, global = true, conflicts_with = "no_approve")]
+    approve: bool,
+    /// Do not trust the project.
+    #[arg(long, global = true)]
+    no_approve: bool,
+    /// Active tools (comma-separated) [default: read,bash,edit,write].
+    #[arg(long, value_delimiter = ',', value_name = "LIST", global = true)]
+    tools: Option<Vec<String>>,
+    /// Chat only: context files are the whole prompt, no tools.
+    #[arg(long, global = true)]
+    chat_only: bool,
+    /// Replace the default system prompt (text).
+    #[arg(long, value_name = "TEXT", global = true)]
+    system_prompt: Option<String>,
+    /// Append to the system prompt (repeatable).
+    #[arg(long, value_name = "TEXT", global = true)]
+    append_system_prompt: Vec<String>,
+    /// Ignore stdin even when piped; discover resources here.
+    #[arg(long, global = true)]
+    no_stdin: bool,
+    /// Output format [default: text on a terminal, jsonl otherwise].
+    #[arg(long, value_enum, global = true)]
+    format: Option<OutputFormat>,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Print the system prompt: one `section` record per section and one
+    /// `tool` record per tool (JSONL), or the rendered prompt (text).
+    System {
+        #[command(flatten)]
+        common: Common,
+    },
+    /// Expand user input: `/skill:name args`, `/template args`, else as is.
+    Expand {
+        /// The input text.
+        input: String,
+        #[command(flatten)]
+        common: Common,
+    },
+    /// Print the system patch a session would get if a run started now
+    /// (nothing when the recorded prompt is current).
+    Diff {
+        /// Session file or id prefix.
+        #[arg(long, value_name = "PATH|ID")]
+        session: String,
+        #[command(flatten)]
+        common: Common,
+    },
+}
 
 fn main() {
-    pi_lib::cli::not_implemented_main(
-        "pi-prompt",
-        "Build the sectioned system prompt and expand user input (not implemented yet).",
-    );
+    let cli = Cli::parse_from(pi_lib::cli::rewrite_short_aliases(
+        std::env::args_os(),
+        &[("-na", "--no-approve")],
+    ));
+    let code = match run(cli) {
+        Ok(c) => c,
+        Err(e) if e.code == 0 => 0,
+        Err(e) => report(PROG, &e),
+    };
+    std::process::exit(code);
+}
+
+fn out_err(e: std::io::Error) -> CliError {
+    if pi_lib::cli::is_broken_pipe(&e) {
+        CliError {
+            message: String::new(),
+            hint: None,
+            code: 0,
+        }
+    } else {
+        CliError::input(e.to_string())
+    }
+}
+
+/// Resources from piped `pi-resources` JSONL, else discovered here.
+fn resources(c: &Common, cwd: &std::path::Path) -> Result<(Resources, bool), CliError> {
+    let stdin = std::io::stdin();
+    if !c.no_stdin && !stdin.is_terminal() {
+        let mut text = String::new();
+        stdin
+            .lock()
+            .read_to_string(&mut text)
+            .map_err(|e| CliError::input(format!("stdin: {e}")))?;
+        if !text.trim().is_empty() {
+            let mut records = Vec::new();
+            for (i, line) in text.lines().enumerate() {
+                if line.trim().is_empty() {
+                    continue;
+                }
+                let r: ResourceRecord = serde_json::from_str(line).map_err(|e| {
+                    CliError::input(format!("stdin:{}: not a pi-resources record: {e}", i + 1))
+                })?;
+                records.push(r);
+            }
+            let (res, trust) = Resources::from_records(records);
+            return Ok((res, trust.map(|t| t.trusted).unwrap_or(false)));
+        }
+    }
+    let agent_dir = pi_lib::paths::agent_dir();
+    let cli_trust = if c.approve {
+        CliTrust::Approve
+    } else if c.no_approve {
+        CliTrust::NoApprove
+    } else {
+        CliTrust::Unset
+    };
+    let trusted = pi_lib::trust::decide(cwd, &agent_dir, cli_trust, None, false)
+        .map_err(|e| CliError::input(e.to_string()))?
+        .trusted;
+    let mut opts = DiscoverOptions::for_cwd(cwd);
+    opts.agent_dir = agent_dir;
+    if c.chat_only {
+        opts.no_extensions = true;
+        opts.no_skills = true;
+        opts.no_prompt_templates = true;
+        opts.no_themes = true;
+    }
+    let res =
+        pi_lib::resources::discover(&opts, trusted).map_err(|e| CliError::input(e.to_string()))?;
+    Ok((res, trusted))
+}
+
+fn tools(c: &Common, chat_only: bool) -> Vec<Arc<dyn Tool>> {
+    if chat_only {
+        return Vec::new();
+    }
+    let names: Vec<String> = match &c.tools {
+        Some(t) => t.clone(),
+        None => pi_lib::tools::DEFAULT_TOOLS
+            .iter()
+            .map(|s| s.to_string())
+            .collect(),
+    };
+    names
+        .iter()
+        .filter_map(|n| pi_lib::tools::builtin(n))
+        .map(Arc::from)
+        .collect()
+}
+
+fn sections(
+    c: &Common,
+    cwd: &std::path::Path,
+    res: &Resources,
+    tools: &[Arc<dyn Tool>],
+    chat_only: bool,
+) -> Result<Vec<(String, String)>, CliError> {
+    let plan = PlanOptions {
+        cwd: cwd.display().to_string(),
+        tools: pi_lib::agent::prompt_tools(tools),
+        system_prompt: c.system_prompt.clone(),
+        append: c.append_system_prompt.clone(),
+        docs: Some(toolkit_docs()),
+        chat_only,
+    };
+    plan_sections(&plan, res).map_err(CliError::input)
+}
+
+fn cwd_of(c: &Common) -> Result<PathBuf, CliError> {
+    match &c.cwd {
+        Some(d) => d
+            .canonicalize()
+            .map_err(|e| CliError::input(format!("{}: {e}", d.display()))),
+        None => {
+            std::env::current_dir().map_err(|e| CliError::input(format!("current directory: {e}")))
+        }
+    }
+}
+
+fn run(cli: Cli) -> Result<i32, CliError> {
+    if let Some(what) = cli.generate {
+        pi_lib::cli::generate(Cli::command(), what, &mut std::io::stdout().lock())?;
+        return Ok(EXIT_OK);
+    }
+    let Some(command) = cli.command else {
+        let _ = Cli::command().print_help();
+        return Ok(pi_lib::cli::EXIT_USAGE);
+    };
+    let stdout = std::io::stdout();
+    let mut out = std::io::BufWriter::new(stdout.lock());
+    match command {
+        Command::System { common } => {
+            let cwd = cwd_of(&common)?;
+            let (res, _) = resources(&common, &cwd)?;
+            let tools = tools(&common, common.chat_only);
+            let secs = sections(&common, &cwd, &res, &tools, common.chat_only)?;
+            match resolve_format(common.format) {
+                OutputFormat::Jsonl => {
+                    for (name, text) in &secs {
+                        writeln!(
+                            out,
+                            "{}",
+                            json!({"type": "section", "name": name, "text": text})
+                        )
+                        .map_err(out_err)?;
+                    }
+                    for t in &tools {
+                        let mut v = serde_json::to_value(t.definition()).unwrap_or(Value::Null);
+                        if let Value::Object(m) = &mut v {
+                            m.shift_insert(0, "type".into(), "tool".into());
+                        }
+                        writeln!(out, "{v}").map_err(out_err)?;
+                    }
+                }
+                OutputFormat::Text => {
+                    let text: Vec<&str> = secs
+                        .iter()
+                        .map(|(_, t)| t.as_str())
+                        .filter(|t| !t.is_empty())
+                        .collect();
+                    writeln!(out, "{}", text.join("\n\n")).map_err(out_err)?;
+                }
+            }
+        }
+        Command::Expand { input, common } => {
+            let cwd = cwd_of(&common)?;
+            let (res, _) = resources(&common, &cwd)?;
+            let e = expand_input(&input, &res.skills, &res.prompts, &mut NoHooks);
+            if let Some(w) = &e.warning {
+                pi_lib::cli::warn(PROG, w);
+            }
+            match resolve_format(common.format) {
+                OutputFormat::Jsonl => {
+                    let mut v = json!({"type": "expansion", "text": e.text});
+                    if let (Value::Object(m), Ok(Value::Object(k))) =
+                        (&mut v, serde_json::to_value(&e.kind))
+                    {
+                        for (key, val) in k {
+                            m.insert(key, val);
+                        }
+                    }
+                    writeln!(out, "{v}").map_err(out_err)?;
+                }
+                OutputFormat::Text => {
+                    writeln!(out, "{}", e.text.unwrap_or_default()).map_err(out_err)?
+                }
+            }
+        }
+        Command::Diff { session, common } => {
+            let roots = vec![pi_lib::paths::sessions_root()];
+            let path = pi_lib::session::resolve::resolve(&session, &roots)
+                .map_err(|e| CliError::input(e.to_string()))?;
+            let s = Session::load(&path).map_err(|e| CliError::input(e.to_string()))?;
+            let cwd = {
+                let c = PathBuf::from(&s.header.cwd);
+                if common.cwd.is_none() && c.is_dir() {
+                    c
+                } else {
+                    cwd_of(&common)?
+                }
+            };
+            let requested = if common.chat_only {
+                Some(Vec::new())
+            } else {
+                common.tools.clone()
+            };
+            let sel = s
+                .run_selection(requested.as_deref())
+                .map_err(CliError::input)?;
+            let mut c2 = common.clone();
+            c2.chat_only = sel.chat_only;
+            if let Some(t) = &sel.tools {
+                c2.tools = Some(t.clone());
+            }
+            let (res, _) = resources(&c2, &cwd)?;
+            let tools = tools(&c2, sel.chat_only);
+            let secs = match &sel.exact_prompt {
+                Some(p) if !p.is_empty() => vec![("preamble".to_string(), p.clone())],
+                Some(_) => Vec::new(),
+                None => sections(&c2, &cwd, &res, &tools, sel.chat_only)?,
+            };
+            let ctx = s.context(None);
+            let state = PromptState::replay(ctx.messages.iter().map(|(_, m)| m));
+            let values: Vec<Value> = tools
+                .iter()
+                .filter_map(|t| serde_json::to_value(t.definition()).ok())
+                .collect();
+            let patch = diff(&state, &secs, &values, pi_lib::timefmt::now_ms());
+            match (resolve_format(common.format), patch) {
+                (OutputFormat::Jsonl, Some(p)) => {
+                    writeln!(out, "{}", json!({"type": "system_patch", "sessionId": s.id(), "message": pi_lib::format::AgentMessage::System(p)})).map_err(out_err)?;
+                }
+                (OutputFormat::Text, Some(p)) => {
+                    for (k, v) in p.sections.iter().flatten() {
+                        match v.as_str() {
+                            Some(t) => writeln!(out, "section {k} (new or changed):\n{t}\n")
+                                .map_err(out_err)?,
+                            None => writeln!(out, "section {k}: removed\n").map_err(out_err)?,
+                        }
+                    }
+                    for t in p.tools_added.iter().flatten() {
+                        writeln!(out, "tool added: {}", t["name"].as_str().unwrap_or("?"))
+                            .map_err(out_err)?;
+                    }
+                    for t in p.tools_removed.iter().flatten() {
+                        writeln!(out, "tool removed: {}", t["name"].as_str().unwrap_or("?"))
+                            .map_err(out_err)?;
+                    }
+                }
+                (OutputFormat::Jsonl, None) => {}
+                (OutputFormat::Text, None) => {
+                    writeln!(out, "no change: the session records the current prompt")
+                        .map_err(out_err)?
+                }
+            }
+        }
+    }
+    out.flush().map_err(out_err)?;
+    Ok(EXIT_OK)
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn clap_definition_is_valid() {
+        use clap::CommandFactory;
+        super::Cli::command().debug_assert();
+    }
 }

@@ -120,24 +120,10 @@ pub enum Command {
 
 /// pi's two-letter short flags (`-na`, `-nc`) as their long forms.
 pub fn rewrite_args(args: impl Iterator<Item = std::ffi::OsString>) -> Vec<std::ffi::OsString> {
-    let mut out = Vec::new();
-    let mut rest = false;
-    for a in args {
-        if rest {
-            out.push(a);
-            continue;
-        }
-        match a.to_str() {
-            Some("--") => {
-                rest = true;
-                out.push(a);
-            }
-            Some("-na") => out.push("--no-approve".into()),
-            Some("-nc") => out.push("--no-context-files".into()),
-            _ => out.push(a),
-        }
-    }
-    out
+    pi_lib::cli::rewrite_short_aliases(
+        args,
+        &[("-na", "--no-approve"), ("-nc", "--no-context-files")],
+    )
 }
 
 #[cfg(test)]

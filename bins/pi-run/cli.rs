@@ -80,9 +80,36 @@ pub struct Cli {
     #[arg(short = 't', long, value_delimiter = ',', value_name = "LIST")]
     pub tools: Option<Vec<String>>,
 
-    /// No tools at all (alias `-nt`).
+    /// No tools at all (alias `-nt`); the rest of the prompt stays.
     #[arg(long)]
     pub no_tools: bool,
+
+    /// Chat only (seed 000): an empty tool selection, pinned in the session;
+    /// no skills, templates or base prompt — the context files are the whole
+    /// system prompt. Undo with `pi-session select-tool --clear`.
+    #[arg(long, conflicts_with_all = ["tools", "no_tools"])]
+    pub chat_only: bool,
+
+    /// Load a skill file or folder (repeatable).
+    #[arg(long, value_name = "PATH")]
+    pub skill: Vec<std::path::PathBuf>,
+
+    /// Load a prompt template file or folder (repeatable).
+    #[arg(long, value_name = "PATH")]
+    pub prompt_template: Vec<std::path::PathBuf>,
+
+    /// Do not discover skills (explicit --skill paths still load).
+    #[arg(long)]
+    pub no_skills: bool,
+
+    /// Do not discover prompt templates (explicit paths still load).
+    #[arg(long)]
+    pub no_prompt_templates: bool,
+
+    /// Use this system prompt exactly: `pi-prompt system` output (JSONL
+    /// sections, or plain text) from a file, or `-` for stdin.
+    #[arg(long, value_name = "FILE|-", conflicts_with_all = ["system_prompt", "append_system_prompt"])]
+    pub system_from: Option<String>,
 
     /// Continue the most recent session of this directory.
     #[arg(short = 'c', long = "continue")]
@@ -120,11 +147,13 @@ pub struct Cli {
     #[arg(long)]
     pub no_context_files: bool,
 
-    /// Trust the project: load its .pi/ settings and prompt files.
+    /// Trust the project for this run: load its .pi/ settings and resources.
     #[arg(short = 'a', long, conflicts_with = "no_approve")]
     pub approve: bool,
 
-    /// Treat the project as untrusted: no project .pi/ content (alias `-na`).
+    /// Treat the project as untrusted for this run: no project .pi/ content
+    /// (alias `-na`). Without either, trust.json and defaultProjectTrust
+    /// decide, as in pi (never a prompt: pi-run is non-interactive).
     #[arg(long)]
     pub no_approve: bool,
 
@@ -151,24 +180,16 @@ pub enum Mode {
 
 /// pi's multi-letter short options, rewritten before clap sees them.
 pub fn normalize_args(args: impl Iterator<Item = std::ffi::OsString>) -> Vec<std::ffi::OsString> {
-    let mut out = Vec::new();
-    let mut rest = false;
-    for a in args {
-        if rest {
-            out.push(a);
-            continue;
-        }
-        match a.to_str() {
-            Some("--") => {
-                rest = true;
-                out.push(a);
-            }
-            Some("-na") => out.push("--no-approve".into()),
-            Some("-nt") => out.push("--no-tools".into()),
-            _ => out.push(a),
-        }
-    }
-    out
+    pi_lib::cli::rewrite_short_aliases(
+        args,
+        &[
+            ("-na", "--no-approve"),
+            ("-nt", "--no-tools"),
+            ("-ns", "--no-skills"),
+            ("-np", "--no-prompt-templates"),
+            ("-nc", "--no-context-files"),
+        ],
+    )
 }
 
 #[cfg(test)]

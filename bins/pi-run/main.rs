@@ -15,10 +15,16 @@ use std::time::Duration;
 use clap::{CommandFactory, Parser};
 use pi_lib::agent::{Agent, AgentOptions};
 use pi_lib::cli::{report, CliError, EXIT_INTERRUPTED, EXIT_OK};
+use pi_lib::format::AgentMessage;
 use pi_lib::format::ContentBlock;
-use pi_lib::prompt::{toolkit_docs, PromptInputs};
+use pi_lib::prompt::expand::{expand_input, NoHooks};
+use pi_lib::prompt::plan::{plan_sections, PlanOptions};
+use pi_lib::prompt::toolkit_docs;
+use pi_lib::resources::{DiscoverOptions, Resources};
+use pi_lib::session::tool_selection::RunSelection;
 use pi_lib::settings::Settings;
 use pi_lib::tools::Tool;
+use pi_lib::trust::CliTrust;
 use tokio_util::sync::CancellationToken;
 
 use cli::{Cli, Mode};
@@ -46,59 +52,140 @@ fn text_or_file(v: &str, cwd: &std::path::Path) -> Result<String, CliError> {
     Ok(v.to_string())
 }
 
-/// The active tools: defaults (or settings `defaultTools`), `--tools`,
-/// `--no-tools`.
-fn select_tools(cli: &Cli, settings: &Settings) -> Result<Vec<Arc<dyn Tool>>, CliError> {
-    let defaults: Vec<String> = settings.default_tools().unwrap_or_else(|| {
-        pi_lib::tools::DEFAULT_TOOLS
-            .iter()
-            .map(|s| s.to_string())
-            .collect()
-    });
-    let mut names: Vec<String> = if cli.no_tools { Vec::new() } else { defaults };
-    if let Some(list) = &cli.tools {
-        let list: Vec<&str> = list
-            .iter()
-            .map(|s| s.trim())
-            .filter(|s| !s.is_empty())
-            .collect();
-        let modifiers = list
-            .iter()
-            .all(|s| s.starts_with('+') || s.starts_with('-'));
-        if modifiers && !list.is_empty() {
-            for m in list {
-                let name = &m[1..];
-                if m.starts_with('+') {
-                    if !names.iter().any(|n| n == name) {
-                        names.push(name.to_string());
-                    }
-                } else {
-                    names.retain(|n| n != name);
-                }
+/// The tool names of a run: the resolved selection (session pin or this
+/// run's request), else the defaults (or settings `defaultTools`) changed
+/// by `+name` / `-name` entries and `--no-tools`.
+fn tool_names(
+    cli: &Cli,
+    settings: &Settings,
+    selection: &RunSelection,
+) -> Result<Vec<String>, CliError> {
+    if let Some(t) = &selection.tools {
+        return Ok(t.clone());
+    }
+    let mut names: Vec<String> = if cli.no_tools {
+        Vec::new()
+    } else {
+        settings.default_tools().unwrap_or_else(|| {
+            pi_lib::tools::DEFAULT_TOOLS
+                .iter()
+                .map(|s| s.to_string())
+                .collect()
+        })
+    };
+    for m in modifier_entries(cli)? {
+        let name = &m[1..];
+        if m.starts_with('+') {
+            if !names.iter().any(|n| n == name) {
+                names.push(name.to_string());
             }
-        } else if list
-            .iter()
-            .any(|s| s.starts_with('+') || s.starts_with('-'))
-        {
-            return Err(CliError::input(
-                "--tools: plain names and +name/-name entries cannot be mixed",
-            ));
         } else {
-            names = list.iter().map(|s| s.to_string()).collect();
+            names.retain(|n| n != name);
         }
     }
+    Ok(names)
+}
+
+/// `--tools` entries: `Some(plain names)` is a selection; `+x`/`-x` only
+/// modify the defaults. Mixing both is an error, as in pi.
+fn tools_request(cli: &Cli) -> Result<Option<Vec<String>>, CliError> {
+    if cli.chat_only {
+        return Ok(Some(Vec::new()));
+    }
+    let Some(list) = &cli.tools else {
+        return Ok(None);
+    };
+    let list: Vec<&str> = list
+        .iter()
+        .map(|s| s.trim())
+        .filter(|s| !s.is_empty())
+        .collect();
+    let modifiers = list
+        .iter()
+        .filter(|s| s.starts_with('+') || s.starts_with('-'))
+        .count();
+    if modifiers > 0 && modifiers < list.len() {
+        return Err(CliError::input(
+            "--tools: plain names and +name/-name entries cannot be mixed",
+        ));
+    }
+    if modifiers > 0 {
+        return Ok(None);
+    }
+    Ok(Some(list.iter().map(|s| s.to_string()).collect()))
+}
+
+fn modifier_entries(cli: &Cli) -> Result<Vec<String>, CliError> {
+    if tools_request(cli)?.is_some() {
+        return Ok(Vec::new());
+    }
+    Ok(cli
+        .tools
+        .iter()
+        .flatten()
+        .map(|s| s.trim().to_string())
+        .filter(|s| !s.is_empty())
+        .collect())
+}
+
+fn build_tools(names: &[String]) -> Vec<Arc<dyn Tool>> {
     let mut tools: Vec<Arc<dyn Tool>> = Vec::new();
     for n in names {
-        match pi_lib::tools::builtin(&n) {
+        match pi_lib::tools::builtin(n) {
             Some(t) => {
-                if !tools.iter().any(|x| x.definition().name == n) {
+                if !tools.iter().any(|x| &x.definition().name == n) {
                     tools.push(Arc::from(t));
                 }
             }
             None => pi_lib::cli::warn(PROG, &format!("unknown tool \"{n}\" ignored")),
         }
     }
-    Ok(tools)
+    tools
+}
+
+/// Sections from `--system-from`: `pi-prompt system` JSONL, or plain text
+/// as the whole prompt.
+fn sections_from(src: &str) -> Result<Vec<(String, String)>, CliError> {
+    let text = if src == "-" {
+        let mut s = String::new();
+        std::io::Read::read_to_string(&mut std::io::stdin(), &mut s)
+            .map_err(|e| CliError::input(format!("stdin: {e}")))?;
+        s
+    } else {
+        std::fs::read_to_string(src).map_err(|e| CliError::input(format!("{src}: {e}")))?
+    };
+    let mut sections = Vec::new();
+    let mut jsonl = true;
+    for (i, line) in text.lines().enumerate() {
+        if line.trim().is_empty() {
+            continue;
+        }
+        match serde_json::from_str::<serde_json::Value>(line) {
+            Ok(v) if v.get("type").is_some() => {
+                if v["type"] == "section" {
+                    let (Some(name), Some(body)) = (v["name"].as_str(), v["text"].as_str()) else {
+                        return Err(CliError::input(format!(
+                            "{src}:{}: section record needs name and text",
+                            i + 1
+                        )));
+                    };
+                    sections.push((name.to_string(), body.to_string()));
+                }
+            }
+            _ => {
+                jsonl = false;
+                break;
+            }
+        }
+    }
+    if !jsonl {
+        return Ok(if text.is_empty() {
+            Vec::new()
+        } else {
+            vec![("preamble".to_string(), text)]
+        });
+    }
+    Ok(sections)
 }
 
 fn run(cli: Cli) -> Result<i32, CliError> {
@@ -109,15 +196,9 @@ fn run(cli: Cli) -> Result<i32, CliError> {
     let agent_dir = pi_lib::paths::agent_dir();
     let start_cwd =
         std::env::current_dir().map_err(|e| CliError::input(format!("current directory: {e}")))?;
-    let trusted = cli.approve;
-    let settings = Settings::load(&agent_dir, &start_cwd, trusted)
-        .map_err(|e| CliError::input(e.to_string()))?;
-
     if let Some(search) = &cli.list_models {
         return models::list(&agent_dir, search);
     }
-    let resolved = models::resolve(&cli, &agent_dir, &start_cwd, trusted)?;
-    let tools = select_tools(&cli, &settings)?;
 
     // The session decides the working directory (a resumed session runs
     // where it was made, when that directory still exists).
@@ -130,38 +211,105 @@ fn run(cli: Cli) -> Result<i32, CliError> {
             start_cwd.clone()
         }
     };
+
+    // Seed 000: the tool policy is resolved from the session before any
+    // resource loads, so an extension or skill never touches a Chat-only run.
+    let selection = store
+        .session
+        .run_selection(tools_request(&cli)?.as_deref())
+        .map_err(|e| CliError::input(format!("--tools: {e}")))?;
+
+    // Project trust (non-interactive: pi-run never prompts), then settings
+    // and resources through the same library code as pi-resources.
+    let cli_trust = if cli.approve {
+        CliTrust::Approve
+    } else if cli.no_approve {
+        CliTrust::NoApprove
+    } else {
+        CliTrust::Unset
+    };
+    let trusted = match pi_lib::trust::decide(&cwd, &agent_dir, cli_trust, None, false) {
+        Ok(o) => o.trusted,
+        Err(e) => return Err(CliError::input(e.to_string())),
+    };
+    let settings =
+        Settings::load(&agent_dir, &cwd, trusted).map_err(|e| CliError::input(e.to_string()))?;
+    let resolved = models::resolve(&cli, &agent_dir, &cwd, trusted)?;
+    let tools = build_tools(&tool_names(&cli, &settings, &selection)?);
+
+    let mut discover = DiscoverOptions::for_cwd(&cwd);
+    discover.agent_dir = agent_dir.clone();
+    discover.no_context_files = cli.no_context_files || !selection.context_files;
+    let resources = if selection.chat_only {
+        // Only context files: no skills, templates, extensions or themes.
+        discover.no_extensions = true;
+        discover.no_skills = true;
+        discover.no_prompt_templates = true;
+        discover.no_themes = true;
+        let mut r = pi_lib::resources::discover(&discover, false)
+            .map_err(|e| CliError::input(e.to_string()))?;
+        r.system_prompt = None;
+        r.append_system_prompt.clear();
+        r
+    } else {
+        discover.skills = cli.skill.clone();
+        discover.prompt_templates = cli.prompt_template.clone();
+        discover.no_skills = cli.no_skills;
+        discover.no_prompt_templates = cli.no_prompt_templates;
+        pi_lib::resources::discover(&discover, trusted)
+            .map_err(|e| CliError::input(e.to_string()))?
+    };
+    for d in &resources.diagnostics {
+        if d.kind != "collision" {
+            pi_lib::cli::warn(PROG, &d.message);
+        }
+    }
+
+    let sections = if let Some(exact) = &selection.exact_prompt {
+        if exact.is_empty() {
+            Vec::new()
+        } else {
+            vec![("preamble".to_string(), exact.clone())]
+        }
+    } else if let Some(src) = &cli.system_from {
+        sections_from(src)?
+    } else {
+        let mut append = Vec::new();
+        for a in &cli.append_system_prompt {
+            append.push(text_or_file(a, &cwd)?);
+        }
+        let plan = PlanOptions {
+            cwd: cwd.display().to_string(),
+            tools: pi_lib::agent::prompt_tools(&tools),
+            system_prompt: cli
+                .system_prompt
+                .as_deref()
+                .map(|p| text_or_file(p, &cwd))
+                .transpose()?,
+            append,
+            docs: Some(toolkit_docs()),
+            chat_only: selection.chat_only,
+        };
+        plan_sections(&plan, &resources).map_err(CliError::input)?
+    };
+
     let prompts = input::prompts(&cli, &cwd)?;
     if prompts.is_empty() {
         return Err(CliError::input("no prompt given")
             .with_hint("pass a message, an @file, or pipe text on stdin"));
     }
+    let prompts = expand_prompts(prompts, &resources, selection.chat_only);
     if let Some(name) = &cli.name {
         sessions::name_session(&mut store, name)?;
     }
-
-    let mut prompt = PromptInputs {
-        cwd: cwd.display().to_string(),
-        docs: Some(toolkit_docs()),
-        ..Default::default()
-    };
-    prompt.custom_prompt = match &cli.system_prompt {
-        Some(p) => Some(text_or_file(p, &cwd)?),
-        None => pi_lib::prompt::system_md(&agent_dir, &cwd, trusted),
-    };
-    for a in &cli.append_system_prompt {
-        prompt.append.push(text_or_file(a, &cwd)?);
-    }
-    if cli.append_system_prompt.is_empty() {
-        if let Some(a) = pi_lib::prompt::append_system_md(&agent_dir, &cwd, trusted) {
-            prompt.append.push(a);
-        }
-    }
-    if !cli.no_context_files {
-        let (files, errors) = pi_lib::prompt::context_files::discover(&agent_dir, &cwd);
-        for (p, e) in errors {
-            pi_lib::cli::warn(PROG, &format!("{}: {e}; skipped", p.display()));
-        }
-        prompt.context_files = files;
+    if let Some(tools) = &selection.persist {
+        let entry = store
+            .session
+            .new_tool_selection(Some(tools))
+            .map_err(|e| CliError::input(format!("--tools: {e}")))?;
+        store
+            .append(entry)
+            .map_err(|e| CliError::failed(format!("cannot write session: {e}")))?;
     }
 
     let cancel = CancellationToken::new();
@@ -171,7 +319,7 @@ fn run(cli: Cli) -> Result<i32, CliError> {
         thinking: resolved.thinking,
         tools,
         cwd,
-        prompt,
+        sections,
         forced_prompt: None,
         max_turns: cli.max_turns,
         idle_timeout: Duration::from_secs(cli.idle_timeout.max(1)),
@@ -248,4 +396,36 @@ fn run(cli: Cli) -> Result<i32, CliError> {
         let _ = out.flush();
         Ok::<i32, CliError>(EXIT_OK)
     })
+}
+
+/// `/skill:name` and `/template` expansion of each prompt (not in Chat
+/// only, which loads no skills or templates).
+fn expand_prompts(
+    prompts: Vec<AgentMessage>,
+    resources: &Resources,
+    chat_only: bool,
+) -> Vec<AgentMessage> {
+    if chat_only {
+        return prompts;
+    }
+    prompts
+        .into_iter()
+        .map(|m| match m {
+            AgentMessage::User(mut u) => {
+                let text = u.content.joined_text("\n");
+                let e = expand_input(&text, &resources.skills, &resources.prompts, &mut NoHooks);
+                if let Some(w) = &e.warning {
+                    pi_lib::cli::warn(PROG, w);
+                }
+                if let Some(t) = e.text {
+                    if t != text {
+                        u.content =
+                            pi_lib::format::UserContent::Blocks(vec![ContentBlock::text(t)]);
+                    }
+                }
+                AgentMessage::User(u)
+            }
+            other => other,
+        })
+        .collect()
 }

@@ -241,33 +241,30 @@ pub fn warn(prog: &str, message: &str) {
     let _ = writeln!(std::io::stderr().lock(), "{prog}: warning: {message}");
 }
 
-/// `main` of a binary whose commands are not built yet: `--help` says so,
-/// `--generate` renders its man page and completions, anything else exits 2
-/// with a clear error. Nothing pretends to work.
-pub fn not_implemented_main(name: &'static str, about: &'static str) -> ! {
-    let cmd = clap::Command::new(name)
-        .version(env!("CARGO_PKG_VERSION"))
-        .about(about)
-        .long_about(format!(
-            "{about}\n\nThis version of the pi toolkit ships `pi-session` only; use the real `pi` for this step meanwhile."
-        ))
-        .after_help("Exit status:\n  2    always, until this binary is implemented")
-        .arg(
-            clap::Arg::new("generate")
-                .long("generate")
-                .value_name("WHAT")
-                .hide(true)
-                .value_parser(clap::builder::EnumValueParser::<Generate>::new())
-                .help("Render a man page or a completion script on stdout"),
-        );
-    let matches = cmd.clone().get_matches();
-    if let Some(what) = matches.get_one::<Generate>("generate") {
-        let code = match generate(cmd, *what, &mut std::io::stdout().lock()) {
-            Ok(()) => EXIT_OK,
-            Err(_) => EXIT_USAGE,
-        };
-        std::process::exit(code);
+/// pi's multi-letter short options (`-na`, `-nt`, `-ns`, `-np`, `-nc`),
+/// rewritten to their long forms before clap sees them (clap's short
+/// options are one letter). Everything after `--` is left alone; a binary
+/// passes only the aliases it has.
+pub fn rewrite_short_aliases(
+    args: impl Iterator<Item = std::ffi::OsString>,
+    aliases: &[(&str, &str)],
+) -> Vec<std::ffi::OsString> {
+    let mut out = Vec::new();
+    let mut rest = false;
+    for a in args {
+        if rest {
+            out.push(a);
+            continue;
+        }
+        if a == "--" {
+            rest = true;
+            out.push(a);
+            continue;
+        }
+        match aliases.iter().find(|(short, _)| a == *short) {
+            Some((_, long)) => out.push((*long).into()),
+            None => out.push(a),
+        }
     }
-    eprintln!("{name}: error: not implemented yet in this version of the pi toolkit (see --help)");
-    std::process::exit(EXIT_USAGE);
+    out
 }

@@ -419,7 +419,11 @@ fn cli_paths_win_collisions() {
     let sb = Sandbox::new();
     let skill = |dir: &Path, desc: &str| {
         std::fs::create_dir_all(dir.join("dup")).unwrap();
-        std::fs::write(dir.join("dup/SKILL.md"), format!("---\ndescription: {desc}\n---\n")).unwrap();
+        std::fs::write(
+            dir.join("dup/SKILL.md"),
+            format!("---\ndescription: {desc}\n---\n"),
+        )
+        .unwrap();
     };
     let cli_dir = sb.root().join("clidir");
     skill(&cli_dir, "from the command line");
@@ -430,8 +434,16 @@ fn cli_paths_win_collisions() {
     assert_eq!(skills.len(), 1);
     assert_eq!(skills[0]["description"], "from the command line");
     assert_eq!(skills[0]["source"], "cli");
-    let collisions: Vec<&Value> = recs.iter().filter(|r| r["type"] == "diagnostic" && r["kind"] == "collision").collect();
+    let collisions: Vec<&Value> = recs
+        .iter()
+        .filter(|r| r["type"] == "diagnostic" && r["kind"] == "collision")
+        .collect();
     assert_eq!(collisions.len(), 2, "{collisions:?}");
     let winner = cli_dir.join("dup/SKILL.md").canonicalize().unwrap();
-    assert!(collisions.iter().all(|c| std::path::Path::new(c["winner"].as_str().unwrap()).canonicalize().unwrap() == winner));
+    assert!(collisions
+        .iter()
+        .all(|c| std::path::Path::new(c["winner"].as_str().unwrap())
+            .canonicalize()
+            .unwrap()
+            == winner));
 }

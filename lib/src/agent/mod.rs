@@ -26,7 +26,7 @@ use crate::format::entry::ContextEditEntry;
 use crate::format::message::{AssistantMessage, ToolCallBlock, ToolResultMessage};
 use crate::format::model::{Model, ThinkingLevel};
 use crate::format::{AgentMessage, ContentBlock, Entry, Num};
-use crate::prompt::{build_sections, diff, PromptInputs, PromptState, PromptTool};
+use crate::prompt::{diff, PromptState, PromptTool};
 use crate::provider::{self, Request, StreamEvent};
 use crate::session::store::SessionStore;
 use crate::timefmt::{now_iso, now_ms};
@@ -45,8 +45,9 @@ pub struct AgentOptions {
     /// Active tools, in order.
     pub tools: Vec<Arc<dyn Tool>>,
     pub cwd: PathBuf,
-    /// Prompt inputs without tools (filled from `tools`).
-    pub prompt: PromptInputs,
+    /// The desired system-prompt sections (see `prompt::plan`); diffed
+    /// against what the branch records before each run and turn.
+    pub sections: Vec<(String, String)>,
     /// A whole prompt replacing the sectioned one in requests (never
     /// recorded), e.g. `pi-prompt system | pi-run --system-from -`.
     pub forced_prompt: Option<String>,
@@ -80,22 +81,6 @@ fn io_error(e: std::io::Error, store: &SessionStore) -> String {
 }
 
 impl Agent {
-    /// The prompt tools of the active tool set.
-    fn prompt_inputs(&self) -> PromptInputs {
-        let mut p = self.opts.prompt.clone();
-        p.tools = self
-            .opts
-            .tools
-            .iter()
-            .map(|t| PromptTool {
-                name: t.definition().name,
-                snippet: t.prompt_snippet(),
-                guidelines: t.prompt_guidelines(),
-            })
-            .collect();
-        p
-    }
-
     fn tool_values(&self) -> Vec<Value> {
         self.opts
             .tools
@@ -151,8 +136,7 @@ impl Agent {
     ) -> Result<(), String> {
         let ctx = self.store.session.context(None);
         let state = PromptState::replay(ctx.messages.iter().map(|(_, m)| m));
-        let desired = build_sections(&self.prompt_inputs());
-        if let Some(patch) = diff(&state, &desired, &self.tool_values(), now_ms()) {
+        if let Some(patch) = diff(&state, &self.opts.sections, &self.tool_values(), now_ms()) {
             let msg = AgentMessage::System(patch);
             emit(&events::message("message_start", &msg));
             emit(&events::message("message_end", &msg));
@@ -527,4 +511,16 @@ enum TurnsEnd {
     Aborted,
     MaxTurns(u32),
     Failed(String),
+}
+
+/// The prompt view of tools (name, snippet, guidelines).
+pub fn prompt_tools(tools: &[Arc<dyn Tool>]) -> Vec<PromptTool> {
+    tools
+        .iter()
+        .map(|t| PromptTool {
+            name: t.definition().name,
+            snippet: t.prompt_snippet(),
+            guidelines: t.prompt_guidelines(),
+        })
+        .collect()
 }

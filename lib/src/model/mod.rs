@@ -206,15 +206,20 @@ impl RawSlot {
     fn owned(raw: Map<String, Value>) -> RawSlot {
         let cell = std::sync::OnceLock::new();
         let _ = cell.set(raw);
-        RawSlot { cell, builtin: None }
+        RawSlot {
+            cell,
+            builtin: None,
+        }
     }
 
     fn get(&self) -> &Map<String, Value> {
         self.cell.get_or_init(|| match self.builtin {
-            Some((provider, api, base_url, text)) => match serde_json::from_str::<Map<String, Value>>(text) {
-                Ok(m) => builtin_raw(provider, api, base_url, m),
-                Err(_) => Map::new(),
-            },
+            Some((provider, api, base_url, text)) => {
+                match serde_json::from_str::<Map<String, Value>>(text) {
+                    Ok(m) => builtin_raw(provider, api, base_url, m),
+                    Err(_) => Map::new(),
+                }
+            }
             None => Map::new(),
         })
     }
@@ -319,7 +324,9 @@ impl ModelRegistry {
             // Built-ins are unique and grouped by provider already: append
             // the typed model; pi's full object is parsed on demand.
             for text in p.models {
-                let Ok(m) = serde_json::from_str::<CatalogueModel>(text.get()) else { continue };
+                let Ok(m) = serde_json::from_str::<CatalogueModel>(text.get()) else {
+                    continue;
+                };
                 reg.models.push(Model {
                     id: m.id,
                     name: m.name,

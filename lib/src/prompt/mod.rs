@@ -8,6 +8,7 @@
 
 pub mod context_files;
 pub mod expand;
+pub mod plan;
 pub mod skills;
 
 use serde_json::{Map, Value};
@@ -42,6 +43,8 @@ pub struct PromptInputs {
     pub context_files: Vec<ContextFile>,
     /// The `docs` section body (without tags); `None` omits it.
     pub docs: Option<String>,
+    /// The `skills` section body (see [`skills::skills_section`]).
+    pub skills: Option<String>,
 }
 
 /// Wraps a section body in its tag.
@@ -137,6 +140,9 @@ pub fn build_sections(inp: &PromptInputs) -> Vec<(String, String)> {
                 ),
             ),
         ));
+    }
+    if let Some(sk) = &inp.skills {
+        out.push(("skills".into(), wrap("skills", sk)));
     }
     out.push(("cwd".into(), wrap("cwd", &inp.cwd.replace('\\', "/"))));
     out
@@ -304,40 +310,4 @@ mod tests {
         assert!(st.render().ends_with("<cwd>\n/q\n</cwd>"));
         assert!(st.tools.is_empty());
     }
-}
-
-/// Reads the first readable file among `candidates`.
-fn first_file(candidates: &[std::path::PathBuf]) -> Option<String> {
-    candidates
-        .iter()
-        .find_map(|p| std::fs::read_to_string(p).ok())
-}
-
-/// SYSTEM.md: the project's `.pi/SYSTEM.md` when trusted, else the global
-/// `<agentDir>/SYSTEM.md`.
-pub fn system_md(
-    agent_dir: &std::path::Path,
-    cwd: &std::path::Path,
-    trusted: bool,
-) -> Option<String> {
-    let mut c = Vec::new();
-    if trusted {
-        c.push(cwd.join(".pi").join("SYSTEM.md"));
-    }
-    c.push(agent_dir.join("SYSTEM.md"));
-    first_file(&c)
-}
-
-/// APPEND_SYSTEM.md, chosen like [`system_md`].
-pub fn append_system_md(
-    agent_dir: &std::path::Path,
-    cwd: &std::path::Path,
-    trusted: bool,
-) -> Option<String> {
-    let mut c = Vec::new();
-    if trusted {
-        c.push(cwd.join(".pi").join("APPEND_SYSTEM.md"));
-    }
-    c.push(agent_dir.join("APPEND_SYSTEM.md"));
-    first_file(&c)
 }

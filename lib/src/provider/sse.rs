@@ -280,8 +280,13 @@ pub async fn open(call: HttpCall<'_>) -> Result<SseStream, Failure> {
     }
     // One client per process: building one sets up TLS roots and a
     // connection pool, which costs more than a loopback request.
-    static CLIENT: std::sync::OnceLock<Result<reqwest::Client, String>> = std::sync::OnceLock::new();
-    let client = match CLIENT.get_or_init(|| reqwest::Client::builder().build().map_err(|e| error_chain(&e))) {
+    static CLIENT: std::sync::OnceLock<Result<reqwest::Client, String>> =
+        std::sync::OnceLock::new();
+    let client = match CLIENT.get_or_init(|| {
+        reqwest::Client::builder()
+            .build()
+            .map_err(|e| error_chain(&e))
+    }) {
         Ok(c) => c.clone(),
         Err(e) => return Err(Failure::Error(format!("Connection error.: {e}"))),
     };

@@ -260,11 +260,9 @@ fn load_prompt(c: &Candidate, diags: &mut Vec<ResourceDiagnostic>) -> Option<Pro
             return None;
         }
     };
-    let content = if parsed.has_frontmatter {
-        parsed.body.trim().to_string()
-    } else {
-        parsed.body
-    };
+    // The body as pi expands it (the same rule `/template` expansion was
+    // checked with against pi 1.6.0).
+    let content = crate::prompt::expand::split_frontmatter(&text).1;
     let description = match parsed.fields.get("description") {
         Some(Value::String(s)) if !s.is_empty() => s.clone(),
         _ => first_line_description(&content),

@@ -237,3 +237,98 @@ mod tests {
             .contains(r#""data":{"version":1,"tools":["ls"]}"#));
     }
 }
+
+/// The tool policy of a run, resolved before any resource loads (seed 000):
+/// subagent snapshot > the session's latest valid selection > this run's
+/// request.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RunSelection {
+    /// The tools to activate; `None` = the defaults (legacy session).
+    pub tools: Option<Vec<String>>,
+    /// Chat only: no tools, no resources, context files as the prompt.
+    pub chat_only: bool,
+    /// A subagent's recorded exact system prompt (Chat-only children).
+    pub exact_prompt: Option<String>,
+    /// Whether context files are part of the prompt (not for subagents).
+    pub context_files: bool,
+    /// `subagent`, `session`, `request` or `default`.
+    pub from: &'static str,
+    /// The selection to persist now (a request seen for the first time).
+    pub persist: Option<Vec<String>>,
+}
+
+impl Session {
+    /// A subagent's `resourceSnapshot`, when this is a subagent session.
+    pub fn subagent_snapshot(&self) -> Option<&Value> {
+        self.entries.iter().rev().find_map(|e| match e {
+            Entry::Custom(c) if c.custom_type == SUBAGENT_TYPE => {
+                c.data.as_ref()?.get("resourceSnapshot")
+            }
+            _ => None,
+        })
+    }
+
+    /// Resolves a run's tool policy. `requested` is this run's explicit
+    /// selection (`--tools a,b` or `--chat-only` = `[]`), validated.
+    pub fn run_selection(&self, requested: Option<&[String]>) -> Result<RunSelection, String> {
+        if let Some(snap) = self.subagent_snapshot() {
+            let tools: Vec<String> = snap
+                .get("tools")
+                .and_then(Value::as_array)
+                .map(|a| {
+                    a.iter()
+                        .filter_map(Value::as_str)
+                        .map(str::to_string)
+                        .collect()
+                })
+                .unwrap_or_default();
+            let flag = |k: &str| snap.get(k).and_then(Value::as_bool).unwrap_or(false);
+            let chat_only = tools.is_empty() && !flag("loadSkills") && !flag("loadExtensions");
+            return Ok(RunSelection {
+                chat_only,
+                exact_prompt: snap
+                    .get("exactSystemPrompt")
+                    .and_then(Value::as_str)
+                    .map(str::to_string),
+                context_files: !chat_only,
+                tools: Some(tools),
+                from: "subagent",
+                persist: None,
+            });
+        }
+        let resolved = self.tool_selection();
+        if let Some(tools) = resolved.selection.tools() {
+            return Ok(RunSelection {
+                chat_only: tools.is_empty(),
+                tools: Some(tools),
+                exact_prompt: None,
+                context_files: true,
+                from: "session",
+                persist: None,
+            });
+        }
+        match requested {
+            Some(req) => {
+                let tools = validate(req)?;
+                Ok(RunSelection {
+                    chat_only: tools.is_empty(),
+                    tools: Some(tools.clone()),
+                    exact_prompt: None,
+                    context_files: true,
+                    from: "request",
+                    // Persisted on first appearance (also after a
+                    // `cleared` pin: the session has no selection then).
+                    persist: Some(tools),
+                })
+            }
+            None => Ok(RunSelection {
+                tools: None,
+                chat_only: false,
+                exact_prompt: None,
+                context_files: true,
+                from: "default",
+                persist: None,
+            }),
+        }
+    }
+}

@@ -30,7 +30,7 @@ impl Tool for FindTool {
                     "limit": {"type": "number", "description": "Maximum number of results (default: 1000)"}
                 }
             }),
-            extra: super::util::constrained_sampling(),
+            extra: Default::default(),
         }
     }
 

@@ -39,7 +39,7 @@ impl Tool for GrepTool {
                     "limit": {"type": "number", "description": "Maximum number of matches to return (default: 100)"}
                 }
             }),
-            extra: super::util::constrained_sampling(),
+            extra: Default::default(),
         }
     }
 

@@ -28,7 +28,7 @@ impl Tool for LsTool {
                     "limit": {"type": "number", "description": "Maximum number of entries to return (default: 500)"}
                 }
             }),
-            extra: super::util::constrained_sampling(),
+            extra: Default::default(),
         }
     }
 

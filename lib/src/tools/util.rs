@@ -135,7 +135,7 @@ mod tests {
     }
 }
 
-/// The `constrainedSampling` pi 1.6.0 declares on every built-in tool
+/// The `constrainedSampling` pi 1.6.0 declares on read, bash, edit and write
 /// (`{"type":"json_schema","strict":"prefer"}`), as the extra fields of a
 /// [`crate::format::tool::ToolDefinition`].
 pub fn constrained_sampling() -> Map<String, Value> {

@@ -1,0 +1,106 @@
+//! The one place that turns resources, tools and flags into the desired
+//! system-prompt sections — shared by `pi-run`, `pi-prompt system` and
+//! `pi-prompt diff`, so the pipeline and the single binary agree byte for
+//! byte.
+//!
+//! Chat only (seed 000): an explicitly empty tool selection is a resource
+//! policy. No skills, templates, extensions or base prompt: the exact system
+//! prompt is the context files' contents joined by a blank line, in
+//! discovery order, with no prefix, suffix or cwd. It is recorded as the
+//! only section (`preamble`), so replaying the session gives exactly that
+//! text, and it is rebuilt before every turn like any other prompt.
+
+use std::path::Path;
+
+use crate::format::resources::Skill;
+use crate::resources::Resources;
+
+use super::{build_sections, skills::skills_section, ContextFile, PromptInputs, PromptTool};
+
+/// Everything the sections depend on.
+#[derive(Debug, Clone, Default)]
+pub struct PlanOptions {
+    pub cwd: String,
+    /// Active tools (for the tools, rules and skills sections).
+    pub tools: Vec<PromptTool>,
+    /// `--system-prompt` text (replaces SYSTEM.md).
+    pub system_prompt: Option<String>,
+    /// `--append-system-prompt` texts (replace APPEND_SYSTEM.md).
+    pub append: Vec<String>,
+    /// The docs section body.
+    pub docs: Option<String>,
+    /// Chat only: see the module docs.
+    pub chat_only: bool,
+}
+
+/// Reads the context files `resources` found, in order (an unreadable file
+/// is skipped with its error).
+pub fn read_context_files(resources: &Resources) -> (Vec<ContextFile>, Vec<String>) {
+    let mut files = Vec::new();
+    let mut errors = Vec::new();
+    for c in &resources.context_files {
+        match std::fs::read_to_string(&c.path) {
+            Ok(content) => files.push(ContextFile {
+                path: c.path.clone(),
+                content,
+            }),
+            Err(e) => errors.push(format!("{}: {e}", c.path.display())),
+        }
+    }
+    (files, errors)
+}
+
+/// The exact Chat-only prompt: context files joined by "\n\n".
+pub fn chat_only_prompt(files: &[ContextFile]) -> String {
+    files
+        .iter()
+        .map(|f| f.content.as_str())
+        .collect::<Vec<_>>()
+        .join("\n\n")
+}
+
+fn read(path: &Path) -> Result<String, String> {
+    std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))
+}
+
+/// The desired sections, in order. Errors name an unreadable prompt file.
+pub fn plan_sections(
+    opts: &PlanOptions,
+    resources: &Resources,
+) -> Result<Vec<(String, String)>, String> {
+    let (context_files, _errors) = read_context_files(resources);
+    if opts.chat_only {
+        let exact = chat_only_prompt(&context_files);
+        return Ok(if exact.is_empty() {
+            Vec::new()
+        } else {
+            vec![("preamble".into(), exact)]
+        });
+    }
+    let custom_prompt = match (&opts.system_prompt, &resources.system_prompt) {
+        (Some(p), _) => Some(p.clone()),
+        (None, Some(f)) => Some(read(&f.path)?),
+        (None, None) => None,
+    };
+    let append = if opts.append.is_empty() {
+        resources
+            .append_system_prompt
+            .iter()
+            .map(|f| read(&f.path))
+            .collect::<Result<Vec<_>, _>>()?
+    } else {
+        opts.append.clone()
+    };
+    let names: Vec<&str> = opts.tools.iter().map(|t| t.name.as_str()).collect();
+    let visible: Vec<Skill> = resources.skills.clone();
+    let inputs = PromptInputs {
+        cwd: opts.cwd.clone(),
+        custom_prompt,
+        append,
+        tools: opts.tools.clone(),
+        context_files,
+        docs: opts.docs.clone(),
+        skills: skills_section(&visible, &names),
+    };
+    Ok(build_sections(&inputs))
+}
