@@ -113,6 +113,10 @@ pub enum Command {
         /// Entry to build the context for (default: the session's leaf).
         #[arg(long, value_name = "ID")]
         leaf: Option<String>,
+        /// Print the system prompt and tools the recorded system messages
+        /// replay to at that point, instead of the messages.
+        #[arg(long)]
+        prompt: bool,
         #[command(flatten)]
         format: FormatArg,
     },

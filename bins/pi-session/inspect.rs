@@ -301,3 +301,48 @@ pub fn stats(s: &Session, format: Option<OutputFormat>) -> Result<i32, CliError>
     out.flush()?;
     Ok(EXIT_OK)
 }
+
+/// `context --prompt`: the system prompt and tools replayed from the
+/// recorded system messages at a leaf — what the model was given there.
+pub fn prompt(
+    s: &Session,
+    leaf: Option<&str>,
+    format: Option<OutputFormat>,
+) -> Result<i32, CliError> {
+    let leaf_id = match leaf {
+        Some(l) => Some(s.find_entry(l).map_err(CliError::input)?.id().to_string()),
+        None => s.leaf_id().map(str::to_string),
+    };
+    let ctx = s.context(leaf_id.as_deref());
+    let state = pi_lib::prompt::PromptState::replay(ctx.messages.iter().map(|(_, m)| m));
+    let text = state.render();
+    let tools: Vec<String> = state.tools.keys().cloned().collect();
+    let mut out = Out::new();
+    match resolve_format(format) {
+        OutputFormat::Jsonl => out.record(&json!({
+            "type": "prompt",
+            "sessionId": s.id(),
+            "leafId": leaf_id,
+            "text": text,
+            "sections": state.sections,
+            "tools": state.tools.values().collect::<Vec<_>>(),
+        }))?,
+        OutputFormat::Text => {
+            if text.is_empty() {
+                out.line("(no system prompt recorded on this branch)")?;
+            } else {
+                out.line(&text)?;
+            }
+            out.line(&format!(
+                "\n── tools: {}",
+                if tools.is_empty() {
+                    "(none)".to_string()
+                } else {
+                    tools.join(", ")
+                }
+            ))?;
+        }
+    }
+    out.flush()?;
+    Ok(EXIT_OK)
+}

@@ -57,8 +57,16 @@ fn run(cli: Cli) -> Result<i32, CliError> {
         Command::Context {
             session,
             leaf,
+            prompt,
             format,
-        } => inspect::context(&ctx.load(&session.session)?, leaf.as_deref(), format.format),
+        } => {
+            let s = ctx.load(&session.session)?;
+            if prompt {
+                inspect::prompt(&s, leaf.as_deref(), format.format)
+            } else {
+                inspect::context(&s, leaf.as_deref(), format.format)
+            }
+        }
         Command::Search {
             text,
             all,

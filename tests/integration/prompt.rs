@@ -234,6 +234,21 @@ fn crossing_the_chat_only_boundary_keeps_the_session() {
         .output()
         .unwrap());
     assert_eq!(request(&server, 3).1, ["read", "bash", "edit", "write"]);
+    // Replaying the recorded system messages gives exactly what was sent,
+    // at the end and at the Chat-only run's answer.
+    let replayed = jsonl(&sb.session(&["context", &file, "--prompt", "--format", "jsonl"]));
+    assert_eq!(replayed[0]["text"].as_str().unwrap(), request(&server, 3).0);
+    let tree = jsonl(&sb.session(&["tree", &file]));
+    let answers: Vec<&str> = tree
+        .iter()
+        .filter(|n| n["role"] == "assistant")
+        .map(|n| n["id"].as_str().unwrap())
+        .collect();
+    let at_chat = jsonl(&sb.session(&[
+        "context", &file, "--prompt", "--leaf", answers[1], "--format", "jsonl",
+    ]));
+    assert_eq!(at_chat[0]["text"], "rules");
+    assert_eq!(at_chat[0]["tools"], json!([]));
     // Same file, same id throughout.
     assert_eq!(only_session(&sb), file);
     assert_eq!(jsonl(&sb.session(&["show", &file]))[0]["id"], id);
