@@ -48,12 +48,7 @@ impl Tool for FindTool {
         ctx: ToolContext,
         _on_update: UpdateSink,
     ) -> ToolFuture<'a> {
-        Box::pin(async move {
-            let cwd = ctx.cwd.clone();
-            tokio::task::spawn_blocking(move || find(&args, &cwd))
-                .await
-                .unwrap_or_else(|e| thrown(format!("find failed: {e}")))
-        })
+        super::util::run_blocking("find", args, ctx, find)
     }
 }
 

@@ -57,12 +57,7 @@ impl Tool for GrepTool {
         ctx: ToolContext,
         _on_update: UpdateSink,
     ) -> ToolFuture<'a> {
-        Box::pin(async move {
-            let cwd = ctx.cwd.clone();
-            tokio::task::spawn_blocking(move || grep(&args, &cwd))
-                .await
-                .unwrap_or_else(|e| thrown(format!("grep failed: {e}")))
-        })
+        super::util::run_blocking("grep", args, ctx, grep)
     }
 }
 

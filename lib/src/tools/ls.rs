@@ -46,12 +46,7 @@ impl Tool for LsTool {
         ctx: ToolContext,
         _on_update: UpdateSink,
     ) -> ToolFuture<'a> {
-        Box::pin(async move {
-            let cwd = ctx.cwd.clone();
-            tokio::task::spawn_blocking(move || ls(&args, &cwd))
-                .await
-                .unwrap_or_else(|e| thrown(format!("ls failed: {e}")))
-        })
+        super::util::run_blocking("ls", args, ctx, ls)
     }
 }
 

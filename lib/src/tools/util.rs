@@ -146,3 +146,20 @@ pub fn constrained_sampling() -> Map<String, Value> {
     );
     m
 }
+
+/// Runs a synchronous, filesystem-bound tool body on the blocking pool, so
+/// walking a large tree never stalls the runtime; a panic in it becomes a
+/// thrown error naming the tool.
+pub fn run_blocking<'a>(
+    name: &'static str,
+    args: Value,
+    ctx: super::ToolContext,
+    body: fn(&Value, &Path) -> super::ToolOutput,
+) -> super::ToolFuture<'a> {
+    Box::pin(async move {
+        let cwd = ctx.cwd.clone();
+        tokio::task::spawn_blocking(move || body(&args, &cwd))
+            .await
+            .unwrap_or_else(|e| thrown(format!("{name} failed: {e}")))
+    })
+}
