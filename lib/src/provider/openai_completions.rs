@@ -13,11 +13,9 @@ use std::collections::HashMap;
 
 use serde_json::{json, Map, Value};
 
-use super::sse::{self, Failure, HttpCall};
+use super::sse::{self, Failure};
 use super::transform::{completions_id, transform_messages};
-use super::{
-    clamp_thinking, default_max_tokens, join_url, model_and_call_headers, EventSink, Out, Request,
-};
+use super::{clamp_thinking, default_max_tokens, EventSink, Out, Request};
 use crate::format::message::{AssistantMessage, UserContent};
 use crate::format::model::{Model, ThinkingLevel};
 use crate::format::{AgentMessage, ContentBlock};
@@ -26,20 +24,7 @@ use crate::format::{AgentMessage, ContentBlock};
 pub async fn stream(req: Request, on_event: EventSink<'_>) -> AssistantMessage {
     let out = Out::new(&req.model, on_event);
     let body = build_body(&req);
-    let mut headers = vec![("content-type".to_string(), "application/json".to_string())];
-    if let Some(k) = &req.api_key {
-        headers.push(("authorization".into(), format!("Bearer {k}")));
-    }
-    headers.extend(model_and_call_headers(&req));
-    let call = HttpCall {
-        url: join_url(&req.model.base_url, "/chat/completions"),
-        headers,
-        body: &body,
-        idle_timeout: req.idle_timeout,
-        cancel: &req.cancel,
-        http_error: sse::openai_http_error,
-    };
-    let stream = match sse::open(call).await {
+    let stream = match sse::open_openai(&req, "/chat/completions", &body).await {
         Ok(s) => s,
         Err(f) => return out.fail(f),
     };

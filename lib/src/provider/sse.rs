@@ -273,6 +273,30 @@ pub struct SseStream {
     pub bytes: usize,
 }
 
+/// Opens an OpenAI-style call (`Authorization: Bearer`, JSON body, pi's
+/// OpenAI error wording) to `base_url` + `path` — shared by Chat
+/// Completions and Responses.
+pub async fn open_openai(
+    req: &super::Request,
+    path: &str,
+    body: &Value,
+) -> Result<SseStream, Failure> {
+    let mut headers = vec![("content-type".to_string(), "application/json".to_string())];
+    if let Some(k) = &req.api_key {
+        headers.push(("authorization".into(), format!("Bearer {k}")));
+    }
+    headers.extend(super::model_and_call_headers(req));
+    open(HttpCall {
+        url: super::join_url(&req.model.base_url, path),
+        headers,
+        body,
+        idle_timeout: req.idle_timeout,
+        cancel: &req.cancel,
+        http_error: openai_http_error,
+    })
+    .await
+}
+
 /// Sends `call`; on a 2xx answer returns the event stream.
 pub async fn open(call: HttpCall<'_>) -> Result<SseStream, Failure> {
     if call.cancel.is_cancelled() {
