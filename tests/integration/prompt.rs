@@ -415,3 +415,59 @@ fn pi_and_pi_run_continue_each_other_with_small_patches() {
         assert!(patch.get("toolsAdded").is_none());
     }
 }
+
+/// For every resources fixture tree (nested context files, `.pi/`
+/// resources, ancestor `.agents/skills`, symlinks, collisions, packages,
+/// invalid skills, settings filters), the system message `pi-run` records
+/// equals pi 1.6.0's, apart from `docs`.
+#[test]
+fn recorded_system_message_matches_real_pi_on_resource_trees() {
+    let Some(o) = Oracle::find("recorded_system_message_matches_real_pi_on_resource_trees") else {
+        return;
+    };
+    let mut compared = 0;
+    for name in crate::resources::fixture_names() {
+        let tree = crate::resources::build(&name);
+        let sb = &tree.sb;
+        let mock = MockLlm::start(&o, sb.root(), &json!([]));
+        mock.configure(&sb.agent());
+        let mut args: Vec<String> = vec![if tree.trusted {
+            "-a".into()
+        } else {
+            "-na".into()
+        }];
+        args.extend(tree.args.iter().cloned());
+        args.extend(["-p".to_string(), "hi".to_string()]);
+        let pi = o
+            .pi160(sb)
+            .current_dir(&tree.cwd)
+            .args(&args)
+            .output()
+            .unwrap();
+        assert!(pi.status.success(), "{name}: pi: {}", stderr(&pi));
+        let ours = sb
+            .cmd("pi-run")
+            .current_dir(&tree.cwd)
+            .args(&args)
+            .output()
+            .unwrap();
+        assert!(ours.status.success(), "{name}: pi-run: {}", stderr(&ours));
+        let ls = jsonl(&sb.session(&["ls", "--all"]));
+        assert_eq!(ls.len(), 2, "{name}");
+        let mut sys: Vec<Value> = ls
+            .iter()
+            .map(|s| system_messages(s["path"].as_str().unwrap())[0].clone())
+            .collect();
+        for m in &mut sys {
+            let obj = m.as_object_mut().unwrap();
+            obj.remove("timestamp");
+            obj["sections"]
+                .as_object_mut()
+                .unwrap()
+                .shift_remove("docs");
+        }
+        assert_eq!(sys[0], sys[1], "{name}: the recorded system message");
+        compared += 1;
+    }
+    assert!(compared >= 9, "{compared} trees");
+}

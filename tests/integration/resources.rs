@@ -18,14 +18,30 @@ fn fixture_dir() -> PathBuf {
 }
 
 /// One fixture tree, built in a fresh sandbox.
-struct Tree {
-    sb: Sandbox,
-    cwd: PathBuf,
-    args: Vec<String>,
-    trusted: bool,
+pub(crate) struct Tree {
+    pub(crate) sb: Sandbox,
+    pub(crate) cwd: PathBuf,
+    pub(crate) args: Vec<String>,
+    pub(crate) trusted: bool,
 }
 
-fn build(name: &str) -> Tree {
+/// The names of the fixture trees.
+pub(crate) fn fixture_names() -> Vec<String> {
+    let mut v: Vec<String> = std::fs::read_dir(fixture_dir())
+        .unwrap()
+        .flatten()
+        .filter_map(|e| {
+            e.file_name()
+                .to_str()
+                .and_then(|n| n.strip_suffix(".json"))
+                .map(str::to_string)
+        })
+        .collect();
+    v.sort();
+    v
+}
+
+pub(crate) fn build(name: &str) -> Tree {
     let spec = read_json(&fixture_dir().join(format!("{name}.json")));
     let sb = Sandbox::new();
     let root = sb.root().to_path_buf();
