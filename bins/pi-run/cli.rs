@@ -76,7 +76,10 @@ pub struct Cli {
     pub list_models: Option<String>,
 
     /// Active tools, comma-separated (read, bash, edit, write, grep, find,
-    /// ls); `+name` / `-name` change the default set instead.
+    /// ls). Plain names are a selection: pinned in the session the first
+    /// time (seed 000), and a session's existing pin wins over it (change it
+    /// with `pi-session select-tool`). `+name` / `-name` entries only change
+    /// the default set for this run.
     #[arg(short = 't', long, value_delimiter = ',', value_name = "LIST")]
     pub tools: Option<Vec<String>>,
 

@@ -214,10 +214,22 @@ fn run(cli: Cli) -> Result<i32, CliError> {
 
     // Seed 000: the tool policy is resolved from the session before any
     // resource loads, so an extension or skill never touches a Chat-only run.
+    let requested = tools_request(&cli)?;
     let selection = store
         .session
-        .run_selection(tools_request(&cli)?.as_deref())
+        .run_selection(requested.as_deref())
         .map_err(|e| CliError::input(format!("--tools: {e}")))?;
+    if let (Some(req), Some(pinned)) = (&requested, &selection.tools) {
+        if selection.from != "request" && req != pinned {
+            pi_lib::cli::warn(
+                PROG,
+                &format!(
+                    "this session pins its tools ({}); the requested selection is ignored (change it with pi-session select-tool)",
+                    if pinned.is_empty() { "Chat only".to_string() } else { pinned.join(", ") }
+                ),
+            );
+        }
+    }
 
     // Project trust (non-interactive: pi-run never prompts), then settings
     // and resources through the same library code as pi-resources.

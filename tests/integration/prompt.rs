@@ -471,3 +471,34 @@ fn recorded_system_message_matches_real_pi_on_resource_trees() {
     }
     assert!(compared >= 9, "{compared} trees");
 }
+
+/// Seed 000's order: a session's pin wins over this run's `--tools`, and
+/// the user is told; a new session pins the request.
+#[test]
+fn a_session_pin_wins_over_requested_tools() {
+    let sb = Sandbox::new();
+    let server = ScriptServer::start(vec![Reply::Sse(sse_text("ok"))]);
+    server.configure(&sb.agent());
+    ok(&sb
+        .cmd("pi-run")
+        .args(["--tools", "read,ls", "-p", "one"])
+        .output()
+        .unwrap());
+    let file = only_session(&sb);
+    assert_eq!(
+        jsonl(&sb.session(&["select-tool", &file]))[0]["tools"],
+        json!(["read", "ls"])
+    );
+    let out = sb
+        .cmd("pi-run")
+        .args(["--session", &file, "--tools", "bash", "-p", "two"])
+        .output()
+        .unwrap();
+    ok(&out);
+    assert!(
+        stderr(&out).contains("pins its tools (read, ls)"),
+        "{}",
+        stderr(&out)
+    );
+    assert_eq!(request(&server, 1).1, ["read", "ls"]);
+}
