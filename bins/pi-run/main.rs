@@ -350,15 +350,20 @@ fn run(cli: Cli) -> Result<i32, CliError> {
             cancel: cancel.clone(),
         };
         let interrupted = Arc::new(std::sync::atomic::AtomicBool::new(false));
-        {
-            let cancel = cancel.clone();
-            let flag = Arc::clone(&interrupted);
-            tokio::spawn(async move {
-                if tokio::signal::ctrl_c().await.is_ok() {
-                    flag.store(true, std::sync::atomic::Ordering::SeqCst);
-                    cancel.cancel();
-                }
-            });
+        // SIGINT is taken over right here, before the first request, so an
+        // early Ctrl-C still saves the session and exits 130.
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt()) {
+            Ok(mut sigint) => {
+                let cancel = cancel.clone();
+                let flag = Arc::clone(&interrupted);
+                tokio::spawn(async move {
+                    if sigint.recv().await.is_some() {
+                        flag.store(true, std::sync::atomic::Ordering::SeqCst);
+                        cancel.cancel();
+                    }
+                });
+            }
+            Err(e) => pi_lib::cli::warn(PROG, &format!("cannot handle SIGINT: {e}")),
         }
         let stdout = std::io::stdout();
         let mut out = std::io::BufWriter::new(stdout.lock());

@@ -433,7 +433,12 @@ fn sigint_aborts_and_exits_130() {
         .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
-    std::thread::sleep(Duration::from_millis(700));
+    // Interrupt once the request is in flight (the handler exists by then).
+    let t = Instant::now();
+    while server.requests.lock().unwrap().is_empty() && t.elapsed() < Duration::from_secs(20) {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    std::thread::sleep(Duration::from_millis(100));
     let _ = std::process::Command::new("kill")
         .args(["-INT", &child.id().to_string()])
         .status();
@@ -451,7 +456,7 @@ fn sigint_aborts_and_exits_130() {
     let script = faux_script(
         &sb,
         &[
-            json!({"toolCalls": [{"name": "bash", "arguments": {"command": "sleep 30; echo late > late.txt"}}]}),
+            json!({"toolCalls": [{"name": "bash", "arguments": {"command": "touch started; sleep 30; echo late > late.txt"}}]}),
         ],
     );
     let t = Instant::now();
@@ -461,13 +466,20 @@ fn sigint_aborts_and_exits_130() {
         .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
-    std::thread::sleep(Duration::from_millis(700));
+    // Interrupt once the command is running.
+    while !sb.cwd().join("started").exists() && t.elapsed() < Duration::from_secs(20) {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    std::thread::sleep(Duration::from_millis(100));
     let _ = std::process::Command::new("kill")
         .args(["-INT", &child.id().to_string()])
         .status();
     let out = child.wait_with_output().unwrap();
     assert_eq!(out.status.code(), Some(130), "{}", stderr(&out));
-    assert!(t.elapsed() < Duration::from_secs(10));
+    assert!(
+        t.elapsed() < Duration::from_secs(25),
+        "ended well before sleep 30"
+    );
     std::thread::sleep(Duration::from_millis(300));
     assert!(!sb.cwd().join("late.txt").exists());
 }
