@@ -77,6 +77,7 @@ pub mod builtin;
 pub mod edit;
 pub mod find;
 pub mod grep;
+pub mod image;
 pub mod ls;
 pub mod read;
 mod search;

@@ -1,7 +1,7 @@
 //! `read`: a text file (line window, head truncation, continuation notices)
-//! or an image (detected by magic bytes, returned as an image block).
+//! or an image (detected by magic bytes, fitted to pi's limits by
+//! [`super::image`], returned as an image block).
 
-use base64::Engine;
 use serde_json::{json, Value};
 
 use super::truncate::{
@@ -52,18 +52,42 @@ impl Tool for ReadTool {
     }
 }
 
-/// The MIME type of an image we send as an attachment, from its first bytes.
+/// The MIME type of an image we send as an attachment, from its first bytes
+/// (jpeg, png, gif, webp, bmp).
 pub fn image_mime(bytes: &[u8]) -> Option<&'static str> {
-    if bytes.starts_with(&[0xFF, 0xD8, 0xFF]) {
-        Some("image/jpeg")
-    } else if bytes.starts_with(&[0x89, b'P', b'N', b'G', 0x0D, 0x0A, 0x1A, 0x0A]) {
-        Some("image/png")
-    } else if bytes.starts_with(b"GIF87a") || bytes.starts_with(b"GIF89a") {
-        Some("image/gif")
-    } else if bytes.len() >= 12 && &bytes[..4] == b"RIFF" && &bytes[8..12] == b"WEBP" {
-        Some("image/webp")
-    } else {
-        None
+    super::image::detect_mime(bytes)
+}
+
+/// Whether images are fitted to pi's limits (pi's `images.autoResize`).
+const AUTO_RESIZE: bool = true;
+
+/// The result for an image file: `[text, image]`, or only the text when the
+/// image could not be decoded or made small enough. pi 1.6.0 repeats it as
+/// `structuredContent` (`{type, data, mimeType, note}` or the text).
+fn image_result(bytes: &[u8], mime: &str) -> ToolOutput {
+    let prepared = super::image::prepare(bytes, mime, AUTO_RESIZE);
+    let Some((data, mime_type)) = prepared.image else {
+        return with_structured(text_result(prepared.text, None));
+    };
+    let structured = json!({
+        "type": "image",
+        "data": data,
+        "mimeType": mime_type,
+        "note": prepared.text,
+    });
+    ToolOutput {
+        content: vec![
+            ContentBlock::text(prepared.text),
+            ContentBlock::Image(ImageBlock {
+                data,
+                mime_type,
+                extra: Default::default(),
+            }),
+        ],
+        details: None,
+        is_error: false,
+        structured: Some(structured),
+        ..Default::default()
     }
 }
 
@@ -85,19 +109,10 @@ async fn read(args: &Value, ctx: &ToolContext) -> ToolOutput {
         Err(e) => return thrown(node_fs_error(&e, "open", &abs)),
     };
     if let Some(mime) = image_mime(&bytes) {
-        let data = base64::engine::general_purpose::STANDARD.encode(&bytes);
-        return ToolOutput {
-            content: vec![
-                ContentBlock::text(format!("Read image file [{mime}]")),
-                ContentBlock::Image(ImageBlock {
-                    data,
-                    mime_type: mime.to_string(),
-                    extra: Default::default(),
-                }),
-            ],
-            details: None,
-            is_error: false,
-            ..Default::default()
+        // decoding and re-encoding take a while: off the async workers
+        return match tokio::task::spawn_blocking(move || image_result(&bytes, mime)).await {
+            Ok(out) => out,
+            Err(e) => thrown(format!("{e}")),
         };
     }
     let text = String::from_utf8_lossy(&bytes);
