@@ -335,6 +335,7 @@ fn run(cli: Cli) -> Result<i32, CliError> {
         forced_prompt: None,
         max_turns: cli.max_turns,
         idle_timeout: Duration::from_secs(cli.idle_timeout.max(1)),
+        auto_resize_images: settings.auto_resize_images(),
         retry: settings.retry(),
     };
     let json = cli.mode == Mode::Json;

@@ -114,6 +114,15 @@ impl Settings {
         r
     }
 
+    /// `images.autoResize` (default true).
+    pub fn auto_resize_images(&self) -> bool {
+        self.values
+            .get("images")
+            .and_then(|i| i.get("autoResize"))
+            .and_then(Value::as_bool)
+            .unwrap_or(true)
+    }
+
     /// `defaultTools`, when set.
     pub fn default_tools(&self) -> Option<Vec<String>> {
         self.values

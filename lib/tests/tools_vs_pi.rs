@@ -110,6 +110,7 @@ async fn run_case(case: &Value, expected: &Value) -> Verdict {
     .unwrap();
     let tool = builtin(case["tool"].as_str().unwrap()).unwrap();
     let ctx = ToolContext {
+        auto_resize_images: true,
         cwd: cwd.clone(),
         cancel: CancellationToken::new(),
     };
@@ -254,6 +255,7 @@ async fn bash_streams_and_aborts() {
     let tmp = tempfile::tempdir().unwrap();
     let cancel = CancellationToken::new();
     let ctx = ToolContext {
+        auto_resize_images: true,
         cwd: tmp.path().to_path_buf(),
         cancel: cancel.clone(),
     };

@@ -53,6 +53,8 @@ pub struct AgentOptions {
     pub forced_prompt: Option<String>,
     pub max_turns: Option<u32>,
     pub idle_timeout: Duration,
+    /// `images.autoResize` (default true).
+    pub auto_resize_images: bool,
     pub retry: RetrySettings,
 }
 
@@ -422,6 +424,7 @@ impl Agent {
             let ctx = ToolContext {
                 cwd: self.opts.cwd.clone(),
                 cancel: self.cancel.clone(),
+                auto_resize_images: self.opts.auto_resize_images,
             };
             tokio::spawn(async move {
                 let started = Instant::now();

@@ -297,6 +297,19 @@ mod tests {
     }
 
     #[test]
+    fn auto_resize_off_passes_images_through() {
+        // A PNG signature with a truncated body: with resizing on, pi cannot
+        // decode it and omits it; with `images.autoResize: false` the bytes
+        // go to the model untouched.
+        let bytes = b"\x89PNG\r\n\x1a\n\0\0\0\rIHDR truncated";
+        let on = prepare(bytes, "image/png", true);
+        assert!(on.image.is_none() && on.text.contains("[Image omitted"));
+        let off = prepare(bytes, "image/png", false);
+        assert_eq!(off.text, "Read image file [image/png]");
+        assert!(off.image.is_some());
+    }
+
+    #[test]
     fn bmp_detection() {
         assert!(!is_bmp(b"BMW is a car\n"));
         let mut h = vec![0u8; 54];

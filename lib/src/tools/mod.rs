@@ -46,6 +46,9 @@ pub struct ToolContext {
     pub cwd: PathBuf,
     /// Cancelled on abort: running processes are killed, the tool returns.
     pub cancel: CancellationToken,
+    /// Fit images into the model's limits (pi's `images.autoResize`,
+    /// default true).
+    pub auto_resize_images: bool,
 }
 
 /// Receives partial results while a tool runs (bash's growing output):

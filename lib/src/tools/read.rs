@@ -58,14 +58,11 @@ pub fn image_mime(bytes: &[u8]) -> Option<&'static str> {
     super::image::detect_mime(bytes)
 }
 
-/// Whether images are fitted to pi's limits (pi's `images.autoResize`).
-const AUTO_RESIZE: bool = true;
-
 /// The result for an image file: `[text, image]`, or only the text when the
 /// image could not be decoded or made small enough. pi 1.6.0 repeats it as
 /// `structuredContent` (`{type, data, mimeType, note}` or the text).
-fn image_result(bytes: &[u8], mime: &str) -> ToolOutput {
-    let prepared = super::image::prepare(bytes, mime, AUTO_RESIZE);
+fn image_result(bytes: &[u8], mime: &str, auto_resize: bool) -> ToolOutput {
+    let prepared = super::image::prepare(bytes, mime, auto_resize);
     let Some((data, mime_type)) = prepared.image else {
         return with_structured(text_result(prepared.text, None));
     };
@@ -110,7 +107,10 @@ async fn read(args: &Value, ctx: &ToolContext) -> ToolOutput {
     };
     if let Some(mime) = image_mime(&bytes) {
         // decoding and re-encoding take a while: off the async workers
-        return match tokio::task::spawn_blocking(move || image_result(&bytes, mime)).await {
+        let auto_resize = ctx.auto_resize_images;
+        return match tokio::task::spawn_blocking(move || image_result(&bytes, mime, auto_resize))
+            .await
+        {
             Ok(out) => out,
             Err(e) => thrown(format!("{e}")),
         };
