@@ -563,3 +563,50 @@ fn fork_and_list_models() {
         "{text}"
     );
 }
+
+/// `-c` continues the session whose file was modified last (pi's rule,
+/// checked with a probe), not the one created last.
+#[test]
+fn continue_picks_the_most_recently_modified_file() {
+    let sb = Sandbox::new();
+    let script = faux_script(&sb, &[json!({"text": "a"}), json!({"text": "b"})]);
+    ok(&sb
+        .cmd("pi-run")
+        .args(["--provider", "faux", "--model", &script, "-p", "first"])
+        .output()
+        .unwrap());
+    std::thread::sleep(Duration::from_millis(20));
+    ok(&sb
+        .cmd("pi-run")
+        .args(["--provider", "faux", "--model", &script, "-p", "second"])
+        .output()
+        .unwrap());
+    let ls = jsonl(&sb.session(&["ls", "--sort", "created"]));
+    let older = ls.iter().find(|s| s["firstMessage"] == "first").unwrap()["path"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let f = std::fs::File::options().append(true).open(&older).unwrap();
+    f.set_modified(std::time::SystemTime::now() + Duration::from_secs(3600))
+        .unwrap();
+    drop(f);
+    ok(&sb
+        .cmd("pi-run")
+        .args([
+            "--provider",
+            "faux",
+            "--model",
+            &script,
+            "-c",
+            "-p",
+            "third",
+        ])
+        .output()
+        .unwrap());
+    let ctx = jsonl(&sb.session(&["context", &older]));
+    let users = ctx
+        .iter()
+        .filter(|r| r["message"]["role"] == "user")
+        .count();
+    assert_eq!(users, 2, "the older file, modified last, was continued");
+}
