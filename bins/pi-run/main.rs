@@ -246,7 +246,7 @@ fn run(cli: Cli) -> Result<i32, CliError> {
     };
     let settings =
         Settings::load(&agent_dir, &cwd, trusted).map_err(|e| CliError::input(e.to_string()))?;
-    let resolved = models::resolve(&cli, &agent_dir, &cwd, trusted)?;
+    let resolved = models::resolve(&cli, &agent_dir, &settings)?;
     let tools = build_tools(&tool_names(&cli, &settings, &selection)?);
 
     let mut discover = DiscoverOptions::for_cwd(&cwd);

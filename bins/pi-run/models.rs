@@ -9,6 +9,7 @@ use pi_lib::cli::{CliError, EXIT_OK};
 use pi_lib::format::model::{Model, ModelCost, ThinkingLevel};
 use pi_lib::model::select::{resolve_selection, SelectionDefaults, SelectionRequest};
 use pi_lib::model::ModelRegistry;
+use pi_lib::settings::Settings;
 
 use crate::cli::Cli;
 
@@ -38,12 +39,7 @@ fn faux_model(script: &str) -> Model {
 }
 
 /// Resolves the model selection.
-pub fn resolve(
-    cli: &Cli,
-    agent_dir: &Path,
-    cwd: &Path,
-    trusted: bool,
-) -> Result<Resolved, CliError> {
+pub fn resolve(cli: &Cli, agent_dir: &Path, settings: &Settings) -> Result<Resolved, CliError> {
     let input = |e: pi_lib::model::ModelError| CliError::input(e.to_string());
     let registry = ModelRegistry::load(agent_dir).map_err(input)?;
     let faux_script = match (cli.provider.as_deref(), cli.model.as_deref()) {
@@ -64,7 +60,7 @@ pub fn resolve(
             thinking,
         });
     }
-    let defaults = SelectionDefaults::load(agent_dir, cwd, trusted).map_err(input)?;
+    let defaults = SelectionDefaults::from_settings(settings);
     let req = SelectionRequest {
         provider: cli.provider.clone(),
         model: cli.model.clone(),

@@ -12,7 +12,6 @@
 pub mod convert;
 pub mod events;
 pub mod retry;
-pub mod validate;
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -402,7 +401,7 @@ impl Agent {
             emit(&events::tool_start(&call.id, &call.name, &call.arguments));
             let prepared = match by_name.get(&call.name) {
                 None => Err(format!("Tool {} not found", call.name)),
-                Some(tool) => validate::validate_args(
+                Some(tool) => crate::tools::validate::validate_args(
                     &call.name,
                     &tool.definition().parameters,
                     &call.arguments,

@@ -36,7 +36,7 @@ use std::path::Path;
 use serde_json::{Map, Value};
 
 use super::list::locale_cmp;
-use super::{auth::json_error, ModelError, ModelRegistry};
+use super::{ModelError, ModelRegistry};
 use crate::format::model::{Model, ThinkingLevel};
 
 /// The CLI flags that choose a model.
@@ -62,31 +62,41 @@ pub struct SelectionDefaults {
 
 impl SelectionDefaults {
     /// Reads `defaultProvider`, `defaultModel` and `defaultThinkingLevel`
-    /// from `<agent_dir>/settings.json` and, when `trusted`, from
-    /// `<cwd>/.pi/settings.json` (project values win). Missing files are
-    /// empty; malformed ones are errors with file, line and column.
+    /// from the settings (global, then the project's when `trusted`; one
+    /// reader for all settings: [`crate::settings::Settings`]). Missing
+    /// files are empty; malformed ones are errors with file, line and column.
     pub fn load(agent_dir: &Path, cwd: &Path, trusted: bool) -> Result<Self, ModelError> {
-        let mut out = SelectionDefaults::default();
-        let mut files = vec![agent_dir.join("settings.json")];
-        if trusted {
-            files.push(cwd.join(".pi").join("settings.json"));
+        use crate::settings::{Settings, SettingsError};
+        let settings = Settings::load(agent_dir, cwd, trusted).map_err(|e| match e {
+            SettingsError::Json {
+                path,
+                line,
+                column,
+                message,
+            } => ModelError::Json {
+                path,
+                line,
+                column,
+                message,
+            },
+            SettingsError::Io { path, source } => ModelError::Io { path, source },
+            SettingsError::NotObject { path } => ModelError::Schema {
+                path,
+                at: "(top level)".into(),
+                message: "settings must be a JSON object".into(),
+            },
+        })?;
+        Ok(Self::from_settings(&settings))
+    }
+
+    /// The defaults from already-loaded settings.
+    pub fn from_settings(settings: &crate::settings::Settings) -> Self {
+        let s = |k: &str| settings.str(k).map(str::to_string);
+        SelectionDefaults {
+            default_provider: s("defaultProvider"),
+            default_model: s("defaultModel"),
+            default_thinking_level: s("defaultThinkingLevel"),
         }
-        for path in files {
-            let text = match std::fs::read_to_string(&path) {
-                Ok(t) => t,
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
-                Err(source) => return Err(ModelError::Io { path, source }),
-            };
-            if text.trim().is_empty() {
-                continue;
-            }
-            let v: Value = serde_json::from_str(&text).map_err(|e| json_error(&path, &e))?;
-            let s = |k: &str| v.get(k).and_then(Value::as_str).map(str::to_string);
-            out.default_provider = s("defaultProvider").or(out.default_provider);
-            out.default_model = s("defaultModel").or(out.default_model);
-            out.default_thinking_level = s("defaultThinkingLevel").or(out.default_thinking_level);
-        }
-        Ok(out)
     }
 }
 

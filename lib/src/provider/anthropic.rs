@@ -12,9 +12,7 @@ use serde_json::{json, Map, Value};
 
 use super::sse::{self, Failure, HttpCall};
 use super::transform::{anthropic_id, transform_messages};
-use super::{
-    clamp_thinking, default_max_tokens, join_url, model_and_call_headers, EventSink, Out, Request,
-};
+use super::{default_max_tokens, join_url, model_and_call_headers, EventSink, Out, Request};
 use crate::format::message::{AssistantMessage, UserContent};
 use crate::format::model::{Model, ThinkingLevel};
 use crate::format::{AgentMessage, ContentBlock};
@@ -111,7 +109,8 @@ fn budget_for(level: ThinkingLevel) -> u64 {
 pub fn build_body(req: &Request) -> Value {
     let model = &req.model;
     let cc = cache_control(model);
-    let level = clamp_thinking(model, req.thinking);
+    // Already clamped to the model by `model::select::clamp_thinking`.
+    let level = req.thinking;
     let thinking_on = model.reasoning && level != ThinkingLevel::Off;
     let mut max_tokens = default_max_tokens(req).unwrap_or(if model.max_tokens > 0 {
         model.max_tokens / 3

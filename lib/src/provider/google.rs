@@ -13,9 +13,7 @@ use serde_json::{json, Map, Value};
 
 use super::sse::{self, Failure, HttpCall};
 use super::transform::{same_model, sanitize_id, transform_messages};
-use super::{
-    clamp_thinking, default_max_tokens, join_url, model_and_call_headers, EventSink, Out, Request,
-};
+use super::{default_max_tokens, join_url, model_and_call_headers, EventSink, Out, Request};
 use crate::format::message::{AssistantMessage, UserContent};
 use crate::format::model::{Model, ThinkingLevel};
 use crate::format::{AgentMessage, ContentBlock};
@@ -100,7 +98,8 @@ fn thinking_config(model: &Model, level: ThinkingLevel) -> Option<Value> {
 /// The request body (providers.md §2.4).
 pub fn build_body(req: &Request) -> Value {
     let model = &req.model;
-    let level = clamp_thinking(model, req.thinking);
+    // Already clamped to the model by `model::select::clamp_thinking`.
+    let level = req.thinking;
     let mut body = Map::new();
     body.insert("contents".into(), Value::Array(convert_contents(req)));
     if let Some(sp) = &req.system_prompt {

@@ -484,23 +484,6 @@ pub(crate) fn default_max_tokens(req: &Request) -> Option<u64> {
     })
 }
 
-/// `xhigh` survives only for models that support it; else `high`. (The
-/// run's level was already clamped with the model's `thinkingLevelMap` by
-/// `model::select`; this guards direct library callers.)
-pub(crate) fn clamp_thinking(model: &Model, level: ThinkingLevel) -> ThinkingLevel {
-    if level == ThinkingLevel::Xhigh && !model.id.contains("fable") && !model.id.contains("opus-5")
-    {
-        let id = model.id.as_str();
-        let ok = ["gpt-5.2", "gpt-5.3", "gpt-5.4", "opus-4-6", "opus-4.6"]
-            .iter()
-            .any(|p| id.contains(p));
-        if !ok {
-            return ThinkingLevel::High;
-        }
-    }
-    level
-}
-
 /// Model headers, then the caller's headers, as `(name, value)` pairs.
 pub(crate) fn model_and_call_headers(req: &Request) -> Vec<(String, String)> {
     let mut out = Vec::new();

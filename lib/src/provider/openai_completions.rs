@@ -15,7 +15,7 @@ use serde_json::{json, Map, Value};
 
 use super::sse::{self, Failure};
 use super::transform::{completions_id, transform_messages};
-use super::{clamp_thinking, default_max_tokens, EventSink, Out, Request};
+use super::{default_max_tokens, EventSink, Out, Request};
 use crate::format::message::{AssistantMessage, UserContent};
 use crate::format::model::{Model, ThinkingLevel};
 use crate::format::{AgentMessage, ContentBlock};
@@ -201,7 +201,8 @@ fn has_tool_history(messages: &[AgentMessage]) -> bool {
 }
 
 fn add_thinking(body: &mut Map<String, Value>, req: &Request, compat: &Compat) {
-    let level = clamp_thinking(&req.model, req.thinking);
+    // Already clamped to the model by `model::select::clamp_thinking`.
+    let level = req.thinking;
     let on = level != ThinkingLevel::Off;
     let effort = || -> Value {
         compat

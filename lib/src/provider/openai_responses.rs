@@ -13,7 +13,7 @@ use serde_json::{json, Map, Value};
 
 use super::sse::{self, Failure};
 use super::transform::{responses_id, same_model, transform_messages};
-use super::{clamp_thinking, default_max_tokens, EventSink, Out, Request};
+use super::{default_max_tokens, EventSink, Out, Request};
 use crate::format::message::{AssistantMessage, UserContent};
 use crate::format::model::ThinkingLevel;
 use crate::format::{AgentMessage, ContentBlock};
@@ -32,7 +32,8 @@ pub async fn stream(req: Request, on_event: EventSink<'_>) -> AssistantMessage {
 /// The request body (providers.md §2.3).
 pub fn build_body(req: &Request) -> Value {
     let model = &req.model;
-    let level = clamp_thinking(model, req.thinking);
+    // Already clamped to the model by `model::select::clamp_thinking`.
+    let level = req.thinking;
     let mut body = Map::new();
     body.insert("model".into(), model.id.clone().into());
     body.insert("input".into(), Value::Array(convert_input(req, level)));

@@ -420,6 +420,43 @@ pub(crate) fn dedupe_real(cands: Vec<Candidate>) -> Vec<Candidate> {
         .collect()
 }
 
+impl Resources {
+    /// Rebuilds resources from `pi-resources` JSONL records (the pipeline
+    /// form); the trust record, if any, is returned beside them. Prompt
+    /// templates get their bodies read from their files.
+    pub fn from_records(
+        records: Vec<crate::format::resources::ResourceRecord>,
+    ) -> (Resources, Option<crate::format::resources::TrustRecord>) {
+        use crate::format::resources::ResourceRecord as R;
+        let mut r = Resources::default();
+        let mut trust = None;
+        for rec in records {
+            match rec {
+                R::Trust(t) => trust = Some(t),
+                R::Extension(e) => r.extensions.push(e),
+                R::Skill(s) => r.skills.push(s),
+                R::Prompt(mut p) => {
+                    if let Ok(text) = std::fs::read_to_string(&p.path) {
+                        p.content = crate::prompt::expand::split_frontmatter(&text).1;
+                    }
+                    r.prompts.push(p)
+                }
+                R::Theme(t) => r.themes.push(t),
+                R::ContextFile(c) => r.context_files.push(c),
+                R::SystemPrompt(s) => {
+                    if s.kind == "system" {
+                        r.system_prompt = Some(s);
+                    } else {
+                        r.append_system_prompt.push(s);
+                    }
+                }
+                R::Diagnostic(d) => r.diagnostics.push(d),
+            }
+        }
+        (r, trust)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -459,42 +496,5 @@ mod tests {
         let r = discover(&opts, false).unwrap();
         assert_eq!(r.skills[0].description, "user");
         assert!(r.diagnostics.is_empty());
-    }
-}
-
-impl Resources {
-    /// Rebuilds resources from `pi-resources` JSONL records (the pipeline
-    /// form); the trust record, if any, is returned beside them. Prompt
-    /// templates get their bodies read from their files.
-    pub fn from_records(
-        records: Vec<crate::format::resources::ResourceRecord>,
-    ) -> (Resources, Option<crate::format::resources::TrustRecord>) {
-        use crate::format::resources::ResourceRecord as R;
-        let mut r = Resources::default();
-        let mut trust = None;
-        for rec in records {
-            match rec {
-                R::Trust(t) => trust = Some(t),
-                R::Extension(e) => r.extensions.push(e),
-                R::Skill(s) => r.skills.push(s),
-                R::Prompt(mut p) => {
-                    if let Ok(text) = std::fs::read_to_string(&p.path) {
-                        p.content = crate::prompt::expand::split_frontmatter(&text).1;
-                    }
-                    r.prompts.push(p)
-                }
-                R::Theme(t) => r.themes.push(t),
-                R::ContextFile(c) => r.context_files.push(c),
-                R::SystemPrompt(s) => {
-                    if s.kind == "system" {
-                        r.system_prompt = Some(s);
-                    } else {
-                        r.append_system_prompt.push(s);
-                    }
-                }
-                R::Diagnostic(d) => r.diagnostics.push(d),
-            }
-        }
-        (r, trust)
     }
 }

@@ -184,13 +184,7 @@ pub fn summarize(bytes: &[u8]) -> Result<SessionSummary, String> {
                 let Some(role) = quick_role(line) else {
                     // Unusual layout: parse the whole line.
                     match serde_json::from_slice::<Value>(line) {
-                        Ok(v) => handle_value(
-                            &mut s,
-                            v,
-                            &mut first_user_found,
-                            &mut last_activity,
-                            &finder,
-                        ),
+                        Ok(v) => handle_value(&mut s, v, &mut first_user_found, &mut last_activity),
                         Err(_) => s.bad_lines.push(no),
                     }
                     continue;
@@ -251,13 +245,7 @@ pub fn summarize(bytes: &[u8]) -> Result<SessionSummary, String> {
             None => {
                 // Not pi's usual key order (or not JSON at all).
                 match serde_json::from_slice::<Value>(line) {
-                    Ok(v) => handle_value(
-                        &mut s,
-                        v,
-                        &mut first_user_found,
-                        &mut last_activity,
-                        &finder,
-                    ),
+                    Ok(v) => handle_value(&mut s, v, &mut first_user_found, &mut last_activity),
                     Err(_) => s.bad_lines.push(no),
                 }
             }
@@ -302,7 +290,6 @@ fn handle_value(
     v: Value,
     first_user_found: &mut bool,
     last_activity: &mut i64,
-    finder: &memmem::FinderRev<'_>,
 ) {
     let Value::Object(mut map) = v else { return };
     match map.get("type").and_then(Value::as_str) {
@@ -339,8 +326,12 @@ fn handle_value(
         }
         Some("session_info") => set_name(s, &Value::Object(map)),
         Some("usage") | Some("compaction") | Some("branch_summary") => {
-            let line = serde_json::to_vec(&map).unwrap_or_default();
-            add_usage(s, &line, finder);
+            if let Some(u) = map
+                .get("usage")
+                .and_then(|u| <Usage as serde::Deserialize>::deserialize(u).ok())
+            {
+                add(s, &u);
+            }
         }
         _ => {}
     }
@@ -473,6 +464,8 @@ mod tests {
             "\n",
             r#"{"id":"d","type":"message","parentId":"c","timestamp":"2026-01-01T00:00:04.000Z","message":{"role":"user","content":"second","timestamp":3}}"#,
             "\n",
+            r#"{"id":"u","type":"usage","parentId":"d","timestamp":"2026-01-01T00:00:04.500Z","kind":"cache_warm","provider":"p","model":"m","usage":{"input":0,"output":0,"cacheRead":5,"cacheWrite":0,"totalTokens":5,"cost":{"input":0,"output":0,"cacheRead":0.1,"cacheWrite":0,"total":0.1}}}"#,
+            "\n",
             r#"{"type":"message","id":"e","parentId":"d","timestamp":"2026-01-01T00:00:05.000Z","message":{"role":"toolRes"#,
         );
         let s = summarize(text.as_bytes()).unwrap();
@@ -481,8 +474,11 @@ mod tests {
         assert_eq!(s.first_message, "hi \"there\" \"usage\":{");
         assert_eq!(s.modified_ms, 3);
         assert_eq!(s.name.as_deref(), Some("named"));
-        assert_eq!(s.tokens, 15);
-        assert!((s.cost - 0.3).abs() < 1e-12);
-        assert_eq!(s.bad_lines, vec![6]);
+        assert_eq!(
+            s.tokens, 20,
+            "assistant usage + a usage entry in another key order"
+        );
+        assert!((s.cost - 0.4).abs() < 1e-12);
+        assert_eq!(s.bad_lines, vec![7]);
     }
 }

@@ -171,73 +171,6 @@ impl Session {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use std::path::Path;
-
-    fn with(datas: &[&str]) -> Session {
-        let mut text =
-            String::from(r#"{"type":"session","version":3,"id":"s","timestamp":"t","cwd":"/p"}"#);
-        let mut parent = "null".to_string();
-        for (i, d) in datas.iter().enumerate() {
-            text.push_str(&format!(
-                "\n{{\"type\":\"custom\",\"customType\":\"pi-web:tool-selection\",\"data\":{d},\"id\":\"e{i}\",\"parentId\":{parent},\"timestamp\":\"t\"}}"
-            ));
-            parent = format!("\"e{i}\"");
-        }
-        Session::parse(Path::new("t"), text.as_bytes()).unwrap()
-    }
-
-    #[test]
-    fn three_states() {
-        assert_eq!(with(&[]).tool_selection().selection, ToolSelection::Legacy);
-        assert_eq!(
-            with(&[r#"{"version":1,"tools":[]}"#])
-                .tool_selection()
-                .selection,
-            ToolSelection::ChatOnly
-        );
-        assert_eq!(
-            with(&[r#"{"version":1,"tools":["read","read","bash"]}"#])
-                .tool_selection()
-                .selection,
-            ToolSelection::Tools(vec!["read".into(), "bash".into()])
-        );
-    }
-
-    #[test]
-    fn invalid_entries_are_skipped_and_cleared_retracts() {
-        let s = with(&[
-            r#"{"version":1,"tools":[]}"#,
-            r#"{"version":2,"tools":["read"]}"#,
-            r#"{"version":1,"tools":["myext"]}"#,
-        ]);
-        let r = s.tool_selection();
-        assert_eq!(r.selection, ToolSelection::ChatOnly);
-        assert_eq!(r.skipped.len(), 2);
-        let s = with(&[
-            r#"{"version":1,"tools":[]}"#,
-            r#"{"version":1,"cleared":true}"#,
-        ]);
-        assert_eq!(s.tool_selection().selection, ToolSelection::Legacy);
-    }
-
-    #[test]
-    fn writing_validates() {
-        let s = with(&[]);
-        assert!(s
-            .new_tool_selection(Some(&["nonexistent".to_string()]))
-            .is_err());
-        let e = s
-            .new_tool_selection(Some(&["ls".into(), "ls".into()]))
-            .unwrap();
-        assert!(e
-            .to_line()
-            .contains(r#""data":{"version":1,"tools":["ls"]}"#));
-    }
-}
-
 /// The tool policy of a run, resolved before any resource loads (seed 000):
 /// subagent snapshot > the session's latest valid selection > this run's
 /// request.
@@ -330,5 +263,72 @@ impl Session {
                 persist: None,
             }),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::path::Path;
+
+    fn with(datas: &[&str]) -> Session {
+        let mut text =
+            String::from(r#"{"type":"session","version":3,"id":"s","timestamp":"t","cwd":"/p"}"#);
+        let mut parent = "null".to_string();
+        for (i, d) in datas.iter().enumerate() {
+            text.push_str(&format!(
+                "\n{{\"type\":\"custom\",\"customType\":\"pi-web:tool-selection\",\"data\":{d},\"id\":\"e{i}\",\"parentId\":{parent},\"timestamp\":\"t\"}}"
+            ));
+            parent = format!("\"e{i}\"");
+        }
+        Session::parse(Path::new("t"), text.as_bytes()).unwrap()
+    }
+
+    #[test]
+    fn three_states() {
+        assert_eq!(with(&[]).tool_selection().selection, ToolSelection::Legacy);
+        assert_eq!(
+            with(&[r#"{"version":1,"tools":[]}"#])
+                .tool_selection()
+                .selection,
+            ToolSelection::ChatOnly
+        );
+        assert_eq!(
+            with(&[r#"{"version":1,"tools":["read","read","bash"]}"#])
+                .tool_selection()
+                .selection,
+            ToolSelection::Tools(vec!["read".into(), "bash".into()])
+        );
+    }
+
+    #[test]
+    fn invalid_entries_are_skipped_and_cleared_retracts() {
+        let s = with(&[
+            r#"{"version":1,"tools":[]}"#,
+            r#"{"version":2,"tools":["read"]}"#,
+            r#"{"version":1,"tools":["myext"]}"#,
+        ]);
+        let r = s.tool_selection();
+        assert_eq!(r.selection, ToolSelection::ChatOnly);
+        assert_eq!(r.skipped.len(), 2);
+        let s = with(&[
+            r#"{"version":1,"tools":[]}"#,
+            r#"{"version":1,"cleared":true}"#,
+        ]);
+        assert_eq!(s.tool_selection().selection, ToolSelection::Legacy);
+    }
+
+    #[test]
+    fn writing_validates() {
+        let s = with(&[]);
+        assert!(s
+            .new_tool_selection(Some(&["nonexistent".to_string()]))
+            .is_err());
+        let e = s
+            .new_tool_selection(Some(&["ls".into(), "ls".into()]))
+            .unwrap();
+        assert!(e
+            .to_line()
+            .contains(r#""data":{"version":1,"tools":["ls"]}"#));
     }
 }

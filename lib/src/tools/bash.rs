@@ -15,7 +15,7 @@ use super::truncate::{
     format_size, js_number, truncate_tail, TruncatedBy, Truncation, DEFAULT_MAX_BYTES,
     DEFAULT_MAX_LINES,
 };
-use super::util::{num_arg, str_arg, thrown};
+use super::util::{invalid_args, num_arg, str_arg, thrown};
 use super::{Tool, ToolContext, ToolFuture, ToolOutput, UpdateSink};
 use crate::format::tool::ToolDefinition;
 use crate::format::ContentBlock;
@@ -226,7 +226,7 @@ async fn bash(args: &Value, ctx: &ToolContext, mut on_update: UpdateSink) -> Too
     // pi announces the run with an empty partial result first.
     on_update(ToolOutput::default());
     let Some(command) = str_arg(args, "command") else {
-        return thrown("Validation failed for tool \"bash\":\n  - command: must have required property 'command'");
+        return invalid_args("bash", args);
     };
     let timeout = num_arg(args, "timeout").filter(|t| *t > 0.0);
     if !ctx.cwd.is_dir() {

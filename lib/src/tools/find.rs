@@ -6,7 +6,7 @@ use serde_json::{json, Map, Value};
 
 use super::search::{rel_posix, walk};
 use super::truncate::{format_size, truncate_head, DEFAULT_MAX_BYTES, NO_LINE_LIMIT};
-use super::util::{num_arg, resolve_path, str_arg, text_result, thrown};
+use super::util::{invalid_args, num_arg, resolve_path, str_arg, text_result, thrown};
 use super::{Tool, ToolContext, ToolFuture, ToolOutput, UpdateSink};
 use crate::format::tool::ToolDefinition;
 
@@ -54,7 +54,7 @@ impl Tool for FindTool {
 
 fn find(args: &Value, cwd: &std::path::Path) -> ToolOutput {
     let Some(pattern) = str_arg(args, "pattern") else {
-        return thrown("Validation failed for tool \"find\":\n  - pattern: must have required property 'pattern'");
+        return invalid_args("find", args);
     };
     let root = resolve_path(str_arg(args, "path").unwrap_or("."), cwd);
     if !root.is_dir() {

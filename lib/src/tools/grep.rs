@@ -11,7 +11,7 @@ use super::search::{rel_posix, walk};
 use super::truncate::{
     format_size, truncate_head, truncate_line, DEFAULT_MAX_BYTES, NO_LINE_LIMIT,
 };
-use super::util::{bool_arg, num_arg, resolve_path, str_arg, text_result, thrown};
+use super::util::{bool_arg, invalid_args, num_arg, resolve_path, str_arg, text_result, thrown};
 use super::{Tool, ToolContext, ToolFuture, ToolOutput, UpdateSink};
 use crate::format::tool::ToolDefinition;
 
@@ -63,7 +63,7 @@ impl Tool for GrepTool {
 
 fn grep(args: &Value, cwd: &std::path::Path) -> ToolOutput {
     let Some(pattern) = str_arg(args, "pattern") else {
-        return thrown("Validation failed for tool \"grep\":\n  - pattern: must have required property 'pattern'");
+        return invalid_args("grep", args);
     };
     let root = resolve_path(str_arg(args, "path").unwrap_or("."), cwd);
     let meta = match std::fs::metadata(&root) {

@@ -86,6 +86,7 @@ pub mod read;
 mod search;
 pub mod truncate;
 mod util;
+pub mod validate;
 pub mod write;
 
 pub use builtin::{all_builtin, builtin, BUILTIN_TOOLS, DEFAULT_TOOLS};

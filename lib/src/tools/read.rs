@@ -7,7 +7,9 @@ use serde_json::{json, Value};
 use super::truncate::{
     format_size, js_number, truncate_head, DEFAULT_MAX_BYTES, DEFAULT_MAX_LINES,
 };
-use super::util::{node_fs_error, num_arg, resolve_path, str_arg, text_result, thrown};
+use super::util::{
+    invalid_args, node_fs_error, num_arg, resolve_path, str_arg, text_result, thrown,
+};
 use super::{Tool, ToolContext, ToolFuture, ToolOutput, UpdateSink};
 use crate::format::message::ImageBlock;
 use crate::format::tool::ToolDefinition;
@@ -90,9 +92,7 @@ fn image_result(bytes: &[u8], mime: &str, auto_resize: bool) -> ToolOutput {
 
 async fn read(args: &Value, ctx: &ToolContext) -> ToolOutput {
     let Some(path_arg) = str_arg(args, "path") else {
-        return thrown(
-            "Validation failed for tool \"read\":\n  - path: must have required property 'path'",
-        );
+        return invalid_args("read", args);
     };
     let abs = resolve_path(path_arg, &ctx.cwd);
     if let Err(e) = tokio::fs::metadata(&abs).await {

@@ -121,20 +121,6 @@ pub fn errno_text(err: &std::io::Error) -> (&'static str, &'static str) {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn paths_resolve_like_pi() {
-        let cwd = Path::new("/w");
-        assert_eq!(resolve_path("@a.txt", cwd), PathBuf::from("/w/a.txt"));
-        assert_eq!(resolve_path("/x/../y", cwd), PathBuf::from("/y"));
-        assert_eq!(resolve_path("a\u{00A0}b", cwd), PathBuf::from("/w/a b"));
-        assert_eq!(resolve_path(".", cwd), PathBuf::from("/w"));
-    }
-}
-
 /// The `constrainedSampling` pi 1.6.0 declares on read, bash, edit and write
 /// (`{"type":"json_schema","strict":"prefer"}`), as the extra fields of a
 /// [`crate::format::tool::ToolDefinition`].
@@ -162,4 +148,48 @@ pub fn run_blocking<'a>(
             .await
             .unwrap_or_else(|e| thrown(format!("{name} failed: {e}")))
     })
+}
+
+/// The error for arguments a tool cannot use, in pi's validation wording.
+/// The agent validates before executing, so this only answers direct
+/// library callers — with the same text the model would get.
+pub fn invalid_args(tool: &str, args: &Value) -> ToolOutput {
+    let schema = super::builtin(tool)
+        .map(|t| t.definition().parameters)
+        .unwrap_or(Value::Null);
+    let text = match super::validate::validate_args(tool, &schema, args) {
+        Err(text) => text,
+        Ok(_) => format!(
+            "Validation failed for tool \"{tool}\":\n\nReceived arguments:\n{}",
+            super::validate::pretty2(args)
+        ),
+    };
+    thrown(text)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn paths_resolve_like_pi() {
+        let cwd = Path::new("/w");
+        assert_eq!(resolve_path("@a.txt", cwd), PathBuf::from("/w/a.txt"));
+        assert_eq!(resolve_path("/x/../y", cwd), PathBuf::from("/y"));
+        assert_eq!(resolve_path("a\u{00A0}b", cwd), PathBuf::from("/w/a b"));
+        assert_eq!(resolve_path(".", cwd), PathBuf::from("/w"));
+    }
+
+    #[test]
+    fn direct_callers_get_pis_validation_text() {
+        let out = invalid_args("read", &serde_json::json!({"offset": 2}));
+        assert!(out.is_error);
+        let text = crate::format::message::blocks_text(&out.content, "");
+        assert!(
+            text.starts_with(
+                "Validation failed for tool \"read\":\n  - path: missing\n\nReceived arguments:\n"
+            ),
+            "{text}"
+        );
+    }
 }
