@@ -63,10 +63,10 @@ struct Common {
     #[arg(long, value_name = "DIR", global = true)]
     cwd: Option<PathBuf>,
     /// Trust the project (load its .pi/ resources).
-    #[arg(short = 'a', long, global = true, conflicts_with = "no_approve")]
+    #[arg(short = 'a', long, global = true, overrides_with = "no_approve")]
     approve: bool,
     /// Do not trust the project (alias `-na`).
-    #[arg(long, global = true)]
+    #[arg(long, global = true, overrides_with = "approve")]
     no_approve: bool,
     #[command(flatten)]
     tool_args: pi_lib::cli::ToolArgs,

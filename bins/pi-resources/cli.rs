@@ -67,11 +67,11 @@ pub struct Cli {
     pub tool_args: pi_lib::cli::ToolArgs,
 
     /// Trust the project for this run (nothing is saved).
-    #[arg(short = 'a', long, conflicts_with = "no_approve")]
+    #[arg(short = 'a', long, overrides_with = "no_approve")]
     pub approve: bool,
 
     /// Treat the project as untrusted for this run (alias `-na`).
-    #[arg(long)]
+    #[arg(long, overrides_with = "approve")]
     pub no_approve: bool,
 
     /// Output format [default: text on a terminal, jsonl otherwise].

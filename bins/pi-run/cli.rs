@@ -147,13 +147,14 @@ pub struct Cli {
     pub append_system_prompt: Vec<String>,
 
     /// Trust the project for this run: load its .pi/ settings and resources.
-    #[arg(short = 'a', long, conflicts_with = "no_approve")]
+    #[arg(short = 'a', long, overrides_with = "no_approve")]
     pub approve: bool,
 
     /// Treat the project as untrusted for this run: no project .pi/ content
-    /// (alias `-na`). Without either, trust.json and defaultProjectTrust
-    /// decide, as in pi (never a prompt: pi-run is non-interactive).
-    #[arg(long)]
+    /// (alias `-na`). The last of -a / -na counts, as in pi. Without
+    /// either, trust.json and defaultProjectTrust decide, as in pi (never a
+    /// prompt: pi-run is non-interactive).
+    #[arg(long, overrides_with = "approve")]
     pub no_approve: bool,
 
     /// Export a session file to HTML and exit, as pi does: to OUTPUT, else

@@ -5,6 +5,7 @@ mod bad_input;
 mod cli_docs;
 mod common;
 mod pi_compat;
+mod pi_flags;
 mod prompt;
 mod resources;
 mod roundtrip;
