@@ -16,13 +16,23 @@ Examples:
   pi-run --model anthropic/claude-sonnet-4-5:high -p \"plan the refactor\"
   pi-run --provider faux --model demo.jsonl -p \"hi\"   scripted, offline
   pi-run --list-models sonnet
+  pi-run -t 'gr*,read' -xt grep -p \"review\"   pi's tool options
+  pi-run --session-id nightly-42 -p \"go on\"    continue or create that session
+
+Project trust is never silent: when the project has protected resources
+(.pi/settings.json, .pi/skills, ...), one stderr line says whether they
+load and why, and --mode json adds one record right after the session
+header that pi's stream does not have: {\"type\":\"trust\", \"decision\",
+\"trusted\", \"reason\", \"protectedPaths\", \"savedPath\"?}, the record
+`pi-resources` prints.
 
 Exit status:
   0    the run ended with an answer
   1    the run failed: model or provider error (also in --mode json),
        --max-turns reached with tool calls pending, or a session write failed
   2    usage, configuration or input error (unknown model, missing API key,
-       malformed models.json or settings.json, unreadable @file, bad flag)
+       malformed models.json or settings.json, unreadable @file, bad flag,
+       an interactive-only flag, a missing -e path or --export file)
   130  interrupted (SIGINT); the partial message is saved as aborted
 
 Environment:

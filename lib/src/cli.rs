@@ -381,9 +381,10 @@ pub struct ToolArgs {
     #[arg(long)]
     pub no_builtin_tools: bool,
 
-    /// Chat only (seed 000): an empty tool selection, pinned in the session;
-    /// no skills, templates or base prompt — the context files are the
-    /// whole system prompt. Undo with `pi-session select-tool --clear`.
+    /// Chat only (seed 000): an empty tool selection (pi-run pins it in the
+    /// session; undo with `pi-session select-tool --clear`); no extensions,
+    /// skills, templates or base prompt — the context files are the whole
+    /// system prompt.
     #[arg(long, conflicts_with_all = ["tools", "exclude_tools", "no_tools", "no_builtin_tools"])]
     pub chat_only: bool,
 }
