@@ -348,10 +348,10 @@ pub struct ToolArgs {
     /// edit, write, or settings.json `defaultTools`). Plain names and `+/-`
     /// entries cannot be mixed. A value starting with `-` is a value
     /// (`--tools -bash`). Repeated: the last one counts. Unknown names are
-    /// warned about and ignored. With a session (pi-run, pi-prompt diff), a
-    /// plain list is pinned in it the first time (seed 000), and a
-    /// session's pin wins over every tool option and `defaultTools`
-    /// (change it with `pi-session select-tool`).
+    /// warned about and ignored. pi-run pins a plain list in a session that
+    /// has no pin yet (seed 000), and a session's pin wins over every tool
+    /// option and `defaultTools` (pi-run, pi-prompt diff; change it with
+    /// `pi-session select-tool`).
     #[arg(
         short = 't',
         long,
