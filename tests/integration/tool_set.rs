@@ -251,15 +251,15 @@ fn real_pi(o: &Oracle, sb: &Sandbox, server: &ScriptServer, cell: &Cell) -> Vec<
 #[test]
 fn the_three_binaries_give_pi_s_tool_set_for_every_flag_and_setting() {
     let oracle = Oracle::find("the_three_binaries_give_pi_s_tool_set_for_every_flag_and_setting");
-    for cell in cells() {
-        let (sb, server) = sandbox(&cell);
+    let check = |cell: &Cell| {
+        let (sb, server) = sandbox(cell);
         let label = format!(
             "flags {:?}, user {:?}, project {:?}",
             cell.flags, cell.user, cell.project
         );
-        let (run_tools, run_prompt) = pi_run(&sb, &server, &cell);
-        let (prompt_tools, prompt_text) = pi_prompt(&sb, &cell);
-        let resources_tools = pi_resources(&sb, &cell);
+        let (run_tools, run_prompt) = pi_run(&sb, &server, cell);
+        let (prompt_tools, prompt_text) = pi_prompt(&sb, cell);
+        let resources_tools = pi_resources(&sb, cell);
         assert_eq!(run_tools, cell.want, "pi-run, {label}");
         assert_eq!(prompt_tools, cell.want, "pi-prompt system, {label}");
         assert_eq!(resources_tools, cell.want, "pi-resources, {label}");
@@ -268,12 +268,23 @@ fn the_three_binaries_give_pi_s_tool_set_for_every_flag_and_setting() {
         assert_eq!(prompt_text, run_prompt, "system prompt, {label}");
         if let Some(o) = &oracle {
             assert_eq!(
-                real_pi(o, &sb, &server, &cell),
+                real_pi(o, &sb, &server, cell),
                 cell.want,
                 "pi 1.6.0, {label}"
             );
         }
-    }
+    };
+    // Two workers: the cells are independent (each has its own sandbox
+    // and server), and starting the real pi dominates.
+    let cells = cells();
+    let (a, b) = cells.split_at(cells.len() / 2);
+    std::thread::scope(|scope| {
+        let other = scope.spawn(|| b.iter().for_each(check));
+        a.iter().for_each(check);
+        if let Err(e) = other.join() {
+            std::panic::resume_unwind(e);
+        }
+    });
 }
 
 /// pi's two tool-flag errors, word for word, from all three binaries.
@@ -437,5 +448,53 @@ fn short_forms_are_shared() {
     assert_eq!(
         jsonl(&out)[1]["tools"],
         json!(["read", "bash", "edit", "write"])
+    );
+}
+
+/// `pi-resources | pi-prompt system`: the piped `tool_set` is used unless
+/// pi-prompt gets tool options itself; a Chat-only listing gives the
+/// Chat-only prompt.
+#[test]
+fn piped_tool_set_reaches_pi_prompt() {
+    use std::io::Write;
+    let sb = Sandbox::new();
+    write(&sb.cwd().join("AGENTS.md"), "Be nice.\n");
+    let piped = |res_args: &[&str], prompt_args: &[&str]| -> Vec<Value> {
+        let listing = ok(&sb
+            .cmd("pi-resources")
+            .args(res_args)
+            .args(["--format", "jsonl"])
+            .output()
+            .unwrap());
+        let mut child = sb
+            .cmd("pi-prompt")
+            .arg("system")
+            .args(prompt_args)
+            .args(["--format", "jsonl"])
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(listing.as_bytes())
+            .unwrap();
+        jsonl(&child.wait_with_output().unwrap())
+    };
+    let tools = |recs: &[Value]| -> Vec<String> {
+        recs.iter()
+            .filter(|r| r["type"] == "tool")
+            .map(|r| r["name"].as_str().unwrap().to_string())
+            .collect()
+    };
+    assert_eq!(tools(&piped(&["-t", "gr*"], &[])), ["grep"]);
+    assert_eq!(tools(&piped(&["-t", "gr*"], &["-t", "ls"])), ["ls"]);
+    let chat = piped(&["--chat-only"], &[]);
+    assert!(tools(&chat).is_empty());
+    assert_eq!(
+        chat,
+        [json!({"type": "section", "name": "preamble", "text": "Be nice.\n"})]
     );
 }
