@@ -1,7 +1,9 @@
 //! What every binary's command line shares: output format choice (text on
 //! a terminal, JSONL in a pipe), error reporting and exit codes, quiet exit
-//! on a closed stdout, and the hidden `--generate` for man pages and shell
-//! completions.
+//! on a closed stdout, the hidden `--generate` for man pages and shell
+//! completions, pi's tool and resource options ([`ToolArgs`],
+//! [`ResourceArgs`]) and pi's multi-letter short forms
+//! ([`rewrite_pi_aliases`]).
 
 use std::io::{IsTerminal, Write};
 
