@@ -17,6 +17,8 @@ use pi_lib::prompt::plan::{plan_sections, PlanOptions};
 use pi_lib::prompt::{diff, toolkit_docs, PromptState};
 use pi_lib::resources::{DiscoverOptions, Resources};
 use pi_lib::session::Session;
+use pi_lib::settings::Settings;
+use pi_lib::tools::select::{self, Pinned, ToolSet, ToolSource};
 use pi_lib::tools::Tool;
 use pi_lib::trust::CliTrust;
 use serde_json::{json, Value};
@@ -39,7 +41,12 @@ Exit status:
 /// Build the sectioned system prompt and expand user input, exactly as
 /// pi-run does.
 #[derive(Parser, Debug)]
-#[command(name = "pi-prompt", version, after_help = AFTER_HELP)]
+#[command(
+    name = "pi-prompt",
+    version,
+    after_help = AFTER_HELP,
+    args_override_self = true
+)]
 struct Cli {
     /// Render a man page or a completion script on stdout.
     #[arg(long, value_enum, hide = true, value_name = "WHAT")]
@@ -56,17 +63,15 @@ struct Common {
     #[arg(long, value_name = "DIR", global = true)]
     cwd: Option<PathBuf>,
     /// Trust the project (load its .pi/ resources).
-    #[arg(short = 'a', long, global = true, conflicts_with = "no_approve")]
+    #[arg(short = 'a', long, global = true, overrides_with = "no_approve")]
     approve: bool,
-    /// Do not trust the project.
-    #[arg(long, global = true)]
+    /// Do not trust the project (alias `-na`).
+    #[arg(long, global = true, overrides_with = "approve")]
     no_approve: bool,
-    /// Active tools (comma-separated) [default: read,bash,edit,write].
-    #[arg(long, value_delimiter = ',', value_name = "LIST", global = true)]
-    tools: Option<Vec<String>>,
-    /// Chat only: context files are the whole prompt, no tools.
-    #[arg(long, global = true)]
-    chat_only: bool,
+    #[command(flatten)]
+    tool_args: pi_lib::cli::ToolArgs,
+    #[command(flatten)]
+    resource_args: pi_lib::cli::ResourceArgs,
     /// Replace the default system prompt (text).
     #[arg(long, value_name = "TEXT", global = true)]
     system_prompt: Option<String>,
@@ -108,9 +113,9 @@ enum Command {
 }
 
 fn main() {
-    let cli = Cli::parse_from(pi_lib::cli::rewrite_short_aliases(
+    let cli = Cli::parse_from(pi_lib::cli::rewrite_pi_aliases(
         std::env::args_os(),
-        &[("-na", "--no-approve")],
+        &Cli::command(),
     ));
     let code = match run(cli) {
         Ok(c) => c,
@@ -132,8 +137,33 @@ fn out_err(e: std::io::Error) -> CliError {
     }
 }
 
-/// Resources from piped `pi-resources` JSONL, else discovered here.
-fn resources(c: &Common, cwd: &std::path::Path) -> Result<(Resources, bool), CliError> {
+/// The resources and the tool set a prompt is built from.
+struct Loaded {
+    res: Resources,
+    tools: ToolSet,
+}
+
+/// Resources from piped `pi-resources` JSONL (with its `tool_set`, unless
+/// tool options are given here), else discovered here; the tool set by the
+/// library's one resolver, as pi-run and pi-resources decide it.
+fn load(c: &Common, cwd: &std::path::Path, pinned: Option<&Pinned>) -> Result<Loaded, CliError> {
+    let flags = c.tool_args.flags();
+    let agent_dir = pi_lib::paths::agent_dir();
+    let resolve = |trusted: bool| -> Result<ToolSet, CliError> {
+        let settings =
+            Settings::load(&agent_dir, cwd, trusted).map_err(|e| CliError::input(e.to_string()))?;
+        let set = select::resolve(
+            &flags,
+            &settings.default_tools(),
+            pinned,
+            &select::builtin_available(),
+        )
+        .map_err(|e| CliError::input(e.to_string()))?;
+        for w in &set.warnings {
+            pi_lib::cli::warn(PROG, w);
+        }
+        Ok(set)
+    };
     let stdin = std::io::stdin();
     if !c.no_stdin && !stdin.is_terminal() {
         let mut text = String::new();
@@ -152,11 +182,25 @@ fn resources(c: &Common, cwd: &std::path::Path) -> Result<(Resources, bool), Cli
                 })?;
                 records.push(r);
             }
+            let piped_tools = records.iter().find_map(|r| match r {
+                ResourceRecord::ToolSet(t) => Some(t.clone()),
+                _ => None,
+            });
             let (res, trust) = Resources::from_records(records);
-            return Ok((res, trust.map(|t| t.trusted).unwrap_or(false)));
+            let trusted = trust.map(|t| t.trusted).unwrap_or(false);
+            let tools = match piped_tools {
+                Some(t) if !flags.any() && pinned.is_none() => ToolSet {
+                    names: t.tools,
+                    chat_only: t.chat_only,
+                    source: ToolSource::Default,
+                    persist: None,
+                    warnings: Vec::new(),
+                },
+                _ => resolve(trusted)?,
+            };
+            return Ok(Loaded { res, tools });
         }
     }
-    let agent_dir = pi_lib::paths::agent_dir();
     let cli_trust = if c.approve {
         CliTrust::Approve
     } else if c.no_approve {
@@ -167,35 +211,17 @@ fn resources(c: &Common, cwd: &std::path::Path) -> Result<(Resources, bool), Cli
     let trusted = pi_lib::trust::decide(cwd, &agent_dir, cli_trust, None, false)
         .map_err(|e| CliError::input(e.to_string()))?
         .trusted;
+    let tools = resolve(trusted)?;
     let mut opts = DiscoverOptions::for_cwd(cwd);
-    opts.agent_dir = agent_dir;
-    if c.chat_only {
-        opts.no_extensions = true;
-        opts.no_skills = true;
-        opts.no_prompt_templates = true;
-        opts.no_themes = true;
+    opts.agent_dir = agent_dir.clone();
+    c.resource_args.apply(&mut opts);
+    let res = if tools.chat_only {
+        pi_lib::resources::discover_chat_only(&opts)
+    } else {
+        pi_lib::resources::discover(&opts, trusted)
     }
-    let res =
-        pi_lib::resources::discover(&opts, trusted).map_err(|e| CliError::input(e.to_string()))?;
-    Ok((res, trusted))
-}
-
-fn tools(c: &Common, chat_only: bool) -> Vec<Arc<dyn Tool>> {
-    if chat_only {
-        return Vec::new();
-    }
-    let names: Vec<String> = match &c.tools {
-        Some(t) => t.clone(),
-        None => pi_lib::tools::DEFAULT_TOOLS
-            .iter()
-            .map(|s| s.to_string())
-            .collect(),
-    };
-    names
-        .iter()
-        .filter_map(|n| pi_lib::tools::builtin(n))
-        .map(Arc::from)
-        .collect()
+    .map_err(|e| CliError::input(e.to_string()))?;
+    Ok(Loaded { res, tools })
 }
 
 fn sections(
@@ -241,9 +267,9 @@ fn run(cli: Cli) -> Result<i32, CliError> {
     match command {
         Command::System { common } => {
             let cwd = cwd_of(&common)?;
-            let (res, _) = resources(&common, &cwd)?;
-            let tools = tools(&common, common.chat_only);
-            let secs = sections(&common, &cwd, &res, &tools, common.chat_only)?;
+            let Loaded { res, tools: set } = load(&common, &cwd, None)?;
+            let tools = select::builtin_tools(&set.names);
+            let secs = sections(&common, &cwd, &res, &tools, set.chat_only)?;
             match resolve_format(common.format) {
                 OutputFormat::Jsonl => {
                     for (name, text) in &secs {
@@ -274,7 +300,7 @@ fn run(cli: Cli) -> Result<i32, CliError> {
         }
         Command::Expand { input, common } => {
             let cwd = cwd_of(&common)?;
-            let (res, _) = resources(&common, &cwd)?;
+            let Loaded { res, .. } = load(&common, &cwd, None)?;
             let e = expand_input(&input, &res.skills, &res.prompts, &mut NoHooks);
             if let Some(w) = &e.warning {
                 pi_lib::cli::warn(PROG, w);
@@ -309,25 +335,15 @@ fn run(cli: Cli) -> Result<i32, CliError> {
                     cwd_of(&common)?
                 }
             };
-            let requested = if common.chat_only {
-                Some(Vec::new())
-            } else {
-                common.tools.clone()
-            };
-            let sel = s
-                .run_selection(requested.as_deref())
-                .map_err(CliError::input)?;
+            let sel = s.run_selection();
             let mut c2 = common.clone();
-            c2.chat_only = sel.chat_only;
-            if let Some(t) = &sel.tools {
-                c2.tools = Some(t.clone());
-            }
-            let (res, _) = resources(&c2, &cwd)?;
-            let tools = tools(&c2, sel.chat_only);
+            c2.resource_args.no_context_files |= !sel.context_files;
+            let Loaded { res, tools: set } = load(&c2, &cwd, sel.pinned().as_ref())?;
+            let tools = select::builtin_tools(&set.names);
             let secs = match &sel.exact_prompt {
                 Some(p) if !p.is_empty() => vec![("preamble".to_string(), p.clone())],
                 Some(_) => Vec::new(),
-                None => sections(&c2, &cwd, &res, &tools, sel.chat_only)?,
+                None => sections(&c2, &cwd, &res, &tools, set.chat_only)?,
             };
             let ctx = s.context(None);
             let state = PromptState::replay(ctx.messages.iter().map(|(_, m)| m));

@@ -19,14 +19,18 @@ reached twice (symlinks) is listed once. Project resources load only when
 the project is trusted; context files always load.
 
 Output: one JSON object per line when piped (or --format jsonl), tagged by
-`type`: trust (first), extension, skill, prompt, theme, context_file,
-system_prompt, diagnostic. A grouped listing on a terminal.
+`type`: trust (first), tool_set (the tools a run with the same flags and
+settings declares: the same resolver as pi-run and pi-prompt), extension,
+skill, prompt, theme, context_file, system_prompt, diagnostic. A grouped
+listing on a terminal. With --chat-only, what a Chat-only run loads: the
+context files only.
 
 Examples:
   pi-resources                              what applies here, and why
   pi-resources -a --format jsonl | jq -r 'select(.type==\"skill\") | .path'
   pi-resources --cwd ~/src/app -na          as an untrusted project
   pi-resources --skill ./my-skill --no-skills   only that skill
+  pi-resources -t 'gr*,read' -xt grep          the tool set of those flags
   pi-resources | jq 'select(.type==\"diagnostic\")'
   pi-resources trust --help                 show or change saved trust
 
@@ -50,54 +54,24 @@ Environment:
 /// from, what lost a name collision, and whether the project is trusted
 /// and why. Nothing is executed or installed.
 #[derive(Parser, Debug)]
-#[command(name = "pi-resources", version, after_help = AFTER_HELP)]
+#[command(name = "pi-resources", version, after_help = AFTER_HELP, args_override_self = true)]
 pub struct Cli {
     /// Directory to resolve for [default: the current directory].
     #[arg(long, value_name = "DIR", value_hint = clap::ValueHint::DirPath)]
     pub cwd: Option<PathBuf>,
 
-    /// Load an extension file or folder (repeatable; kept with --no-extensions).
-    #[arg(short = 'e', long = "extension", value_name = "PATH")]
-    pub extensions: Vec<PathBuf>,
+    #[command(flatten)]
+    pub resource_args: pi_lib::cli::ResourceArgs,
 
-    /// Load a skill file or folder (repeatable; kept with --no-skills).
-    #[arg(long = "skill", value_name = "PATH")]
-    pub skills: Vec<PathBuf>,
-
-    /// Load a prompt template file or folder (repeatable).
-    #[arg(long = "prompt-template", value_name = "PATH")]
-    pub prompt_templates: Vec<PathBuf>,
-
-    /// Load a theme file or folder (repeatable).
-    #[arg(long = "theme", value_name = "PATH")]
-    pub themes: Vec<PathBuf>,
-
-    /// No discovered extensions (explicit -e paths still load).
-    #[arg(long)]
-    pub no_extensions: bool,
-
-    /// No discovered skills (explicit --skill paths still load).
-    #[arg(long)]
-    pub no_skills: bool,
-
-    /// No discovered prompt templates.
-    #[arg(long)]
-    pub no_prompt_templates: bool,
-
-    /// No discovered themes.
-    #[arg(long)]
-    pub no_themes: bool,
-
-    /// No AGENTS.md / CLAUDE.md context files (alias `-nc`).
-    #[arg(long)]
-    pub no_context_files: bool,
+    #[command(flatten)]
+    pub tool_args: pi_lib::cli::ToolArgs,
 
     /// Trust the project for this run (nothing is saved).
-    #[arg(short = 'a', long, conflicts_with = "no_approve")]
+    #[arg(short = 'a', long, overrides_with = "no_approve")]
     pub approve: bool,
 
     /// Treat the project as untrusted for this run (alias `-na`).
-    #[arg(long)]
+    #[arg(long, overrides_with = "approve")]
     pub no_approve: bool,
 
     /// Output format [default: text on a terminal, jsonl otherwise].
@@ -118,12 +92,11 @@ pub enum Command {
     Trust(TrustArgs),
 }
 
-/// pi's two-letter short flags (`-na`, `-nc`) as their long forms.
+/// pi's multi-letter short flags (`-na`, `-nc`, `-ns`, `-np`, `-ne`, `-nt`,
+/// `-nbt`, `-xt`) as their long forms.
 pub fn rewrite_args(args: impl Iterator<Item = std::ffi::OsString>) -> Vec<std::ffi::OsString> {
-    pi_lib::cli::rewrite_short_aliases(
-        args,
-        &[("-na", "--no-approve"), ("-nc", "--no-context-files")],
-    )
+    use clap::CommandFactory;
+    pi_lib::cli::rewrite_pi_aliases(args, &Cli::command())
 }
 
 #[cfg(test)]

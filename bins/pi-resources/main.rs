@@ -10,9 +10,10 @@ use std::path::PathBuf;
 
 use clap::{CommandFactory, Parser};
 use pi_lib::cli::{report, CliError, EXIT_OK};
-use pi_lib::format::resources::TrustRecord;
-use pi_lib::resources::{discover, DiscoverOptions};
-use pi_lib::trust::{CliTrust, TrustOutcome};
+use pi_lib::resources::{discover, discover_chat_only, DiscoverOptions};
+use pi_lib::settings::Settings;
+use pi_lib::tools::select;
+use pi_lib::trust::CliTrust;
 
 use cli::{Cli, Command};
 
@@ -48,25 +49,41 @@ fn run(cli: Cli) -> Result<i32, CliError> {
     };
     let outcome = pi_lib::trust::decide(&cwd, &agent_dir, cli_trust, None, false)
         .map_err(|e| CliError::input(e.to_string()))?;
-    let trust = trust_record(&outcome);
-    let opts = DiscoverOptions {
+    let trust = outcome.record();
+    let bad_settings = |e: pi_lib::settings::SettingsError| {
+        CliError::input(e.to_string()).with_hint("fix or remove the file; it is never rewritten")
+    };
+    // The tool set, by the library's one resolver (as pi-run decides it).
+    let settings = Settings::load(&agent_dir, &cwd, outcome.trusted).map_err(bad_settings)?;
+    let tool_set = select::resolve(
+        &cli.tool_args.flags(),
+        &settings.default_tools(),
+        None,
+        &select::builtin_available(),
+    )
+    .map_err(|e| CliError::input(e.to_string()))?;
+    for w in &tool_set.warnings {
+        pi_lib::cli::warn(PROG, w);
+    }
+    let mut opts = DiscoverOptions {
         cwd,
         agent_dir,
         home: std::env::var_os("HOME").map(PathBuf::from),
-        extensions: cli.extensions,
-        skills: cli.skills,
-        prompt_templates: cli.prompt_templates,
-        themes: cli.themes,
-        no_extensions: cli.no_extensions,
-        no_skills: cli.no_skills,
-        no_prompt_templates: cli.no_prompt_templates,
-        no_themes: cli.no_themes,
-        no_context_files: cli.no_context_files,
+        ..Default::default()
     };
-    let res = discover(&opts, outcome.trusted).map_err(|e| {
-        CliError::input(e.to_string()).with_hint("fix or remove the file; it is never rewritten")
-    })?;
-    out::print(&trust, &res, pi_lib::cli::resolve_format(cli.format))
+    cli.resource_args.apply(&mut opts);
+    let res = if tool_set.chat_only {
+        discover_chat_only(&opts)
+    } else {
+        discover(&opts, outcome.trusted)
+    }
+    .map_err(bad_settings)?;
+    out::print(
+        &trust,
+        &tool_set.record(),
+        &res,
+        pi_lib::cli::resolve_format(cli.format),
+    )
 }
 
 /// `--cwd` made absolute and real; the current directory by default.
@@ -82,21 +99,5 @@ fn resolve_cwd(dir: Option<&std::path::Path>) -> Result<PathBuf, CliError> {
             p.display()
         ))),
         Err(e) => Err(CliError::input(format!("--cwd {}: {e}", p.display()))),
-    }
-}
-
-/// The trust decision as an output record.
-fn trust_record(o: &TrustOutcome) -> TrustRecord {
-    let reason = serde_json::to_value(&o.reason)
-        .ok()
-        .and_then(|v| v.as_str().map(str::to_string))
-        .unwrap_or_default();
-    TrustRecord {
-        decision: if o.trusted { "trusted" } else { "untrusted" }.into(),
-        trusted: o.trusted,
-        reason,
-        protected_paths: o.protected_paths.clone(),
-        saved_path: o.saved_path.clone(),
-        error: None,
     }
 }

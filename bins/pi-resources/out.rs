@@ -6,7 +6,7 @@ use std::io::Write;
 use std::path::Path;
 
 use pi_lib::cli::{CliError, OutputFormat, EXIT_OK};
-use pi_lib::format::resources::{ResourceRecord, Scope, Source, TrustRecord};
+use pi_lib::format::resources::{ResourceRecord, Scope, Source, ToolSetRecord, TrustRecord};
 use pi_lib::resources::Resources;
 
 /// An output error: a closed pipe ends quietly (code 0), others exit 2.
@@ -23,24 +23,35 @@ pub fn io_err(e: std::io::Error) -> CliError {
 }
 
 /// Prints everything in `format`.
-pub fn print(trust: &TrustRecord, res: &Resources, format: OutputFormat) -> Result<i32, CliError> {
+pub fn print(
+    trust: &TrustRecord,
+    tools: &ToolSetRecord,
+    res: &Resources,
+    format: OutputFormat,
+) -> Result<i32, CliError> {
     let stdout = std::io::stdout();
     let mut w = std::io::BufWriter::new(stdout.lock());
     match format {
-        OutputFormat::Jsonl => jsonl(&mut w, trust, res),
-        OutputFormat::Text => text(&mut w, trust, res),
+        OutputFormat::Jsonl => jsonl(&mut w, trust, tools, res),
+        OutputFormat::Text => text(&mut w, trust, tools, res),
     }
     .and_then(|_| w.flush())
     .map_err(io_err)?;
     Ok(EXIT_OK)
 }
 
-fn jsonl(w: &mut dyn Write, trust: &TrustRecord, res: &Resources) -> std::io::Result<()> {
+fn jsonl(
+    w: &mut dyn Write,
+    trust: &TrustRecord,
+    tools: &ToolSetRecord,
+    res: &Resources,
+) -> std::io::Result<()> {
     let mut line = |r: &ResourceRecord| -> std::io::Result<()> {
         serde_json::to_writer(&mut *w, r)?;
         w.write_all(b"\n")
     };
     line(&ResourceRecord::Trust(trust.clone()))?;
+    line(&ResourceRecord::ToolSet(tools.clone()))?;
     for r in res.records() {
         line(&r)?;
     }
@@ -92,7 +103,12 @@ fn disp(p: &Path) -> String {
     p.display().to_string()
 }
 
-fn text(w: &mut dyn Write, trust: &TrustRecord, res: &Resources) -> std::io::Result<()> {
+fn text(
+    w: &mut dyn Write,
+    trust: &TrustRecord,
+    tools: &ToolSetRecord,
+    res: &Resources,
+) -> std::io::Result<()> {
     write!(
         w,
         "Project: {} ({})",
@@ -106,6 +122,13 @@ fn text(w: &mut dyn Write, trust: &TrustRecord, res: &Resources) -> std::io::Res
     for p in &trust.protected_paths {
         writeln!(w, "  protected: {}", p.display())?;
     }
+    let list = if tools.tools.is_empty() {
+        "(none)".to_string()
+    } else {
+        tools.tools.join(", ")
+    };
+    let chat = if tools.chat_only { ", Chat only" } else { "" };
+    writeln!(w, "Tools: {list} ({}{chat})", tools.source)?;
     let ext: Vec<_> = res
         .extensions
         .iter()

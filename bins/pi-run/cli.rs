@@ -16,13 +16,23 @@ Examples:
   pi-run --model anthropic/claude-sonnet-4-5:high -p \"plan the refactor\"
   pi-run --provider faux --model demo.jsonl -p \"hi\"   scripted, offline
   pi-run --list-models sonnet
+  pi-run -t 'gr*,read' -xt grep -p \"review\"   pi's tool options
+  pi-run --session-id nightly-42 -p \"go on\"    continue or create that session
+
+Project trust is never silent: when the project has protected resources
+(.pi/settings.json, .pi/skills, ...), one stderr line says whether they
+load and why, and --mode json adds one record right after the session
+header that pi's stream does not have: {\"type\":\"trust\", \"decision\",
+\"trusted\", \"reason\", \"protectedPaths\", \"savedPath\"?}, the record
+`pi-resources` prints.
 
 Exit status:
   0    the run ended with an answer
   1    the run failed: model or provider error (also in --mode json),
        --max-turns reached with tool calls pending, or a session write failed
   2    usage, configuration or input error (unknown model, missing API key,
-       malformed models.json or settings.json, unreadable @file, bad flag)
+       malformed models.json or settings.json, unreadable @file, bad flag,
+       an interactive-only flag, a missing -e path or --export file)
   130  interrupted (SIGINT); the partial message is saved as aborted
 
 Environment:
@@ -36,9 +46,17 @@ Environment:
 /// edit, write by default), feeds the results back, and repeats until the
 /// model answers. The session is written in pi's format as it happens, so
 /// the real pi can open and continue it. Output: the final answer (text
-/// mode) or pi's JSON event stream (`--mode json`).
+/// mode) or pi's JSON event stream (`--mode json`). Every non-interactive
+/// option of pi 1.6.0 is accepted, so a script written for `pi -p` runs
+/// unchanged; the few that have no effect here say so below.
 #[derive(Parser, Debug)]
-#[command(name = "pi-run", version, after_help = AFTER_HELP)]
+#[command(
+    name = "pi-run",
+    version,
+    disable_version_flag = true,
+    args_override_self = true,
+    after_help = AFTER_HELP
+)]
 pub struct Cli {
     /// Prompts, sent one after the other; `@path` arguments include a file in
     /// the first prompt.
@@ -55,59 +73,45 @@ pub struct Cli {
     pub mode: Mode,
 
     /// Provider of the model (restricts --model lookup).
-    #[arg(long, value_name = "NAME")]
+    #[arg(long, value_name = "NAME", allow_hyphen_values = true)]
     pub provider: Option<String>,
 
     /// Model id, `provider/id`, with an optional `:thinking` suffix.
-    #[arg(long, value_name = "PATTERN")]
+    #[arg(long, value_name = "PATTERN", allow_hyphen_values = true)]
     pub model: Option<String>,
 
+    /// Model scope, comma-separated (ids, `provider/id`, fuzzy names or
+    /// `*` globs, each with an optional `:thinking` suffix). Without
+    /// --model (and without -c), the run starts on the settings default
+    /// model when it is in scope, else on the first model of the scope, as
+    /// pi does. pi also cycles through the scope with Ctrl+P; there is no
+    /// interactive UI here.
+    #[arg(long, value_name = "PATTERNS", allow_hyphen_values = true)]
+    pub models: Option<String>,
+
     /// API key for this run only.
-    #[arg(long, value_name = "KEY")]
+    #[arg(long, value_name = "KEY", allow_hyphen_values = true)]
     pub api_key: Option<String>,
 
     /// Thinking level: off, minimal, low, medium, high, xhigh, max (clamped
     /// to what the model supports).
-    #[arg(long, value_name = "LEVEL")]
+    #[arg(long, value_name = "LEVEL", allow_hyphen_values = true)]
     pub thinking: Option<String>,
 
     /// List the available models (optionally filtered) and exit.
     #[arg(long, value_name = "SEARCH", num_args = 0..=1, default_missing_value = "")]
     pub list_models: Option<String>,
 
-    /// Active tools, comma-separated (read, bash, edit, write, grep, find,
-    /// ls). Plain names are a selection: pinned in the session the first
-    /// time (seed 000), and a session's existing pin wins over it (change it
-    /// with `pi-session select-tool`). `+name` / `-name` entries only change
-    /// the default set for this run.
-    #[arg(short = 't', long, value_delimiter = ',', value_name = "LIST")]
-    pub tools: Option<Vec<String>>,
+    #[command(flatten)]
+    pub tool_args: pi_lib::cli::ToolArgs,
 
-    /// No tools at all (alias `-nt`); the rest of the prompt stays.
+    #[command(flatten)]
+    pub resource_args: pi_lib::cli::ResourceArgs,
+
+    /// Disable pi's built-in MCP support for this run. No effect: this
+    /// toolkit has no MCP client yet, so no MCP server is contacted.
     #[arg(long)]
-    pub no_tools: bool,
-
-    /// Chat only (seed 000): an empty tool selection, pinned in the session;
-    /// no skills, templates or base prompt — the context files are the whole
-    /// system prompt. Undo with `pi-session select-tool --clear`.
-    #[arg(long, conflicts_with_all = ["tools", "no_tools"])]
-    pub chat_only: bool,
-
-    /// Load a skill file or folder (repeatable).
-    #[arg(long, value_name = "PATH")]
-    pub skill: Vec<std::path::PathBuf>,
-
-    /// Load a prompt template file or folder (repeatable).
-    #[arg(long, value_name = "PATH")]
-    pub prompt_template: Vec<std::path::PathBuf>,
-
-    /// Do not discover skills (explicit --skill paths still load).
-    #[arg(long)]
-    pub no_skills: bool,
-
-    /// Do not discover prompt templates (explicit paths still load).
-    #[arg(long)]
-    pub no_prompt_templates: bool,
+    pub no_mcp: bool,
 
     /// Use this system prompt exactly: `pi-prompt system` output (JSONL
     /// sections, or plain text) from a file, or `-` for stdin.
@@ -119,11 +123,17 @@ pub struct Cli {
     pub continue_: bool,
 
     /// Continue this session (path or id prefix); a new path is created.
-    #[arg(long, value_name = "PATH|ID", conflicts_with_all = ["continue_", "fork", "no_session"])]
+    #[arg(long, value_name = "PATH|ID", allow_hyphen_values = true, conflicts_with_all = ["continue_", "fork", "no_session"])]
     pub session: Option<String>,
 
+    /// Continue this directory's session with this exact id, or create it
+    /// with that id (letters, digits, `.`, `_`, `-`; starting and ending
+    /// with a letter or digit). With --fork: the id of the new session.
+    #[arg(long, value_name = "ID", allow_hyphen_values = true, conflicts_with_all = ["continue_", "session"])]
+    pub session_id: Option<String>,
+
     /// Fork this session (path or id prefix) into a new one here.
-    #[arg(long, value_name = "PATH|ID", conflicts_with_all = ["continue_", "no_session"])]
+    #[arg(long, value_name = "PATH|ID", allow_hyphen_values = true, conflicts_with_all = ["continue_", "no_session"])]
     pub fork: Option<String>,
 
     /// Keep the session in memory only.
@@ -131,34 +141,60 @@ pub struct Cli {
     pub no_session: bool,
 
     /// Store and look up sessions in this folder.
-    #[arg(long, value_name = "DIR")]
+    #[arg(long, value_name = "DIR", allow_hyphen_values = true)]
     pub session_dir: Option<PathBuf>,
 
     /// Display name of the session.
-    #[arg(short = 'n', long, value_name = "NAME")]
+    #[arg(short = 'n', long, value_name = "NAME", allow_hyphen_values = true)]
     pub name: Option<String>,
 
     /// Replace the default system prompt (text, or a file path).
-    #[arg(long, value_name = "TEXT")]
+    #[arg(long, value_name = "TEXT", allow_hyphen_values = true)]
     pub system_prompt: Option<String>,
 
     /// Append to the system prompt (text or file path; repeatable).
-    #[arg(long, value_name = "TEXT")]
+    #[arg(long, value_name = "TEXT", allow_hyphen_values = true)]
     pub append_system_prompt: Vec<String>,
 
-    /// Do not load AGENTS.md / CLAUDE.md context files.
-    #[arg(long)]
-    pub no_context_files: bool,
-
     /// Trust the project for this run: load its .pi/ settings and resources.
-    #[arg(short = 'a', long, conflicts_with = "no_approve")]
+    #[arg(short = 'a', long, overrides_with = "no_approve")]
     pub approve: bool,
 
     /// Treat the project as untrusted for this run: no project .pi/ content
-    /// (alias `-na`). Without either, trust.json and defaultProjectTrust
-    /// decide, as in pi (never a prompt: pi-run is non-interactive).
-    #[arg(long)]
+    /// (alias `-na`). The last of -a / -na counts, as in pi. Without
+    /// either, trust.json and defaultProjectTrust decide, as in pi (never a
+    /// prompt: pi-run is non-interactive).
+    #[arg(long, overrides_with = "approve")]
     pub no_approve: bool,
+
+    /// Export a session file to HTML and exit, as pi does: to OUTPUT, else
+    /// `pi-session-<name>.html` in the current directory.
+    #[arg(long, value_names = ["FILE", "OUTPUT"], num_args = 1..=2)]
+    pub export: Option<Vec<PathBuf>>,
+
+    /// Disable network operations at start-up. No effect: pi-run never
+    /// contacts the network before the first model request (no update
+    /// checks, no model catalogue refresh).
+    #[arg(long)]
+    pub offline: bool,
+
+    /// Force pi's verbose interactive start-up banner. No effect: pi-run
+    /// prints no banner.
+    #[arg(long)]
+    pub verbose: bool,
+
+    /// Interactive only (pi's session picker): an error here; use
+    /// --session PATH|ID, --session-id ID or -c.
+    #[arg(short = 'r', long)]
+    pub resume: bool,
+
+    /// Interactive only (pi's terminal UI mode): an error here.
+    #[arg(long, value_name = "MODE")]
+    pub tui_mode: Option<String>,
+
+    /// Interactive only (pi's terminal UI theme): an error here.
+    #[arg(long, value_name = "NAME")]
+    pub use_theme: Option<String>,
 
     /// Stop after N turns if the model still wants to call tools (exit 1).
     #[arg(long, value_name = "N")]
@@ -168,9 +204,38 @@ pub struct Cli {
     #[arg(long, value_name = "SECS", default_value_t = 120)]
     pub idle_timeout: u64,
 
+    /// Print the version.
+    #[arg(short = 'v', long, action = clap::ArgAction::Version)]
+    pub version: (),
+
     /// Render a man page or a completion script on stdout.
     #[arg(long, value_enum, hide = true, value_name = "WHAT")]
     pub generate: Option<Generate>,
+}
+
+impl Cli {
+    /// The interactive-only option given, if any (pi-run has no UI), and
+    /// what to use instead.
+    pub fn interactive_only(&self) -> Option<(&'static str, &'static str)> {
+        if self.resume {
+            Some((
+                "-r/--resume (pi's interactive session picker)",
+                "use --session PATH|ID, --session-id ID or -c to pick a session",
+            ))
+        } else if self.tui_mode.is_some() {
+            Some((
+                "--tui-mode (pi's terminal UI)",
+                "drop it: pi-run prints text or JSON",
+            ))
+        } else if self.use_theme.is_some() {
+            Some((
+                "--use-theme (pi's terminal UI theme)",
+                "drop it: pi-run prints text or JSON",
+            ))
+        } else {
+            None
+        }
+    }
 }
 
 #[derive(ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
@@ -181,18 +246,11 @@ pub enum Mode {
     Json,
 }
 
-/// pi's multi-letter short options, rewritten before clap sees them.
+/// pi's multi-letter short options (`-nt`, `-xt`, `-ne`, …), rewritten
+/// before clap sees them.
 pub fn normalize_args(args: impl Iterator<Item = std::ffi::OsString>) -> Vec<std::ffi::OsString> {
-    pi_lib::cli::rewrite_short_aliases(
-        args,
-        &[
-            ("-na", "--no-approve"),
-            ("-nt", "--no-tools"),
-            ("-ns", "--no-skills"),
-            ("-np", "--no-prompt-templates"),
-            ("-nc", "--no-context-files"),
-        ],
-    )
+    use clap::CommandFactory;
+    pi_lib::cli::rewrite_pi_aliases(args, &Cli::command())
 }
 
 #[cfg(test)]

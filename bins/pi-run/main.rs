@@ -21,9 +21,8 @@ use pi_lib::prompt::expand::{expand_input, NoHooks};
 use pi_lib::prompt::plan::{plan_sections, PlanOptions};
 use pi_lib::prompt::toolkit_docs;
 use pi_lib::resources::{DiscoverOptions, Resources};
-use pi_lib::session::tool_selection::RunSelection;
 use pi_lib::settings::Settings;
-use pi_lib::tools::Tool;
+use pi_lib::tools::select;
 use pi_lib::trust::CliTrust;
 use tokio_util::sync::CancellationToken;
 
@@ -50,97 +49,6 @@ fn text_or_file(v: &str, cwd: &std::path::Path) -> Result<String, CliError> {
             .map_err(|e| CliError::input(format!("{}: {e}", p.display())));
     }
     Ok(v.to_string())
-}
-
-/// The tool names of a run: the resolved selection (session pin or this
-/// run's request), else the defaults (or settings `defaultTools`) changed
-/// by `+name` / `-name` entries and `--no-tools`.
-fn tool_names(
-    cli: &Cli,
-    settings: &Settings,
-    selection: &RunSelection,
-) -> Result<Vec<String>, CliError> {
-    if let Some(t) = &selection.tools {
-        return Ok(t.clone());
-    }
-    let mut names: Vec<String> = if cli.no_tools {
-        Vec::new()
-    } else {
-        settings.default_tools().unwrap_or_else(|| {
-            pi_lib::tools::DEFAULT_TOOLS
-                .iter()
-                .map(|s| s.to_string())
-                .collect()
-        })
-    };
-    for m in modifier_entries(cli)? {
-        let name = &m[1..];
-        if m.starts_with('+') {
-            if !names.iter().any(|n| n == name) {
-                names.push(name.to_string());
-            }
-        } else {
-            names.retain(|n| n != name);
-        }
-    }
-    Ok(names)
-}
-
-/// `--tools` entries: `Some(plain names)` is a selection; `+x`/`-x` only
-/// modify the defaults. Mixing both is an error, as in pi.
-fn tools_request(cli: &Cli) -> Result<Option<Vec<String>>, CliError> {
-    if cli.chat_only {
-        return Ok(Some(Vec::new()));
-    }
-    let Some(list) = &cli.tools else {
-        return Ok(None);
-    };
-    let list: Vec<&str> = list
-        .iter()
-        .map(|s| s.trim())
-        .filter(|s| !s.is_empty())
-        .collect();
-    let modifiers = list
-        .iter()
-        .filter(|s| s.starts_with('+') || s.starts_with('-'))
-        .count();
-    if modifiers > 0 && modifiers < list.len() {
-        return Err(CliError::input(
-            "--tools: plain names and +name/-name entries cannot be mixed",
-        ));
-    }
-    if modifiers > 0 {
-        return Ok(None);
-    }
-    Ok(Some(list.iter().map(|s| s.to_string()).collect()))
-}
-
-fn modifier_entries(cli: &Cli) -> Result<Vec<String>, CliError> {
-    if tools_request(cli)?.is_some() {
-        return Ok(Vec::new());
-    }
-    Ok(cli
-        .tools
-        .iter()
-        .flatten()
-        .map(|s| s.trim().to_string())
-        .filter(|s| !s.is_empty())
-        .collect())
-}
-
-fn build_tools(names: &[String]) -> Vec<Arc<dyn Tool>> {
-    let mut tools: Vec<Arc<dyn Tool>> = Vec::new();
-    for n in names {
-        match pi_lib::tools::builtin(n) {
-            Some(t) => {
-                if !tools.iter().any(|x| &x.definition().name == n) {
-                    tools.push(Arc::from(t));
-                }
-            }
-            None => pi_lib::cli::warn(PROG, &format!("unknown tool \"{n}\" ignored")),
-        }
-    }
-    tools
 }
 
 /// Sections from `--system-from`: `pi-prompt system` JSONL, or plain text
@@ -196,8 +104,17 @@ fn run(cli: Cli) -> Result<i32, CliError> {
     let agent_dir = pi_lib::paths::agent_dir();
     let start_cwd =
         std::env::current_dir().map_err(|e| CliError::input(format!("current directory: {e}")))?;
+    if let Some((what, instead)) = cli.interactive_only() {
+        return Err(CliError::input(format!(
+            "{what} is interactive only; pi-run has no interactive UI"
+        ))
+        .with_hint(instead));
+    }
     if let Some(search) = &cli.list_models {
         return models::list(&agent_dir, search);
+    }
+    if let Some(args) = &cli.export {
+        return sessions::export(args, &start_cwd);
     }
 
     // The session decides the working directory (a resumed session runs
@@ -212,24 +129,10 @@ fn run(cli: Cli) -> Result<i32, CliError> {
         }
     };
 
-    // Seed 000: the tool policy is resolved from the session before any
-    // resource loads, so an extension or skill never touches a Chat-only run.
-    let requested = tools_request(&cli)?;
-    let selection = store
-        .session
-        .run_selection(requested.as_deref())
-        .map_err(|e| CliError::input(format!("--tools: {e}")))?;
-    if let (Some(req), Some(pinned)) = (&requested, &selection.tools) {
-        if selection.from != "request" && req != pinned {
-            pi_lib::cli::warn(
-                PROG,
-                &format!(
-                    "this session pins its tools ({}); the requested selection is ignored (change it with pi-session select-tool)",
-                    if pinned.is_empty() { "Chat only".to_string() } else { pinned.join(", ") }
-                ),
-            );
-        }
-    }
+    // Seed 000: the persisted tool policy is read from the session before
+    // any resource loads, so an extension or skill never touches a
+    // Chat-only run.
+    let selection = store.session.run_selection();
 
     // Project trust (non-interactive: pi-run never prompts), then settings
     // and resources through the same library code as pi-resources.
@@ -240,34 +143,55 @@ fn run(cli: Cli) -> Result<i32, CliError> {
     } else {
         CliTrust::Unset
     };
-    let trusted = match pi_lib::trust::decide(&cwd, &agent_dir, cli_trust, None, false) {
-        Ok(o) => o.trusted,
-        Err(e) => return Err(CliError::input(e.to_string())),
-    };
+    let trust = pi_lib::trust::decide(&cwd, &agent_dir, cli_trust, None, false)
+        .map_err(|e| CliError::input(e.to_string()))?;
+    let trusted = trust.trusted;
+    // Never silent about trust: one line on stderr (and a `trust` record
+    // in --mode json) whenever the project has protected resources.
+    let trust_record = trust.notice(&cwd).map(|line| {
+        pi_lib::cli::note(PROG, &line);
+        serde_json::to_value(pi_lib::format::resources::ResourceRecord::Trust(
+            trust.record(),
+        ))
+        .unwrap_or(serde_json::Value::Null)
+    });
     let settings =
         Settings::load(&agent_dir, &cwd, trusted).map_err(|e| CliError::input(e.to_string()))?;
     let resolved = models::resolve(&cli, &agent_dir, &settings)?;
-    let tools = build_tools(&tool_names(&cli, &settings, &selection)?);
+    // The tool set: one resolver for pi-run, pi-prompt and pi-resources.
+    let tool_set = select::resolve(
+        &cli.tool_args.flags(),
+        &settings.default_tools(),
+        selection.pinned().as_ref(),
+        &select::builtin_available(),
+    )
+    .map_err(|e| CliError::input(e.to_string()))?;
+    for w in &tool_set.warnings {
+        pi_lib::cli::warn(PROG, w);
+    }
+    let chat_only = tool_set.chat_only;
+    let tools = select::builtin_tools(&tool_set.names);
+    for e in &cli.resource_args.extensions {
+        let p = cwd.join(e);
+        if !p.exists() {
+            return Err(CliError::input(format!(
+                "Failed to load extension \"{}\": Extension path does not exist: {}",
+                p.display(),
+                p.display()
+            ))
+            .with_hint("start without it, or check the path"));
+        }
+    }
 
     let mut discover = DiscoverOptions::for_cwd(&cwd);
     discover.agent_dir = agent_dir.clone();
-    discover.no_context_files = cli.no_context_files || !selection.context_files;
-    let resources = if selection.chat_only {
+    cli.resource_args.apply(&mut discover);
+    discover.no_context_files |= !selection.context_files;
+    let resources = if chat_only {
         // Only context files: no skills, templates, extensions or themes.
-        discover.no_extensions = true;
-        discover.no_skills = true;
-        discover.no_prompt_templates = true;
-        discover.no_themes = true;
-        let mut r = pi_lib::resources::discover(&discover, false)
-            .map_err(|e| CliError::input(e.to_string()))?;
-        r.system_prompt = None;
-        r.append_system_prompt.clear();
-        r
+        pi_lib::resources::discover_chat_only(&discover)
+            .map_err(|e| CliError::input(e.to_string()))?
     } else {
-        discover.skills = cli.skill.clone();
-        discover.prompt_templates = cli.prompt_template.clone();
-        discover.no_skills = cli.no_skills;
-        discover.no_prompt_templates = cli.no_prompt_templates;
         pi_lib::resources::discover(&discover, trusted)
             .map_err(|e| CliError::input(e.to_string()))?
     };
@@ -275,6 +199,20 @@ fn run(cli: Cli) -> Result<i32, CliError> {
         if d.kind != "collision" {
             pi_lib::cli::warn(PROG, &d.message);
         }
+    }
+    if !resources.extensions.is_empty() {
+        let names: Vec<&str> = resources
+            .extensions
+            .iter()
+            .map(|e| e.name.as_str())
+            .collect();
+        pi_lib::cli::warn(
+            PROG,
+            &format!(
+                "extensions are not run by this toolkit yet; not loaded: {}",
+                names.join(", ")
+            ),
+        );
     }
 
     let sections = if let Some(exact) = &selection.exact_prompt {
@@ -300,7 +238,7 @@ fn run(cli: Cli) -> Result<i32, CliError> {
                 .transpose()?,
             append,
             docs: Some(toolkit_docs()),
-            chat_only: selection.chat_only,
+            chat_only,
         };
         plan_sections(&plan, &resources).map_err(CliError::input)?
     };
@@ -310,11 +248,11 @@ fn run(cli: Cli) -> Result<i32, CliError> {
         return Err(CliError::input("no prompt given")
             .with_hint("pass a message, an @file, or pipe text on stdin"));
     }
-    let prompts = expand_prompts(prompts, &resources, selection.chat_only);
+    let prompts = expand_prompts(prompts, &resources, chat_only);
     if let Some(name) = &cli.name {
         sessions::name_session(&mut store, name)?;
     }
-    if let Some(tools) = &selection.persist {
+    if let Some(tools) = &tool_set.persist {
         let entry = store
             .session
             .new_tool_selection(Some(tools))
@@ -380,6 +318,9 @@ fn run(cli: Cli) -> Result<i32, CliError> {
         if json {
             let header = agent.store.session.header.to_line();
             emit(&serde_json::from_str(&header).unwrap_or(serde_json::Value::Null));
+            if let Some(t) = &trust_record {
+                emit(t);
+            }
         }
         agent.prepare_session().map_err(CliError::failed)?;
         let mut last = None;

@@ -66,6 +66,8 @@ pub fn resolve(cli: &Cli, agent_dir: &Path, settings: &Settings) -> Result<Resol
         model: cli.model.clone(),
         thinking: cli.thinking.clone(),
         api_key: cli.api_key.clone(),
+        scope: cli.models.clone(),
+        continuing: cli.continue_,
     };
     let sel = resolve_selection(&registry, &req, &defaults).map_err(input)?;
     for w in &sel.warnings {

@@ -1,11 +1,13 @@
 //! Which session a run writes: new (default), `--continue`, `--session`,
-//! `--fork`, `--no-session`, `--session-dir`.
+//! `--session-id`, `--fork`, `--no-session`, `--session-dir`; and pi's
+//! `--export FILE [OUTPUT]`.
 
 use std::path::{Path, PathBuf};
 
 use pi_lib::cli::CliError;
+use pi_lib::cli::EXIT_OK;
 use pi_lib::format::Entry;
-use pi_lib::paths::{encode_cwd, sessions_root};
+use pi_lib::paths::{encode_cwd, session_file_name, sessions_root};
 use pi_lib::session::resolve::{header_id, resolve};
 use pi_lib::session::store::SessionStore;
 use pi_lib::session::write::write_atomic;
@@ -62,11 +64,59 @@ fn roots(cli: &Cli) -> Vec<PathBuf> {
     }
 }
 
+/// pi's rule for `--session-id`: letters, digits, `.`, `_`, `-`, starting
+/// and ending with a letter or digit.
+fn valid_session_id(id: &str) -> bool {
+    let ok_end = |c: Option<char>| c.is_some_and(|c| c.is_ascii_alphanumeric());
+    ok_end(id.chars().next())
+        && ok_end(id.chars().last())
+        && id
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'))
+}
+
+/// A new session with an exact id, under `dir` (pi names the file
+/// `<timestamp>_<id>.jsonl`).
+fn create_with_id(cwd: &str, dir: &Path, id: &str, parent: Option<String>) -> SessionStore {
+    let ts = pi_lib::timefmt::now_iso();
+    let mut store = SessionStore::create_at(cwd, dir.join(session_file_name(&ts, id)));
+    let h = &mut store.session.header;
+    h.id = id.to_string();
+    h.timestamp = ts;
+    h.parent_session = parent;
+    store
+}
+
+/// This folder's session whose header id is exactly `id`.
+fn with_id(dir: &Path, id: &str) -> Option<PathBuf> {
+    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
+        .ok()?
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|e| e == "jsonl"))
+        .collect();
+    files.sort();
+    files
+        .into_iter()
+        .find(|p| header_id(p).as_deref() == Some(id))
+}
+
 /// Opens the session store the flags ask for.
 pub fn open(cli: &Cli, _agent_dir: &Path, cwd: &Path) -> Result<SessionStore, CliError> {
     let cwd_s = cwd.to_string_lossy().into_owned();
+    if let Some(id) = &cli.session_id {
+        if !valid_session_id(id) {
+            return Err(CliError::input(
+                "Session id must be non-empty, contain only alphanumeric characters, '-', '_', and '.', and start and end with an alphanumeric character",
+            ));
+        }
+    }
     if cli.no_session {
-        return Ok(SessionStore::create(&cwd_s, None, None));
+        let mut store = SessionStore::create(&cwd_s, None, None);
+        if let Some(id) = &cli.session_id {
+            store.session.header.id = id.clone();
+        }
+        return Ok(store);
     }
     if let Some(reference) = &cli.session {
         let looks_like_path = reference.contains('/') || reference.ends_with(".jsonl");
@@ -81,17 +131,29 @@ pub fn open(cli: &Cli, _agent_dir: &Path, cwd: &Path) -> Result<SessionStore, Cl
         let path = resolve(reference, &roots(cli)).map_err(|e| CliError::input(e.to_string()))?;
         let source = Session::load(&path).map_err(|e| CliError::input(e.to_string()))?;
         let abs = path.canonicalize().unwrap_or(path);
-        let mut store = SessionStore::create(
-            &cwd_s,
-            Some(&dir_for(cli, cwd)),
-            Some(abs.display().to_string()),
-        );
+        let parent = Some(abs.display().to_string());
+        let mut store = match &cli.session_id {
+            Some(id) => create_with_id(&cwd_s, &dir_for(cli, cwd), id, parent),
+            None => SessionStore::create(&cwd_s, Some(&dir_for(cli, cwd)), parent),
+        };
         for e in source.entries {
             store.session.push(e);
         }
         return Ok(store);
     }
     let dir = dir_for(cli, cwd);
+    if let Some(id) = &cli.session_id {
+        if let Some(p) = with_id(&dir, id) {
+            return Ok(SessionStore::open(load_for_append(&p)?));
+        }
+        pi_lib::cli::warn(
+            crate::PROG,
+            &format!(
+                "No project session found with id '{id}'; creating a new session with that id."
+            ),
+        );
+        return Ok(create_with_id(&cwd_s, &dir, id, None));
+    }
     if cli.continue_ {
         if let Some(p) = most_recent(&dir) {
             return Ok(SessionStore::open(load_for_append(&p)?));
@@ -109,4 +171,45 @@ pub fn name_session(store: &mut SessionStore, name: &str) -> Result<(), CliError
     store
         .append(e)
         .map_err(|e| CliError::failed(format!("cannot write session: {e}")))
+}
+
+/// `--export FILE [OUTPUT]`: the session as one HTML page, as pi does
+/// (default name `pi-session-<file stem>.html` in the current directory).
+pub fn export(args: &[PathBuf], cwd: &Path) -> Result<i32, CliError> {
+    let Some(file) = args.first() else {
+        return Err(CliError::input("--export needs a session file"));
+    };
+    let file = cwd.join(file);
+    if !file.is_file() {
+        return Err(CliError::input(format!(
+            "File not found: {}",
+            file.display()
+        )));
+    }
+    let s = Session::load(&file).map_err(|e| CliError::input(e.to_string()))?;
+    let out = match args.get(1) {
+        Some(o) => o.clone(),
+        None => {
+            let stem = file
+                .file_stem()
+                .map(|s| s.to_string_lossy().into_owned())
+                .unwrap_or_default();
+            PathBuf::from(format!("pi-session-{stem}.html"))
+        }
+    };
+    let target = cwd.join(&out);
+    if target == file {
+        return Err(CliError::input(format!(
+            "{}: refusing to overwrite the session itself",
+            target.display()
+        )));
+    }
+    write_atomic(
+        &target,
+        pi_lib::session::export::to_html(&s).as_bytes(),
+        true,
+    )
+    .map_err(|e| CliError::input(format!("{}: {e}", target.display())))?;
+    println!("Exported to: {}", out.display());
+    Ok(EXIT_OK)
 }

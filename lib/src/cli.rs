@@ -1,7 +1,9 @@
 //! What every binary's command line shares: output format choice (text on
 //! a terminal, JSONL in a pipe), error reporting and exit codes, quiet exit
-//! on a closed stdout, and the hidden `--generate` for man pages and shell
-//! completions.
+//! on a closed stdout, the hidden `--generate` for man pages and shell
+//! completions, pi's tool and resource options ([`ToolArgs`],
+//! [`ResourceArgs`]) and pi's multi-letter short forms
+//! ([`rewrite_pi_aliases`]).
 
 use std::io::{IsTerminal, Write};
 
@@ -236,23 +238,89 @@ pub fn report(prog: &str, err: &CliError) -> i32 {
     err.code
 }
 
+/// Prints an informational line on stderr (`prog: message`).
+pub fn note(prog: &str, message: &str) {
+    let _ = writeln!(std::io::stderr().lock(), "{prog}: {message}");
+}
+
 /// Prints a warning line on stderr.
 pub fn warn(prog: &str, message: &str) {
     let _ = writeln!(std::io::stderr().lock(), "{prog}: warning: {message}");
 }
 
-/// pi's multi-letter short options (`-na`, `-nt`, `-ns`, `-np`, `-nc`),
-/// rewritten to their long forms before clap sees them (clap's short
-/// options are one letter). Everything after `--` is left alone; a binary
-/// passes only the aliases it has.
-pub fn rewrite_short_aliases(
+/// pi 1.6.0's multi-letter short options and the long options they stand
+/// for. clap's short options are one letter, so these are rewritten
+/// before clap sees them ([`rewrite_pi_aliases`]).
+pub const PI_SHORT_ALIASES: &[(&str, &str)] = &[
+    ("-na", "--no-approve"),
+    ("-nt", "--no-tools"),
+    ("-nbt", "--no-builtin-tools"),
+    ("-xt", "--exclude-tools"),
+    ("-ne", "--no-extensions"),
+    ("-ns", "--no-skills"),
+    ("-np", "--no-prompt-templates"),
+    ("-nc", "--no-context-files"),
+];
+
+/// Rewrites pi's multi-letter short options ([`PI_SHORT_ALIASES`]) to
+/// their long forms, for every alias whose long option `cmd` (or one of
+/// its subcommands) has — so every binary accepts pi's short form of each
+/// flag it shares with pi. The value of an option is never rewritten
+/// (`--name -nt` names the session "-nt", as in pi), and nothing after
+/// `--` is.
+pub fn rewrite_pi_aliases(
     args: impl Iterator<Item = std::ffi::OsString>,
-    aliases: &[(&str, &str)],
+    cmd: &clap::Command,
 ) -> Vec<std::ffi::OsString> {
+    fn all_args(cmd: &clap::Command) -> Vec<&clap::Arg> {
+        let mut v: Vec<&clap::Arg> = cmd.get_arguments().collect();
+        for s in cmd.get_subcommands() {
+            v.extend(all_args(s));
+        }
+        v
+    }
+    let known = all_args(cmd);
+    let takes_one_value = |a: &&clap::Arg| {
+        a.get_num_args()
+            .is_some_and(|n| n.min_values() >= 1 && n.takes_values())
+            || (a.get_num_args().is_none()
+                && matches!(
+                    a.get_action(),
+                    clap::ArgAction::Set | clap::ArgAction::Append
+                ))
+    };
+    let value_option = |s: &str| -> bool {
+        if let Some(long) = s.strip_prefix("--") {
+            return !long.contains('=')
+                && known
+                    .iter()
+                    .filter(|a| a.get_long() == Some(long))
+                    .any(takes_one_value);
+        }
+        let mut chars = s.chars();
+        match (chars.next(), chars.next(), chars.next()) {
+            (Some('-'), Some(c), None) => known
+                .iter()
+                .filter(|a| a.get_short() == Some(c))
+                .any(takes_one_value),
+            _ => false,
+        }
+    };
+    let aliases: Vec<(&str, &str)> = PI_SHORT_ALIASES
+        .iter()
+        .filter(|(_, long)| {
+            known
+                .iter()
+                .any(|a| a.get_long() == long.strip_prefix("--"))
+        })
+        .copied()
+        .collect();
     let mut out = Vec::new();
     let mut rest = false;
-    for a in args {
-        if rest {
+    let mut value_next = false;
+    for (i, a) in args.enumerate() {
+        if i == 0 || rest || value_next {
+            value_next = false;
             out.push(a);
             continue;
         }
@@ -261,10 +329,188 @@ pub fn rewrite_short_aliases(
             out.push(a);
             continue;
         }
-        match aliases.iter().find(|(short, _)| a == *short) {
-            Some((_, long)) => out.push((*long).into()),
-            None => out.push(a),
-        }
+        let rewritten = aliases
+            .iter()
+            .find(|(short, _)| a == *short)
+            .map(|(_, long)| std::ffi::OsString::from(*long));
+        let a = rewritten.unwrap_or(a);
+        value_next = a.to_str().is_some_and(value_option);
+        out.push(a);
     }
     out
+}
+
+/// The tool options of pi 1.6.0, shared by pi-run, pi-prompt and
+/// pi-resources (resolved by [`crate::tools::select::resolve`]).
+#[derive(clap::Args, Debug, Clone, Default, PartialEq, Eq)]
+pub struct ToolArgs {
+    /// Active tools, comma-separated: names (read, bash, edit, write, grep,
+    /// find, ls) or `*` patterns (`gr*`), replacing the defaults; or only
+    /// `+name` / `-name` entries, which change the defaults (read, bash,
+    /// edit, write, or settings.json `defaultTools`). Plain names and `+/-`
+    /// entries cannot be mixed. A value starting with `-` is a value
+    /// (`--tools -bash`). Repeated: the last one counts. Unknown names are
+    /// warned about and ignored. pi-run pins a plain list in a session that
+    /// has no pin yet (seed 000), and a session's pin wins over every tool
+    /// option and `defaultTools` (pi-run, pi-prompt diff; change it with
+    /// `pi-session select-tool`).
+    #[arg(
+        short = 't',
+        long,
+        value_name = "LIST",
+        allow_hyphen_values = true,
+        overrides_with = "tools"
+    )]
+    pub tools: Option<String>,
+
+    /// Remove these tools (comma-separated names or `*` patterns) after
+    /// every other tool option (alias `-xt`).
+    #[arg(
+        long,
+        value_name = "PATTERNS",
+        allow_hyphen_values = true,
+        overrides_with = "exclude_tools"
+    )]
+    pub exclude_tools: Option<String>,
+
+    /// Start with no tools at all (alias `-nt`); `--tools` can still name
+    /// some. The rest of the prompt stays.
+    #[arg(long)]
+    pub no_tools: bool,
+
+    /// Start with no built-in tools (alias `-nbt`), keeping extension and
+    /// MCP tools (this toolkit runs none yet, so: no tools).
+    #[arg(long)]
+    pub no_builtin_tools: bool,
+
+    /// Chat only (seed 000): an empty tool selection (pi-run pins it in the
+    /// session; undo with `pi-session select-tool --clear`); no extensions,
+    /// skills, templates or base prompt — the context files are the whole
+    /// system prompt.
+    #[arg(long, conflicts_with_all = ["tools", "exclude_tools", "no_tools", "no_builtin_tools"])]
+    pub chat_only: bool,
+}
+
+impl ToolArgs {
+    /// The flags for [`crate::tools::select::resolve`].
+    pub fn flags(&self) -> crate::tools::select::ToolFlags {
+        crate::tools::select::ToolFlags {
+            tools: self.tools.clone(),
+            exclude: self.exclude_tools.clone(),
+            no_tools: self.no_tools,
+            no_builtin_tools: self.no_builtin_tools,
+            chat_only: self.chat_only,
+        }
+    }
+}
+
+/// pi 1.6.0's resource options, shared by pi-run, pi-prompt and
+/// pi-resources (so the same flags discover the same resources).
+#[derive(clap::Args, Debug, Clone, Default, PartialEq, Eq)]
+pub struct ResourceArgs {
+    /// Load an extension file or folder (repeatable; kept with
+    /// --no-extensions). Extensions are listed, not run, by this toolkit
+    /// yet.
+    #[arg(
+        short = 'e',
+        long = "extension",
+        value_name = "PATH",
+        allow_hyphen_values = true
+    )]
+    pub extensions: Vec<std::path::PathBuf>,
+
+    /// Do not discover extensions (alias `-ne`; explicit -e paths still
+    /// load).
+    #[arg(long)]
+    pub no_extensions: bool,
+
+    /// Load a skill file or folder (repeatable; kept with --no-skills).
+    #[arg(long = "skill", value_name = "PATH", allow_hyphen_values = true)]
+    pub skills: Vec<std::path::PathBuf>,
+
+    /// Do not discover skills (alias `-ns`; explicit --skill paths still
+    /// load).
+    #[arg(long)]
+    pub no_skills: bool,
+
+    /// Load a prompt template file or folder (repeatable).
+    #[arg(
+        long = "prompt-template",
+        value_name = "PATH",
+        allow_hyphen_values = true
+    )]
+    pub prompt_templates: Vec<std::path::PathBuf>,
+
+    /// Do not discover prompt templates (alias `-np`; explicit paths still
+    /// load).
+    #[arg(long)]
+    pub no_prompt_templates: bool,
+
+    /// Load a theme file or folder (repeatable). Themes only colour pi's
+    /// terminal UI; they are listed, and change nothing in a run.
+    #[arg(long = "theme", value_name = "PATH", allow_hyphen_values = true)]
+    pub themes: Vec<std::path::PathBuf>,
+
+    /// Do not discover themes (explicit --theme paths still load).
+    #[arg(long)]
+    pub no_themes: bool,
+
+    /// Do not load AGENTS.md / CLAUDE.md context files (alias `-nc`).
+    #[arg(long)]
+    pub no_context_files: bool,
+}
+
+impl ResourceArgs {
+    /// Sets the explicit paths and switches on `opts`.
+    pub fn apply(&self, opts: &mut crate::resources::DiscoverOptions) {
+        opts.extensions = self.extensions.clone();
+        opts.no_extensions = self.no_extensions;
+        opts.skills = self.skills.clone();
+        opts.no_skills = self.no_skills;
+        opts.prompt_templates = self.prompt_templates.clone();
+        opts.no_prompt_templates = self.no_prompt_templates;
+        opts.themes = self.themes.clone();
+        opts.no_themes = self.no_themes;
+        opts.no_context_files = self.no_context_files;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::{Arg, ArgAction, Command};
+
+    fn cmd() -> Command {
+        Command::new("x")
+            .arg(
+                Arg::new("no-tools")
+                    .long("no-tools")
+                    .action(ArgAction::SetTrue),
+            )
+            .arg(Arg::new("name").long("name").short('n'))
+            .arg(Arg::new("m").num_args(0..))
+    }
+
+    fn rw(args: &[&str]) -> Vec<String> {
+        rewrite_pi_aliases(args.iter().map(std::ffi::OsString::from), &cmd())
+            .into_iter()
+            .map(|a| a.to_string_lossy().into_owned())
+            .collect()
+    }
+
+    #[test]
+    fn aliases_only_where_the_long_option_exists_and_never_values() {
+        assert_eq!(rw(&["x", "-nt", "-ns"]), ["x", "--no-tools", "-ns"]);
+        assert_eq!(
+            rw(&["x", "--name", "-nt", "-nt"]),
+            ["x", "--name", "-nt", "--no-tools"]
+        );
+        assert_eq!(rw(&["x", "-n", "-nt"]), ["x", "-n", "-nt"]);
+        assert_eq!(
+            rw(&["x", "--name=a", "-nt"]),
+            ["x", "--name=a", "--no-tools"]
+        );
+        assert_eq!(rw(&["x", "--", "-nt"]), ["x", "--", "-nt"]);
+        assert_eq!(rw(&["-nt"]), ["-nt"]);
+    }
 }

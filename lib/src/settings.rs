@@ -71,7 +71,10 @@ pub fn read_file(path: &Path) -> Result<Map<String, Value>, SettingsError> {
 
 impl Settings {
     /// Global settings, then the project's when `trusted` (one level deep:
-    /// nested objects are merged key by key).
+    /// nested objects are merged key by key). `defaultTools` follows pi
+    /// 1.6.0: a project list with only `+name` / `-name` entries (or an
+    /// empty one) is appended to the user's list; any other project value
+    /// replaces it.
     pub fn load(agent_dir: &Path, cwd: &Path, trusted: bool) -> Result<Settings, SettingsError> {
         let mut values = read_file(&agent_dir.join("settings.json"))?;
         if trusted {
@@ -82,6 +85,11 @@ impl Settings {
                         for (k2, v2) in over {
                             base.insert(k2, v2);
                         }
+                    }
+                    (Some(Value::Array(base)), Value::Array(over))
+                        if k == "defaultTools" && over.iter().all(is_tool_delta) =>
+                    {
+                        base.extend(over);
                     }
                     (_, v) => {
                         values.insert(k, v);
@@ -123,18 +131,18 @@ impl Settings {
             .unwrap_or(true)
     }
 
-    /// `defaultTools`, when set.
-    pub fn default_tools(&self) -> Option<Vec<String>> {
-        self.values
-            .get("defaultTools")
-            .and_then(Value::as_array)
-            .map(|a| {
-                a.iter()
-                    .filter_map(Value::as_str)
-                    .map(str::to_string)
-                    .collect()
-            })
+    /// `defaultTools` (after the user/project merge of [`Settings::load`]).
+    pub fn default_tools(&self) -> crate::tools::select::DefaultTools {
+        crate::tools::select::DefaultTools::from_value(self.values.get("defaultTools"))
     }
+}
+
+/// A `defaultTools` entry that is not a plain tool name: `+name` / `-name`
+/// (pi's test when it merges a project list into the user's; non-strings
+/// count as not plain).
+fn is_tool_delta(v: &Value) -> bool {
+    v.as_str()
+        .is_none_or(|s| s.starts_with('+') || s.starts_with('-'))
 }
 
 #[cfg(test)]
@@ -169,5 +177,47 @@ mod tests {
         assert_eq!(s.retry().max_retries, 5);
         let s = Settings::load(t.path(), &t.path().join("p"), true).unwrap();
         assert_eq!((s.retry().max_retries, s.retry().base_delay_ms), (1, 10));
+    }
+
+    /// pi 1.6.0's merge of `defaultTools` (user, project → merged), as
+    /// observed with the real pi (FINDINGS.md §5).
+    #[test]
+    fn default_tools_merge_as_pi() {
+        use crate::tools::select::DefaultTools;
+        let t = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(t.path().join("p/.pi")).unwrap();
+        let cells: [(&str, &str, DefaultTools); 7] = [
+            (r#"["grep"]"#, r#"["+ls"]"#, list(&["grep", "+ls"])),
+            (r#"["grep"]"#, r#"["ls"]"#, list(&["ls"])),
+            (r#"["grep"]"#, r#"[]"#, list(&["grep"])),
+            (r#"["+grep"]"#, r#"["read","+ls"]"#, list(&["read", "+ls"])),
+            (r#""x""#, r#"["+ls"]"#, list(&["+ls"])),
+            (r#"["grep"]"#, r#""x""#, DefaultTools::Invalid("a string")),
+            (r#"["grep"]"#, r#"null"#, DefaultTools::Invalid("null")),
+        ];
+        for (user, project, want) in cells {
+            std::fs::write(
+                t.path().join("settings.json"),
+                format!(r#"{{"defaultTools":{user}}}"#),
+            )
+            .unwrap();
+            std::fs::write(
+                t.path().join("p/.pi/settings.json"),
+                format!(r#"{{"defaultTools":{project}}}"#),
+            )
+            .unwrap();
+            let s = Settings::load(t.path(), &t.path().join("p"), true).unwrap();
+            assert_eq!(s.default_tools(), want, "{user} + {project}");
+            let s = Settings::load(t.path(), &t.path().join("p"), false).unwrap();
+            assert_eq!(
+                s.default_tools(),
+                DefaultTools::from_value(serde_json::from_str(user).ok().as_ref()),
+                "untrusted: the user's value"
+            );
+        }
+    }
+
+    fn list(v: &[&str]) -> crate::tools::select::DefaultTools {
+        crate::tools::select::DefaultTools::List(v.iter().map(|s| s.to_string()).collect())
     }
 }

@@ -317,6 +317,7 @@ fn selection_from_settings_and_trust() {
             model: Some("opus:minimal".into()),
             thinking: Some("low".into()),
             api_key: Some("cli".into()),
+            ..Default::default()
         },
     );
     assert_eq!((t, k.as_deref()), (ThinkingLevel::Low, Some("cli")));

@@ -168,11 +168,27 @@ pub struct TrustRecord {
     pub error: Option<String>,
 }
 
+/// The tools a run with the same flags and settings would declare (the
+/// library's one tool-set resolver decides, for pi-run, pi-prompt and
+/// pi-resources alike).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ToolSetRecord {
+    /// Active tool names, in the order they are declared to the model.
+    pub tools: Vec<String>,
+    /// Chat only (seed 000): context files are the whole prompt.
+    #[serde(rename = "chatOnly", default)]
+    pub chat_only: bool,
+    /// `default` (defaults, `defaultTools`, `+/-`, `-nt`, `-xt`), `request`
+    /// (`--tools` list, `--chat-only`), `session` or `subagent` (a pin).
+    pub source: String,
+}
+
 /// One line of `pi-resources` output, tagged by `type`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum ResourceRecord {
     Trust(TrustRecord),
+    ToolSet(ToolSetRecord),
     Extension(Extension),
     Skill(Skill),
     Prompt(PromptTemplate),

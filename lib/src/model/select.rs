@@ -24,6 +24,13 @@
 //!   provider with credentials in pi's order (anthropic, openai, deepseek,
 //!   google, openrouter, xai, groq, cerebras, mistral, then `models.json`
 //!   providers, whose first model is used).
+//! * `--models a,b` (no `--model`, not `-c`): each entry is a `*` glob
+//!   (case-insensitive, on `provider/id` and on `id`) or a `--model`
+//!   pattern, with an optional `:level` suffix, over models with
+//!   credentials; an entry matching nothing is pi's warning `No models
+//!   match pattern "X"`. The run starts on the settings default model when
+//!   it is in the scope, else on the scope's first model, with that entry's
+//!   thinking suffix.
 //! * Thinking: `--thinking` (overrides the suffix) → suffix → settings
 //!   `defaultThinkingLevel` → `medium`; then clamped ([`clamp_thinking`]).
 //!   pi only warns about an invalid `--thinking`; this crate makes it an
@@ -50,6 +57,10 @@ pub struct SelectionRequest {
     pub thinking: Option<String>,
     /// `--api-key` (for the selected model's provider only).
     pub api_key: Option<String>,
+    /// `--models` (the model scope, comma-separated).
+    pub scope: Option<String>,
+    /// `-c`: the session's model is kept, the scope does not choose.
+    pub continuing: bool,
 }
 
 /// The defaults `settings.json` supplies.
@@ -296,6 +307,56 @@ fn default_model(reg: &ModelRegistry, d: &SelectionDefaults) -> Option<Model> {
     None
 }
 
+/// `*` glob, case-insensitive.
+fn glob_matches(pattern: &str, text: &str) -> bool {
+    crate::tools::select::pattern_matches(&pattern.to_lowercase(), &text.to_lowercase())
+}
+
+/// The models of `--models`, in order, each with its thinking suffix.
+fn scope_models(
+    reg: &ModelRegistry,
+    patterns: &str,
+    warnings: &mut Vec<String>,
+) -> Vec<(Model, Option<ThinkingLevel>)> {
+    let mut out: Vec<(Model, Option<ThinkingLevel>)> = Vec::new();
+    let add =
+        |m: &Model, l: Option<ThinkingLevel>, out: &mut Vec<(Model, Option<ThinkingLevel>)>| {
+            if !out
+                .iter()
+                .any(|(o, _)| o.provider == m.provider && o.id == m.id)
+            {
+                out.push((m.clone(), l));
+            }
+        };
+    for p in patterns.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+        let (body, level) = match p.rsplit_once(':') {
+            Some((b, l)) if ThinkingLevel::parse(l).is_some() => (b, ThinkingLevel::parse(l)),
+            _ => (p, None),
+        };
+        let before = out.len();
+        if body.contains('*') {
+            for m in reg
+                .all()
+                .iter()
+                .filter(|m| reg.has_credentials(&m.provider))
+            {
+                let full = format!("{}/{}", m.provider, m.id);
+                if glob_matches(body, &full) || glob_matches(body, &m.id) {
+                    add(m, level, &mut out);
+                }
+            }
+        } else if let Ok(Some((m, suffix))) = match_with_suffix(reg, p, None) {
+            if reg.has_credentials(&m.provider) {
+                add(&m, suffix, &mut out);
+            }
+        }
+        if out.len() == before {
+            warnings.push(format!("No models match pattern \"{p}\""));
+        }
+    }
+    out
+}
+
 /// Chooses the model, thinking level and API key from the CLI flags and
 /// the settings defaults (see the module header for every rule).
 pub fn resolve_selection(
@@ -337,9 +398,25 @@ pub fn resolve_selection(
                 }
             }
         },
-        (None, None) => match default_model(reg, defaults) {
-            Some(m) => (m, None),
-            None => {
+        (None, None) => match (
+            req.scope
+                .as_deref()
+                .filter(|_| !req.continuing)
+                .map(|p| scope_models(reg, p, &mut warnings))
+                .filter(|s| !s.is_empty()),
+            default_model(reg, defaults),
+        ) {
+            (Some(scope), default) => {
+                let in_scope = default.as_ref().and_then(|d| {
+                    scope
+                        .iter()
+                        .find(|(m, _)| m.provider == d.provider && m.id == d.id)
+                });
+                let (m, l) = in_scope.unwrap_or(&scope[0]).clone();
+                (m, l)
+            }
+            (None, Some(m)) => (m, None),
+            (None, None) => {
                 return Err(ModelError::NoModels {
                     auth: reg.agent_dir().join("auth.json"),
                     models: reg.agent_dir().join("models.json"),
@@ -579,6 +656,67 @@ mod tests {
             .expect_err("key")
             .to_string()
             .starts_with("No API key found for openai."));
+    }
+
+    /// `--models` picks the start model as pi 1.6.0 does (cells observed
+    /// with the real pi: FINDINGS.md §6).
+    #[test]
+    fn model_scope_picks_the_start_model() {
+        let r = reg(&["ANTHROPIC_API_KEY"]);
+        let defaults = SelectionDefaults {
+            default_provider: Some("anthropic".into()),
+            default_model: Some("claude-opus-4-6".into()),
+            ..Default::default()
+        };
+        let run = |scope: &str, model: Option<&str>, continuing: bool| {
+            let req = SelectionRequest {
+                model: model.map(str::to_string),
+                scope: Some(scope.into()),
+                continuing,
+                ..Default::default()
+            };
+            resolve_selection(&r, &req, &defaults)
+                .map(|s| {
+                    (
+                        format!("{}/{} {}", s.model.provider, s.model.id, s.thinking),
+                        s.warnings,
+                    )
+                })
+                .unwrap_or_else(|e| (e.to_string(), Vec::new()))
+        };
+        assert_eq!(
+            run("claude-sonnet-4-5", None, false).0,
+            "anthropic/claude-sonnet-4-5 medium"
+        );
+        assert_eq!(
+            run("claude-sonnet-4-5:high", None, false).0,
+            "anthropic/claude-sonnet-4-5 high"
+        );
+        // The default model is kept when it is in scope.
+        assert_eq!(
+            run("claude-sonnet-4-5,claude-opus-4-6", None, false).0,
+            "anthropic/claude-opus-4-6 medium"
+        );
+        assert_eq!(
+            run("ANTHROPIC/CLAUDE-SONNET-4-5*", None, false).0,
+            "anthropic/claude-sonnet-4-5 medium"
+        );
+        let (m, w) = run("nosuch-model-x,claude-sonnet-4-5", None, false);
+        assert_eq!(m, "anthropic/claude-sonnet-4-5 medium");
+        assert_eq!(w, ["No models match pattern \"nosuch-model-x\""]);
+        // --model wins; -c keeps the default path; models without a key are out.
+        assert_eq!(
+            run("claude-sonnet-4-5", Some("claude-opus-4-6"), false).0,
+            "anthropic/claude-opus-4-6 medium"
+        );
+        assert_eq!(
+            run("claude-sonnet-4-5", None, true).0,
+            "anthropic/claude-opus-4-6 medium"
+        );
+        assert_eq!(
+            run("gpt-4o", None, false).0,
+            "anthropic/claude-opus-4-6 medium"
+        );
     }
 
     #[test]

@@ -290,6 +290,28 @@ fn scope_candidates(
     }
 }
 
+/// What a Chat-only run (seed 000) loads: the context files only — no
+/// extensions, skills, prompt templates, themes, SYSTEM.md or
+/// APPEND_SYSTEM.md, explicit paths included. The same for pi-run,
+/// pi-prompt and pi-resources.
+pub fn discover_chat_only(opts: &DiscoverOptions) -> Result<Resources, SettingsError> {
+    let o = DiscoverOptions {
+        extensions: Vec::new(),
+        skills: Vec::new(),
+        prompt_templates: Vec::new(),
+        themes: Vec::new(),
+        no_extensions: true,
+        no_skills: true,
+        no_prompt_templates: true,
+        no_themes: true,
+        ..opts.clone()
+    };
+    let mut r = discover(&o, false)?;
+    r.system_prompt = None;
+    r.append_system_prompt.clear();
+    Ok(r)
+}
+
 /// Discovers everything for `opts.cwd`. `trusted` is the project-trust
 /// decision. Fails only on a settings file that cannot be read (named with
 /// line and column); everything else is a diagnostic.
@@ -451,6 +473,7 @@ impl Resources {
                     }
                 }
                 R::Diagnostic(d) => r.diagnostics.push(d),
+                R::ToolSet(_) => {}
             }
         }
         (r, trust)

@@ -171,12 +171,13 @@ impl Session {
     }
 }
 
-/// The tool policy of a run, resolved before any resource loads (seed 000):
-/// subagent snapshot > the session's latest valid selection > this run's
-/// request.
+/// The persisted tool policy of a run, read before any resource loads
+/// (seed 000): subagent snapshot > the session's latest valid selection >
+/// none (then [`crate::tools::select::resolve`] decides from the flags and
+/// settings, and says what to persist).
 #[derive(Debug, Clone, PartialEq)]
 pub struct RunSelection {
-    /// The tools to activate; `None` = the defaults (legacy session).
+    /// The pinned tools; `None` = nothing pinned (legacy session).
     pub tools: Option<Vec<String>>,
     /// Chat only: no tools, no resources, context files as the prompt.
     pub chat_only: bool,
@@ -184,10 +185,25 @@ pub struct RunSelection {
     pub exact_prompt: Option<String>,
     /// Whether context files are part of the prompt (not for subagents).
     pub context_files: bool,
-    /// `subagent`, `session`, `request` or `default`.
+    /// `subagent`, `session` or `default`.
     pub from: &'static str,
-    /// The selection to persist now (a request seen for the first time).
-    pub persist: Option<Vec<String>>,
+}
+
+impl RunSelection {
+    /// The pin for the tool-set resolver, when there is one.
+    pub fn pinned(&self) -> Option<crate::tools::select::Pinned> {
+        use crate::tools::select::{PinSource, Pinned};
+        let source = match self.from {
+            "subagent" => PinSource::Subagent,
+            "session" => PinSource::Session,
+            _ => return None,
+        };
+        Some(Pinned {
+            tools: self.tools.clone()?,
+            chat_only: self.chat_only,
+            source,
+        })
+    }
 }
 
 impl Session {
@@ -201,9 +217,8 @@ impl Session {
         })
     }
 
-    /// Resolves a run's tool policy. `requested` is this run's explicit
-    /// selection (`--tools a,b` or `--chat-only` = `[]`), validated.
-    pub fn run_selection(&self, requested: Option<&[String]>) -> Result<RunSelection, String> {
+    /// Reads a run's persisted tool policy.
+    pub fn run_selection(&self) -> RunSelection {
         if let Some(snap) = self.subagent_snapshot() {
             let tools: Vec<String> = snap
                 .get("tools")
@@ -217,7 +232,7 @@ impl Session {
                 .unwrap_or_default();
             let flag = |k: &str| snap.get(k).and_then(Value::as_bool).unwrap_or(false);
             let chat_only = tools.is_empty() && !flag("loadSkills") && !flag("loadExtensions");
-            return Ok(RunSelection {
+            return RunSelection {
                 chat_only,
                 exact_prompt: snap
                     .get("exactSystemPrompt")
@@ -226,42 +241,24 @@ impl Session {
                 context_files: !chat_only,
                 tools: Some(tools),
                 from: "subagent",
-                persist: None,
-            });
+            };
         }
         let resolved = self.tool_selection();
         if let Some(tools) = resolved.selection.tools() {
-            return Ok(RunSelection {
+            return RunSelection {
                 chat_only: tools.is_empty(),
                 tools: Some(tools),
                 exact_prompt: None,
                 context_files: true,
                 from: "session",
-                persist: None,
-            });
+            };
         }
-        match requested {
-            Some(req) => {
-                let tools = validate(req)?;
-                Ok(RunSelection {
-                    chat_only: tools.is_empty(),
-                    tools: Some(tools.clone()),
-                    exact_prompt: None,
-                    context_files: true,
-                    from: "request",
-                    // Persisted on first appearance (also after a
-                    // `cleared` pin: the session has no selection then).
-                    persist: Some(tools),
-                })
-            }
-            None => Ok(RunSelection {
-                tools: None,
-                chat_only: false,
-                exact_prompt: None,
-                context_files: true,
-                from: "default",
-                persist: None,
-            }),
+        RunSelection {
+            tools: None,
+            chat_only: false,
+            exact_prompt: None,
+            context_files: true,
+            from: "default",
         }
     }
 }

@@ -84,6 +84,7 @@ pub mod image;
 pub mod ls;
 pub mod read;
 mod search;
+pub mod select;
 pub mod truncate;
 mod util;
 pub mod validate;

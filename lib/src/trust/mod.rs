@@ -78,6 +78,79 @@ pub struct TrustOutcome {
     pub saved_path: Option<PathBuf>,
 }
 
+impl TrustOutcome {
+    /// The decision as `pi-resources` and `pi-run --mode json` print it.
+    pub fn record(&self) -> crate::format::resources::TrustRecord {
+        let reason = serde_json::to_value(&self.reason)
+            .ok()
+            .and_then(|v| v.as_str().map(str::to_string))
+            .unwrap_or_default();
+        crate::format::resources::TrustRecord {
+            decision: if self.trusted { "trusted" } else { "untrusted" }.into(),
+            trusted: self.trusted,
+            reason,
+            protected_paths: self.protected_paths.clone(),
+            saved_path: self.saved_path.clone(),
+            error: None,
+        }
+    }
+
+    /// One line for a log saying what was decided and why — `None` when the
+    /// project has no protected resources (nothing was at stake). Paths are
+    /// shown relative to `cwd` where they lie under it.
+    pub fn notice(&self, cwd: &Path) -> Option<String> {
+        if self.protected_paths.is_empty() {
+            return None;
+        }
+        let real = canonicalize_dir(cwd);
+        let shown: Vec<String> = self
+            .protected_paths
+            .iter()
+            .map(|p| {
+                p.strip_prefix(&real)
+                    .or_else(|_| p.strip_prefix(cwd))
+                    .map(|r| r.display().to_string())
+                    .unwrap_or_else(|_| p.display().to_string())
+            })
+            .collect();
+        let mut paths = shown.iter().take(3).cloned().collect::<Vec<_>>().join(", ");
+        if shown.len() > 3 {
+            paths.push_str(&format!(" and {} more", shown.len() - 3));
+        }
+        let saved = || {
+            self.saved_path
+                .as_ref()
+                .map(|p| format!(" for {}", p.display()))
+                .unwrap_or_default()
+        };
+        let why = match (&self.reason, self.trusted) {
+            (TrustReason::Cli, true) => "-a/--approve".to_string(),
+            (TrustReason::Cli, false) => "-na/--no-approve".to_string(),
+            (TrustReason::NoProtectedResources, _) => "nothing to protect".to_string(),
+            (TrustReason::Hook, _) => "an extension decided".to_string(),
+            (TrustReason::Saved, _) => format!("saved in trust.json{}", saved()),
+            (TrustReason::DefaultSetting, t) => format!(
+                "defaultProjectTrust is \"{}\"",
+                if t { "always" } else { "never" }
+            ),
+            (TrustReason::NonInteractive, _) => "not interactive and no saved decision".to_string(),
+            (TrustReason::Prompt, _) => "answered at the prompt".to_string(),
+        };
+        Some(if self.trusted {
+            format!("project trusted ({why}): loading {paths}")
+        } else {
+            let hint = match self.reason {
+                TrustReason::NonInteractive | TrustReason::DefaultSetting => {
+                    "; -a trusts it for this run, `pi-resources trust allow` saves that"
+                }
+                TrustReason::Saved => "; -a trusts it for this run",
+                _ => "",
+            };
+            format!("project untrusted ({why}): ignoring {paths}{hint}")
+        })
+    }
+}
+
 /// What an extension answers to `project_trust` (the seam for the
 /// extensions stage): `Some((trusted, remember))` or `None` (undecided).
 pub type TrustHook<'a> = &'a mut dyn FnMut(&Path) -> Option<(bool, bool)>;
