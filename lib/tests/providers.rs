@@ -711,11 +711,11 @@ async fn anthropic_thinking_text_tool_6_3() {
     assert_eq!(cap.request_line, "POST /v1/messages HTTP/1.1");
     assert_eq!(cap.header("x-api-key"), Some("sk-test"));
     assert_eq!(cap.header("anthropic-version"), Some("2023-06-01"));
-    assert!(cap
-        .header("anthropic-beta")
-        .unwrap()
-        .contains("fine-grained-tool-streaming-2025-05-14"));
+    // pi 1.6.0: tool input streams via `eager_input_streaming` on each
+    // tool, so no beta header without budget thinking.
+    assert_eq!(cap.header("anthropic-beta"), None);
     let b = &cap.body;
+    assert_eq!(b["tools"][0]["eager_input_streaming"], json!(true));
     assert_eq!(
         b["system"],
         json!([{"type":"text","text":"You are terse.","cache_control":{"type":"ephemeral"}}])
@@ -771,6 +771,7 @@ async fn anthropic_thinking_budget_and_parallel_tools() {
         s += &format!("event: content_block_stop\ndata: {{\"type\":\"content_block_stop\",\"index\":{i}}}\n\n");
     }
     s += "event: message_delta\ndata: {\"type\":\"message_delta\",\"delta\":{\"stop_reason\":\"tool_use\"},\"usage\":{\"output_tokens\":30}}\n\n";
+    s += "event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n";
     let (base, log) = serve(sse(&s)).await;
     let mut req = request(model(
         "anthropic-messages",
@@ -793,7 +794,11 @@ async fn anthropic_thinking_budget_and_parallel_tools() {
     assert_eq!(b["max_tokens"], json!(8192));
     assert_eq!(
         b["thinking"],
-        json!({"type":"enabled","budget_tokens":7168})
+        json!({"type":"enabled","budget_tokens":7168,"display":"summarized"})
+    );
+    assert_eq!(
+        log.lock().unwrap()[0].header("anthropic-beta"),
+        Some("interleaved-thinking-2025-05-14")
     );
 }
 
@@ -851,7 +856,7 @@ async fn responses_reasoning_and_function_call_6_5() {
     );
     assert_eq!(
         b["tools"][0],
-        json!({"type":"function","name":"get_weather","description":"Weather for a place","parameters":{"type":"object","properties":{"location":{"type":"string"}},"required":["location"]},"strict":false})
+        json!({"type":"function","name":"get_weather","description":"Weather for a place","parameters":{"type":"object","properties":{"location":{"type":"string"}},"required":["location"]}})
     );
     assert_eq!(b["max_output_tokens"], json!(8192));
 }
