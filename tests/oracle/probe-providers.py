@@ -17,7 +17,8 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 NODE = os.environ["NODE22"]
-PI = shlex.split(os.environ["PI160"])
+# PROBE_PI runs another command in pi's place (e.g. target/debug/pi-run) for side-by-side runs.
+PI = shlex.split(os.environ.get("PROBE_PI") or os.environ["PI160"])
 
 
 def sse(events):
@@ -272,6 +273,9 @@ def cases():
     c["body-anthropic-adaptive-compat"] = c["body-anthropic"]
     c["body-anthropic-builtin"] = c["body-anthropic"]
     c["body-responses-builtin"] = c["body-responses"]
+    c["strict-null-args"] = ("openai-responses", [{"body": rs_tool('{"command":"echo hi","timeout":null}')}, {"body": rs_text(["done"])}])
+    c["strict-null-args-custom"] = c["strict-null-args"]
+    c["body-completions-strict"] = c["goodargs-completions"]
     c["body-completions-maxtokens"] = c["goodargs-completions"]
     c["body-anthropic-maxtokens"] = c["body-anthropic"]
     return c
@@ -285,6 +289,8 @@ OPTIONS = {
     "body-anthropic-builtin": {"extra_args": ["--thinking", "medium"], "model_id": "claude-sonnet-4-6", "builtin": "anthropic"},
     "body-responses-builtin": {"extra_args": ["--thinking", "medium"], "model_id": "gpt-5-mini", "builtin": "openai"},
     "body-completions-maxtokens": {"max_tokens": 100000},
+    "body-completions-strict": {"compat": {"supportsStrictMode": True}},
+    "strict-null-args": {"model_id": "gpt-5-mini", "builtin": "openai"},
     "body-anthropic-maxtokens": {"max_tokens": 100000},
     "body-anthropic-adaptive": {"reasoning": True, "extra_args": ["--thinking", "medium"], "model_id": "claude-sonnet-4-6"},
 }

@@ -178,6 +178,10 @@ pub fn build_body(req: &Request) -> Value {
             .compat_value("supportsCacheControlOnTools")
             .and_then(Value::as_bool)
             .unwrap_or(true);
+        let strict = model
+            .compat_value("supportsStrictTools")
+            .and_then(Value::as_bool)
+            .unwrap_or(false);
         let tools: Vec<Value> = req
             .tools
             .iter()
@@ -198,7 +202,12 @@ pub fn build_body(req: &Request) -> Value {
                 tool.insert("name".into(), t.name.clone().into());
                 tool.insert("description".into(), t.description.clone().into());
                 tool.insert("eager_input_streaming".into(), true.into());
-                tool.insert("input_schema".into(), Value::Object(schema));
+                if strict {
+                    tool.insert("strict".into(), true.into());
+                    tool.insert("input_schema".into(), super::strict_schema(p));
+                } else {
+                    tool.insert("input_schema".into(), Value::Object(schema));
+                }
                 if cache_tools && i + 1 == n {
                     tool.insert("cache_control".into(), cc.clone());
                 }

@@ -561,6 +561,59 @@ fn final_arguments(raw: &str) -> Result<Value, String> {
     }
 }
 
+/// A tool schema in the form strict tool calling needs (what pi 1.6.0 sends
+/// to models whose compat has `supportsStrictMode` / `supportsStrictTools`):
+/// in every object with properties, all properties are required, the ones
+/// that were optional accept `null` too (`anyOf: [<schema>, {"type":
+/// "null"}]`), and no other properties are allowed.
+pub(crate) fn strict_schema(schema: &Value) -> Value {
+    let Value::Object(o) = schema else {
+        return schema.clone();
+    };
+    let mut out = Map::new();
+    let props = o.get("properties").and_then(Value::as_object);
+    let required: Vec<&str> = o
+        .get("required")
+        .and_then(Value::as_array)
+        .map(|r| r.iter().filter_map(Value::as_str).collect())
+        .unwrap_or_default();
+    for (k, v) in o {
+        let v = match (k.as_str(), props) {
+            ("properties", Some(p)) => Value::Object(
+                p.iter()
+                    .map(|(name, sub)| {
+                        let sub = strict_schema(sub);
+                        let sub = if required.contains(&name.as_str()) {
+                            sub
+                        } else {
+                            serde_json::json!({"anyOf": [sub, {"type": "null"}]})
+                        };
+                        (name.clone(), sub)
+                    })
+                    .collect(),
+            ),
+            ("required", Some(p)) => p.keys().cloned().map(Value::from).collect(),
+            ("items", _) => strict_schema(v),
+            ("anyOf" | "oneOf" | "allOf", _) => match v {
+                Value::Array(a) => a.iter().map(strict_schema).collect(),
+                other => other.clone(),
+            },
+            _ => v.clone(),
+        };
+        out.insert(k.clone(), v);
+    }
+    if let Some(p) = props {
+        if !out.contains_key("required") {
+            out.insert(
+                "required".into(),
+                p.keys().cloned().map(Value::from).collect(),
+            );
+        }
+        out.insert("additionalProperties".into(), false.into());
+    }
+    Value::Object(out)
+}
+
 /// Max output tokens pi sends when the caller gives none: the model's
 /// `maxTokens`, uncapped as pi 1.6.0 sends it (`None` when the model does
 /// not say).

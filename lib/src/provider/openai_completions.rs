@@ -166,9 +166,11 @@ pub fn build_body(req: &Request) -> Value {
                 let mut f = Map::new();
                 f.insert("name".into(), t.name.clone().into());
                 f.insert("description".into(), t.description.clone().into());
-                f.insert("parameters".into(), t.parameters.clone());
                 if compat.supports_strict_mode {
+                    f.insert("parameters".into(), super::strict_schema(&t.parameters));
                     f.insert("strict".into(), true.into());
+                } else {
+                    f.insert("parameters".into(), t.parameters.clone());
                 }
                 json!({"type": "function", "function": Value::Object(f)})
             })

@@ -50,12 +50,22 @@ pub fn build_body(req: &Request) -> Value {
         body.insert("max_output_tokens".into(), mt.into());
     }
     if !req.tools.is_empty() {
+        let strict = model
+            .compat_value("supportsStrictMode")
+            .and_then(Value::as_bool)
+            .unwrap_or(false);
         let tools: Vec<Value> = req
             .tools
             .iter()
             .map(|t| {
-                // pi 1.6.0 sends no `strict` key (strict: false is the default).
-                json!({"type": "function", "name": t.name, "description": t.description, "parameters": t.parameters})
+                // pi 1.6.0 sends no `strict` key unless the model does
+                // strict mode (strict: false is the API's default).
+                if strict {
+                    json!({"type": "function", "name": t.name, "description": t.description,
+                           "parameters": super::strict_schema(&t.parameters), "strict": true})
+                } else {
+                    json!({"type": "function", "name": t.name, "description": t.description, "parameters": t.parameters})
+                }
             })
             .collect();
         body.insert("tools".into(), Value::Array(tools));

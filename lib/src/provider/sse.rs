@@ -269,14 +269,16 @@ pub fn openai_http_error(status: u16, body: &str) -> String {
     }
 }
 
-/// Anthropic-SDK style: `<status> <body JSON text>`, `<status> status code
-/// (no body)` when empty.
+/// Anthropic-SDK style: `<status> <body JSON, compact>` (other text as
+/// is), `<status> status code (no body)` when empty.
 pub fn plain_http_error(status: u16, body: &str) -> String {
     let trimmed = body.trim();
     if trimmed.is_empty() {
-        format!("{status} status code (no body)")
-    } else {
-        format!("{status} {trimmed}")
+        return format!("{status} status code (no body)");
+    }
+    match serde_json::from_str::<Value>(trimmed) {
+        Ok(v) => format!("{status} {v}"),
+        Err(_) => format!("{status} {trimmed}"),
     }
 }
 
@@ -593,6 +595,7 @@ mod tests {
         );
         assert_eq!(openai_http_error(500, "boom"), "500 boom");
         assert_eq!(openai_http_error(503, ""), "503 status code (no body)");
-        assert_eq!(plain_http_error(529, "{\"a\":1}"), "529 {\"a\":1}");
+        assert_eq!(plain_http_error(529, "{\"a\": 1}"), "529 {\"a\":1}");
+        assert_eq!(plain_http_error(502, "Bad gateway"), "502 Bad gateway");
     }
 }
