@@ -7,6 +7,7 @@ mod common;
 mod peers;
 mod pi_compat;
 mod prompt;
+mod providers_vs_pi;
 mod resources;
 mod roundtrip;
 mod run;

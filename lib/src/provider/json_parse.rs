@@ -43,7 +43,7 @@ pub fn v8_error(text: &str) -> Option<String> {
 enum Found {
     /// The input ended where a value or a character was needed.
     End,
-    /// A message "… in JSON at position N" for byte offset `at`.
+    /// A message "… at position N" for byte offset `at`.
     At(&'static str, usize),
     /// A character that cannot start or continue what is being read.
     Token(usize),
@@ -53,7 +53,7 @@ impl Found {
     fn render(&self, src: &str) -> String {
         match *self {
             Found::End => "Unexpected end of JSON input".into(),
-            Found::At(what, at) => format!("{what} in JSON at position {}", position(src, at)),
+            Found::At(what, at) => format!("{what} at position {}", position(src, at)),
             Found::Token(at) => unexpected_token(src, at),
         }
     }
@@ -154,15 +154,15 @@ impl Scanner<'_> {
         loop {
             if self.peek() != Some(b'"') {
                 return Err(self.at(if first {
-                    "Expected property name or '}'"
+                    "Expected property name or '}' in JSON"
                 } else {
-                    "Expected double-quoted property name"
+                    "Expected double-quoted property name in JSON"
                 }));
             }
             self.string()?;
             self.ws();
             if self.peek() != Some(b':') {
-                return Err(self.at("Expected ':' after property name"));
+                return Err(self.at("Expected ':' after property name in JSON"));
             }
             self.i += 1;
             self.value()?;
@@ -177,7 +177,7 @@ impl Scanner<'_> {
                     self.i += 1;
                     return Ok(());
                 }
-                _ => return Err(self.at("Expected ',' or '}' after property value")),
+                _ => return Err(self.at("Expected ',' or '}' after property value in JSON")),
             }
         }
     }
@@ -198,7 +198,7 @@ impl Scanner<'_> {
                     self.i += 1;
                     return Ok(());
                 }
-                _ => return Err(self.at("Expected ',' or ']' after array element")),
+                _ => return Err(self.at("Expected ',' or ']' after array element in JSON")),
             }
         }
     }
@@ -207,7 +207,7 @@ impl Scanner<'_> {
         self.i += 1;
         loop {
             match self.peek() {
-                None => return Err(self.at("Unterminated string")),
+                None => return Err(self.at("Unterminated string in JSON")),
                 Some(b'"') => {
                     self.i += 1;
                     return Ok(());
@@ -222,15 +222,15 @@ impl Scanner<'_> {
                             for _ in 0..4 {
                                 match self.peek() {
                                     Some(c) if c.is_ascii_hexdigit() => self.i += 1,
-                                    _ => return Err(self.at("Bad Unicode escape")),
+                                    _ => return Err(self.at("Bad Unicode escape in JSON")),
                                 }
                             }
                         }
-                        Some(_) => return Err(self.at("Bad escaped character")),
+                        Some(_) => return Err(self.at("Bad escaped character in JSON")),
                     }
                 }
                 Some(c) if c < 0x20 => {
-                    return Err(self.at("Bad control character in string literal"))
+                    return Err(self.at("Bad control character in string literal in JSON"))
                 }
                 Some(_) => {
                     // Skip one whole UTF-8 character.
@@ -255,16 +255,16 @@ impl Scanner<'_> {
             Some(b'0') => {
                 self.i += 1;
                 if matches!(self.peek(), Some(b'0'..=b'9')) {
-                    return Err(self.at("Unexpected number"));
+                    return Err(self.at("Unexpected number in JSON"));
                 }
             }
             Some(b'1'..=b'9') => self.digits(),
-            _ => return Err(self.at("No number after minus sign")),
+            _ => return Err(self.at("No number after minus sign in JSON")),
         }
         if self.peek() == Some(b'.') {
             self.i += 1;
             if !matches!(self.peek(), Some(b'0'..=b'9')) {
-                return Err(self.at("Unterminated fractional number"));
+                return Err(self.at("Unterminated fractional number in JSON"));
             }
             self.digits();
         }
@@ -274,7 +274,7 @@ impl Scanner<'_> {
                 self.i += 1;
             }
             if !matches!(self.peek(), Some(b'0'..=b'9')) {
-                return Err(self.at("Exponent part is missing a number"));
+                return Err(self.at("Exponent part is missing a number in JSON"));
             }
             self.digits();
         }
