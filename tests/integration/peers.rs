@@ -511,17 +511,12 @@ fn fakellm_arguments_that_are_not_an_object_are_not_run() {
     for provider in ["fk-chat/gpt-4o-mini", "fk-anth/claude-sonnet-4-5"] {
         // fakellm keeps per-conversation state (tool results seen).
         fk.reset();
+        // A bounded run: code that mis-answered the call would loop on
+        // fakellm's rule instead of ending.
         let out = sb
             .cmd("pi-run")
-            .args([
-                "--no-session",
-                "--mode",
-                "json",
-                "--model",
-                provider,
-                "--tools",
-                "bash",
-            ])
+            .args(["--no-session", "--mode", "json", "--max-turns", "3"])
+            .args(["--model", provider, "--tools", "bash"])
             .arg("make the call")
             .output()
             .unwrap();
