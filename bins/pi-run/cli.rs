@@ -200,7 +200,8 @@ pub struct Cli {
     #[arg(long, value_name = "N")]
     pub max_turns: Option<u32>,
 
-    /// Give up on a model response after this many seconds without data.
+    /// Give up on a model response after this many seconds without data;
+    /// the attempt is retried like a dropped connection (settings `retry`).
     #[arg(long, value_name = "SECS", default_value_t = 120)]
     pub idle_timeout: u64,
 

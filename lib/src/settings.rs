@@ -105,7 +105,7 @@ impl Settings {
         self.values.get(key).and_then(Value::as_str)
     }
 
-    /// The `retry` settings (enabled, maxRetries, baseDelayMs).
+    /// The `retry` settings (enabled, maxRetries, baseDelayMs, maxAgentDelayMs).
     pub fn retry(&self) -> RetrySettings {
         let mut r = RetrySettings::default();
         if let Some(Value::Object(o)) = self.values.get("retry") {
@@ -117,6 +117,9 @@ impl Settings {
             }
             if let Some(n) = o.get("baseDelayMs").and_then(Value::as_u64) {
                 r.base_delay_ms = n;
+            }
+            if let Some(n) = o.get("maxAgentDelayMs").and_then(Value::as_u64) {
+                r.max_delay_ms = n;
             }
         }
         r
@@ -165,7 +168,7 @@ mod tests {
         std::fs::create_dir_all(t.path().join("p/.pi")).unwrap();
         std::fs::write(
             t.path().join("settings.json"),
-            r#"{"retry":{"maxRetries":5,"baseDelayMs":10}}"#,
+            r#"{"retry":{"maxRetries":5,"baseDelayMs":10,"maxAgentDelayMs":500}}"#,
         )
         .unwrap();
         std::fs::write(
@@ -177,6 +180,7 @@ mod tests {
         assert_eq!(s.retry().max_retries, 5);
         let s = Settings::load(t.path(), &t.path().join("p"), true).unwrap();
         assert_eq!((s.retry().max_retries, s.retry().base_delay_ms), (1, 10));
+        assert_eq!(s.retry().max_delay_ms, 500);
     }
 
     /// pi 1.6.0's merge of `defaultTools` (user, project → merged), as

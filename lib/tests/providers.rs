@@ -7,11 +7,12 @@
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use pi_lib::agent::retry;
 use pi_lib::format::message::AssistantMessage;
 use pi_lib::format::model::{Model, ThinkingLevel};
 use pi_lib::format::tool::ToolDefinition;
 use pi_lib::format::ContentBlock;
-use pi_lib::provider::{self, Request, StreamEvent};
+use pi_lib::provider::{self, FailureKind, Request, StreamEvent};
 use regex::Regex;
 use serde_json::{json, Value};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -35,6 +36,8 @@ enum End {
 struct Reply {
     status: u16,
     content_type: &'static str,
+    /// More response headers.
+    headers: Vec<(&'static str, &'static str)>,
     body: Vec<u8>,
     /// Split the body into pieces of this many bytes.
     piece: usize,
@@ -45,6 +48,7 @@ fn sse(body: &str) -> Reply {
     Reply {
         status: 200,
         content_type: "text/event-stream",
+        headers: Vec::new(),
         body: body.as_bytes().to_vec(),
         piece: 7,
         end: End::Clean,
@@ -55,6 +59,7 @@ fn status(code: u16, body: &str) -> Reply {
     Reply {
         status: code,
         content_type: "application/json",
+        headers: Vec::new(),
         body: body.as_bytes().to_vec(),
         piece: 1 << 20,
         end: End::Clean,
@@ -128,8 +133,13 @@ async fn serve(reply: Reply) -> (String, Arc<Mutex<Vec<Captured>>>) {
                     headers,
                     body,
                 });
+                let extra: String = reply
+                    .headers
+                    .iter()
+                    .map(|(k, v)| format!("{k}: {v}\r\n"))
+                    .collect();
                 let head = format!(
-                    "HTTP/1.1 {} X\r\ncontent-type: {}\r\ntransfer-encoding: chunked\r\nconnection: close\r\n\r\n",
+                    "HTTP/1.1 {} X\r\ncontent-type: {}\r\n{extra}transfer-encoding: chunked\r\nconnection: close\r\n\r\n",
                     reply.status, reply.content_type
                 );
                 if sock.write_all(head.as_bytes()).await.is_err() {
@@ -711,11 +721,11 @@ async fn anthropic_thinking_text_tool_6_3() {
     assert_eq!(cap.request_line, "POST /v1/messages HTTP/1.1");
     assert_eq!(cap.header("x-api-key"), Some("sk-test"));
     assert_eq!(cap.header("anthropic-version"), Some("2023-06-01"));
-    assert!(cap
-        .header("anthropic-beta")
-        .unwrap()
-        .contains("fine-grained-tool-streaming-2025-05-14"));
+    // pi 1.6.0: tool input streams via `eager_input_streaming` on each
+    // tool, so no beta header without budget thinking.
+    assert_eq!(cap.header("anthropic-beta"), None);
     let b = &cap.body;
+    assert_eq!(b["tools"][0]["eager_input_streaming"], json!(true));
     assert_eq!(
         b["system"],
         json!([{"type":"text","text":"You are terse.","cache_control":{"type":"ephemeral"}}])
@@ -771,6 +781,7 @@ async fn anthropic_thinking_budget_and_parallel_tools() {
         s += &format!("event: content_block_stop\ndata: {{\"type\":\"content_block_stop\",\"index\":{i}}}\n\n");
     }
     s += "event: message_delta\ndata: {\"type\":\"message_delta\",\"delta\":{\"stop_reason\":\"tool_use\"},\"usage\":{\"output_tokens\":30}}\n\n";
+    s += "event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n";
     let (base, log) = serve(sse(&s)).await;
     let mut req = request(model(
         "anthropic-messages",
@@ -793,7 +804,11 @@ async fn anthropic_thinking_budget_and_parallel_tools() {
     assert_eq!(b["max_tokens"], json!(8192));
     assert_eq!(
         b["thinking"],
-        json!({"type":"enabled","budget_tokens":7168})
+        json!({"type":"enabled","budget_tokens":7168,"display":"summarized"})
+    );
+    assert_eq!(
+        log.lock().unwrap()[0].header("anthropic-beta"),
+        Some("interleaved-thinking-2025-05-14")
     );
 }
 
@@ -851,7 +866,7 @@ async fn responses_reasoning_and_function_call_6_5() {
     );
     assert_eq!(
         b["tools"][0],
-        json!({"type":"function","name":"get_weather","description":"Weather for a place","parameters":{"type":"object","properties":{"location":{"type":"string"}},"required":["location"]},"strict":false})
+        json!({"type":"function","name":"get_weather","description":"Weather for a place","parameters":{"type":"object","properties":{"location":{"type":"string"}},"required":["location"]}})
     );
     assert_eq!(b["max_output_tokens"], json!(8192));
 }
@@ -1022,6 +1037,190 @@ async fn google_text_max_tokens_parallel_calls_and_thinking_budget() {
 
 // ---------------------------------------------------------------- failures, all APIs
 
+/// Streams like [`replay`], also returning the failure details.
+async fn replay_detailed(api: &str, reply: Reply) -> (provider::Streamed, Vec<StreamEvent>) {
+    let (base, _) = serve(reply).await;
+    let mut events = Vec::new();
+    let mut sink = |e: &StreamEvent, _m: &AssistantMessage| events.push(e.clone());
+    let req = request(model(api, &base, tool_choice_id(api), [0.0; 4]));
+    let s = provider::stream_detailed(req, &mut sink).await;
+    (s, events)
+}
+
+/// A text stream "Hello" + <event cut in half> + " world" + a proper end.
+fn stream_with_malformed_event(api: &str) -> String {
+    let half = |v: Value| {
+        let t = v.to_string();
+        t[..t.len() / 2].to_string()
+    };
+    match api {
+        "openai-completions" => {
+            let c = |d: Value, f: Value| json!({"id":"c","choices":[{"index":0,"delta":d,"finish_reason":f}]});
+            format!(
+                "data: {}\n\ndata: {}\n\ndata: {}\n\ndata: {}\n\ndata: [DONE]\n\n",
+                c(json!({"content":"Hello"}), Value::Null),
+                half(c(json!({"content":" LOST"}), Value::Null)),
+                c(json!({"content":" world"}), Value::Null),
+                c(json!({}), json!("stop"))
+            )
+        }
+        "anthropic-messages" => {
+            let d = |t: &str| json!({"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":t}});
+            format!(
+                "{}event: content_block_delta\ndata: {}\n\nevent: content_block_delta\ndata: {}\n\nevent: content_block_stop\ndata: {{\"type\":\"content_block_stop\",\"index\":0}}\n\nevent: message_delta\ndata: {{\"type\":\"message_delta\",\"delta\":{{\"stop_reason\":\"end_turn\"}},\"usage\":{{\"output_tokens\":3}}}}\n\nevent: message_stop\ndata: {{\"type\":\"message_stop\"}}\n\n",
+                text_stream(api),
+                half(d(" LOST")),
+                d(" world")
+            )
+        }
+        "openai-responses" => {
+            let d = |t: &str| json!({"type":"response.output_text.delta","output_index":0,"content_index":0,"delta":t});
+            format!(
+                "{}event: response.output_text.delta\ndata: {}\n\nevent: response.output_text.delta\ndata: {}\n\nevent: response.completed\ndata: {{\"type\":\"response.completed\",\"response\":{{\"id\":\"r\",\"status\":\"completed\"}}}}\n\n",
+                text_stream(api),
+                half(d(" LOST")),
+                d(" world")
+            )
+        }
+        _ => {
+            let g = |t: &str, f: Option<&str>| {
+                let mut c = json!({"content":{"parts":[{"text":t}],"role":"model"},"index":0});
+                if let Some(f) = f {
+                    c["finishReason"] = f.into();
+                }
+                json!({"candidates":[c]})
+            };
+            format!(
+                "{}data: {}\r\n\r\ndata: {}\r\n\r\ndata: {}\r\n\r\n",
+                text_stream(api),
+                half(g(" LOST", None)),
+                g(" world", None),
+                g("", Some("STOP"))
+            )
+        }
+    }
+}
+
+#[tokio::test]
+async fn malformed_event_is_a_transport_error_with_pis_wording_on_every_api() {
+    for api in APIS {
+        let (s, ev) = replay_detailed(api, sse(&stream_with_malformed_event(api))).await;
+        let m = &s.message;
+        assert_eq!(m.stop_reason, "error", "{api}: {:?}", m.content);
+        // Nothing after the bad event is read: no word is silently lost.
+        assert_eq!(content(m)[0]["text"], "Hello", "{api}");
+        let e = m.error_message.clone().unwrap_or_default();
+        let ok = match api {
+            "openai-completions" | "openai-responses" => {
+                e == "Error reading response: malformed server-sent event JSON."
+            }
+            "anthropic-messages" => e.starts_with(
+                "Could not parse Anthropic SSE event content_block_delta: Unterminated string in JSON at position ",
+            ) && e.contains("; raw=event: content_block_delta\\ndata: {"),
+            _ => e.starts_with("Unterminated string in JSON at position "),
+        };
+        assert!(ok, "{api}: {e}");
+        assert_eq!(
+            s.failure.as_ref().map(|f| &f.kind),
+            Some(&FailureKind::Transport),
+            "{api}"
+        );
+        assert!(retry::should_retry(&e, s.failure.as_ref()), "{api}");
+        assert_terminal_once(&ev);
+    }
+}
+
+#[tokio::test]
+async fn cut_tool_arguments_are_recorded_never_repaired() {
+    let cut = r#"{"command": "rm -rf build && echo hel"#;
+    let want = format!(
+        "Unterminated string in JSON at position 37 (line 1 column 38)\n\nReceived arguments:\n{cut}"
+    );
+    let esc = serde_json::to_string(cut).unwrap();
+    let streams = [
+        ("openai-completions", format!(
+            "data: {{\"id\":\"c\",\"choices\":[{{\"index\":0,\"delta\":{{\"tool_calls\":[{{\"index\":0,\"id\":\"call_1\",\"type\":\"function\",\"function\":{{\"name\":\"bash\",\"arguments\":{esc}}}}}]}},\"finish_reason\":\"tool_calls\"}}]}}\n\ndata: [DONE]\n\n"
+        )),
+        ("anthropic-messages", format!(
+            "event: message_start\ndata: {{\"type\":\"message_start\",\"message\":{{\"id\":\"m\",\"usage\":{{}}}}}}\n\nevent: content_block_start\ndata: {{\"type\":\"content_block_start\",\"index\":0,\"content_block\":{{\"type\":\"tool_use\",\"id\":\"toolu_1\",\"name\":\"bash\",\"input\":{{}}}}}}\n\nevent: content_block_delta\ndata: {{\"type\":\"content_block_delta\",\"index\":0,\"delta\":{{\"type\":\"input_json_delta\",\"partial_json\":{esc}}}}}\n\nevent: content_block_stop\ndata: {{\"type\":\"content_block_stop\",\"index\":0}}\n\nevent: message_delta\ndata: {{\"type\":\"message_delta\",\"delta\":{{\"stop_reason\":\"tool_use\"}}}}\n\nevent: message_stop\ndata: {{\"type\":\"message_stop\"}}\n\n"
+        )),
+        ("openai-responses", format!(
+            "event: response.output_item.added\ndata: {{\"type\":\"response.output_item.added\",\"output_index\":0,\"item\":{{\"id\":\"fc_1\",\"type\":\"function_call\",\"arguments\":\"\",\"call_id\":\"call_1\",\"name\":\"bash\"}}}}\n\nevent: response.function_call_arguments.delta\ndata: {{\"type\":\"response.function_call_arguments.delta\",\"output_index\":0,\"delta\":{esc}}}\n\nevent: response.output_item.done\ndata: {{\"type\":\"response.output_item.done\",\"output_index\":0,\"item\":{{\"id\":\"fc_1\",\"type\":\"function_call\",\"arguments\":{esc},\"call_id\":\"call_1\",\"name\":\"bash\"}}}}\n\nevent: response.completed\ndata: {{\"type\":\"response.completed\",\"response\":{{\"id\":\"r\",\"status\":\"completed\"}}}}\n\n"
+        )),
+    ];
+    for (api, body) in streams {
+        let (s, ev) = replay_detailed(api, sse(&body)).await;
+        assert_eq!(
+            s.message.stop_reason, "toolUse",
+            "{api}: {:?}",
+            s.message.error_message
+        );
+        let call = &content(&s.message)[0];
+        assert_eq!(call["arguments"], json!({}), "{api}");
+        assert_eq!(call["argumentsError"], json!(want), "{api}");
+        let end = ev.iter().find_map(|e| match e {
+            StreamEvent::ToolCallEnd { tool_call, .. } => Some(tool_call.clone()),
+            _ => None,
+        });
+        assert_eq!(end.map(|t| t.arguments), Some(json!({})), "{api}");
+    }
+}
+
+#[tokio::test]
+async fn cut_off_streams_are_transport_failures_with_pis_wording() {
+    let wording = [
+        ("openai-completions", "Stream ended without finish_reason"),
+        (
+            "anthropic-messages",
+            "Anthropic stream ended before message_stop",
+        ),
+        (
+            "openai-responses",
+            "OpenAI Responses stream ended before a terminal response event",
+        ),
+        (
+            "google-generative-ai",
+            "Google stream ended without a finish reason",
+        ),
+    ];
+    for (api, want) in wording {
+        let (s, _) = replay_detailed(api, sse(&text_stream(api))).await;
+        assert_eq!(s.message.error_message.as_deref(), Some(want), "{api}");
+        assert_eq!(
+            s.failure.map(|f| f.kind),
+            Some(FailureKind::Transport),
+            "{api}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn http_errors_carry_their_status_and_retry_after() {
+    for api in APIS {
+        let mut r = status(429, r#"{"error":{"message":"slow down"}}"#);
+        r.headers = vec![("retry-after", "2")];
+        let (s, _) = replay_detailed(api, r).await;
+        let f = s.failure.expect("failure info");
+        assert_eq!(f.kind, FailureKind::Http(429), "{api}");
+        assert_eq!(f.retry_after, Some(Duration::from_secs(2)), "{api}");
+        let mut r = status(503, "");
+        r.headers = vec![("retry-after-ms", "1500")];
+        let (s, _) = replay_detailed(api, r).await;
+        let f = s.failure.expect("failure info");
+        assert_eq!(f.retry_after, Some(Duration::from_millis(1500)), "{api}");
+        // A 400 that names another status in its text is still a 400.
+        let (s, _) = replay_detailed(
+            api,
+            status(400, r#"{"error":{"message":"max_tokens 429 too large"}}"#),
+        )
+        .await;
+        let f = s.failure.expect("failure info");
+        assert_eq!(f.kind, FailureKind::Http(400), "{api}");
+        let e = s.message.error_message.unwrap_or_default();
+        assert!(!retry::should_retry(&e, Some(&f)), "{api}: {e}");
+    }
+}
+
 #[tokio::test]
 async fn http_429_is_retryable_for_every_api() {
     for api in APIS {
@@ -1128,6 +1327,7 @@ async fn garbage_body_is_a_clear_error() {
         let r = Reply {
             status: 200,
             content_type: "text/html",
+            headers: Vec::new(),
             body: b"<html><body>Bad gateway page</body></html>\n".to_vec(),
             piece: 5,
             end: End::Clean,

@@ -4,9 +4,11 @@
 mod bad_input;
 mod cli_docs;
 mod common;
+mod peers;
 mod pi_compat;
 mod pi_flags;
 mod prompt;
+mod providers_vs_pi;
 mod resources;
 mod roundtrip;
 mod run;

@@ -167,22 +167,24 @@ impl Agent {
             first_run = false;
             // Automatic retry of transient provider errors.
             let retry_error = match &result {
-                TurnsEnd::ModelError(msg) if !self.cancel.is_cancelled() => Some(msg.clone()),
+                TurnsEnd::ModelError(msg, info) if !self.cancel.is_cancelled() => {
+                    Some((msg.clone(), info.clone()))
+                }
                 _ => None,
             };
             let will_retry = match &retry_error {
-                Some(err) => {
+                Some((err, info)) => {
                     self.opts.retry.enabled
-                        && retry::is_retryable(err)
+                        && retry::should_retry(err, info.as_ref())
                         && attempt < self.opts.retry.max_retries
                 }
                 None => false,
             };
             emit(&events::agent_end(&new_messages, will_retry));
-            if let Some(err) = retry_error {
+            if let Some((err, info)) = retry_error {
                 if will_retry {
                     attempt += 1;
-                    let delay = self.opts.retry.delay_ms(attempt);
+                    let delay = self.opts.retry.delay_for(attempt, info.as_ref());
                     emit(
                         &json!({"type": "auto_retry_start", "attempt": attempt, "maxAttempts": self.opts.retry.max_retries, "delayMs": delay, "errorMessage": err}),
                     );
@@ -225,7 +227,7 @@ impl Agent {
             let last = last_assistant(&new_messages);
             let error = match result {
                 TurnsEnd::Done => None,
-                TurnsEnd::ModelError(e) | TurnsEnd::Failed(e) => Some(e),
+                TurnsEnd::ModelError(e, _) | TurnsEnd::Failed(e) => Some(e),
                 TurnsEnd::Aborted => Some("Request was aborted".into()),
                 TurnsEnd::MaxTurns(n) => Some(format!(
                     "stopped after {n} turns (--max-turns) while the model still had tool calls"
@@ -266,7 +268,7 @@ impl Agent {
                     return TurnsEnd::Failed(e);
                 }
             }
-            let assistant = self.stream_assistant(emit).await;
+            let (assistant, failure) = self.stream_assistant(emit).await;
             let msg = AgentMessage::Assistant(assistant.clone());
             if let Err(e) = self.append_message(msg.clone()) {
                 return TurnsEnd::Failed(e);
@@ -289,7 +291,7 @@ impl Agent {
                 return if assistant.stop_reason == "aborted" || self.cancel.is_cancelled() {
                     TurnsEnd::Aborted
                 } else {
-                    TurnsEnd::ModelError(err)
+                    TurnsEnd::ModelError(err, failure)
                 };
             }
             let calls: Vec<ToolCallBlock> = assistant
@@ -321,7 +323,10 @@ impl Agent {
         }
     }
 
-    async fn stream_assistant(&mut self, emit: Emit<'_>) -> AssistantMessage {
+    async fn stream_assistant(
+        &mut self,
+        emit: Emit<'_>,
+    ) -> (AssistantMessage, Option<provider::FailureInfo>) {
         let ctx = self.store.session.context(None);
         let msgs: Vec<AgentMessage> = ctx.messages.into_iter().map(|(_, m)| m).collect();
         let llm = convert::to_llm(&msgs);
@@ -360,7 +365,10 @@ impl Agent {
                 emit(&events::message_update(other, partial));
             }
         };
-        let mut msg = provider::stream(req, &mut sink).await;
+        let provider::Streamed {
+            message: mut msg,
+            failure,
+        } = provider::stream_detailed(req, &mut sink).await;
         msg.extra.insert(
             "durationMs".into(),
             (started.elapsed().as_millis() as u64).into(),
@@ -372,7 +380,7 @@ impl Agent {
             emit(&events::message("message_start", &as_agent));
         }
         emit(&events::message("message_end", &as_agent));
-        msg
+        (msg, failure)
     }
 
     /// Validates and runs tool calls: all starts first, failures answered at
@@ -399,9 +407,15 @@ impl Agent {
         let mut running = 0usize;
         for (i, call) in calls.iter().enumerate() {
             emit(&events::tool_start(&call.id, &call.name, &call.arguments));
-            let prepared = match by_name.get(&call.name) {
-                None => Err(format!("Tool {} not found", call.name)),
-                Some(tool) => crate::tools::validate::validate_args(
+            let arguments_error = call.extra.get("argumentsError").and_then(Value::as_str);
+            let prepared = match (by_name.get(&call.name), arguments_error) {
+                (None, _) => Err(format!("Tool {} not found", call.name)),
+                // Arguments that were not JSON are never repaired and run
+                // (pi 1.6.0's wording; the provider recorded why).
+                (Some(_), Some(e)) => {
+                    Err(format!("Invalid arguments for tool \"{}\": {e}", call.name))
+                }
+                (Some(tool), None) => crate::tools::validate::validate_args(
                     &call.name,
                     &tool.definition().parameters,
                     &call.arguments,
@@ -509,7 +523,7 @@ fn last_assistant(msgs: &[AgentMessage]) -> Option<AssistantMessage> {
 #[derive(Debug, Clone, PartialEq)]
 enum TurnsEnd {
     Done,
-    ModelError(String),
+    ModelError(String, Option<provider::FailureInfo>),
     Aborted,
     MaxTurns(u32),
     Failed(String),

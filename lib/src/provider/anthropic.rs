@@ -12,13 +12,15 @@ use serde_json::{json, Map, Value};
 
 use super::sse::{self, Failure, HttpCall};
 use super::transform::{anthropic_id, transform_messages};
-use super::{default_max_tokens, join_url, model_and_call_headers, EventSink, Out, Request};
-use crate::format::message::{AssistantMessage, UserContent};
+use super::{
+    default_max_tokens, join_url, model_and_call_headers, EventSink, Out, Request, Streamed,
+};
+use crate::format::message::UserContent;
 use crate::format::model::{Model, ThinkingLevel};
 use crate::format::{AgentMessage, ContentBlock};
 
 /// Streams one assistant message.
-pub async fn stream(req: Request, on_event: EventSink<'_>) -> AssistantMessage {
+pub async fn stream(req: Request, on_event: EventSink<'_>) -> Streamed {
     let mut out = Out::new(&req.model, on_event);
     // pi's Anthropic path announces the message before the HTTP answer.
     out.start();
@@ -38,16 +40,19 @@ pub async fn stream(req: Request, on_event: EventSink<'_>) -> AssistantMessage {
     read_stream(stream, out).await
 }
 
+/// Adaptive thinking only where the model's compat asks for it: pi 1.6.0
+/// does not guess from the id (a custom `claude-sonnet-4-6` gets budget
+/// thinking; the built-in one has `forceAdaptiveThinking`).
 fn is_adaptive(model: &Model) -> bool {
-    if let Some(v) = model
+    model
         .compat_value("forceAdaptiveThinking")
         .and_then(Value::as_bool)
-    {
-        return v;
-    }
-    ["opus-4-6", "opus-4.6", "sonnet-4-6", "sonnet-4.6"]
-        .iter()
-        .any(|p| model.id.contains(p))
+        .unwrap_or(false)
+}
+
+/// Whether this request thinks with a token budget (not adaptive).
+fn budget_thinking(req: &Request) -> bool {
+    req.model.reasoning && req.thinking != ThinkingLevel::Off && !is_adaptive(&req.model)
 }
 
 fn is_oauth(req: &Request) -> bool {
@@ -67,8 +72,10 @@ pub fn headers(req: &Request) -> Vec<(String, String)> {
             "true".into(),
         ),
     ];
-    let mut betas = vec!["fine-grained-tool-streaming-2025-05-14"];
-    if !is_adaptive(&req.model) {
+    // Tool input streams through `eager_input_streaming` on each tool, so
+    // the only beta left is interleaved thinking, and only with a budget.
+    let mut betas = Vec::new();
+    if budget_thinking(req) {
         betas.push("interleaved-thinking-2025-05-14");
     }
     match &req.api_key {
@@ -81,7 +88,9 @@ pub fn headers(req: &Request) -> Vec<(String, String)> {
         Some(k) => h.push(("x-api-key".into(), k.clone())),
         None => {}
     }
-    h.push(("anthropic-beta".into(), betas.join(",")));
+    if !betas.is_empty() {
+        h.push(("anthropic-beta".into(), betas.join(",")));
+    }
     h.extend(model_and_call_headers(req));
     h
 }
@@ -134,7 +143,10 @@ pub fn build_body(req: &Request) -> Value {
                 }
                 _ => "high",
             };
-            thinking = Some((json!({"type": "adaptive"}), Some(json!({"effort": effort}))));
+            thinking = Some((
+                json!({"type": "adaptive", "display": "summarized"}),
+                Some(json!({"effort": effort})),
+            ));
         } else {
             let mut budget = budget_for(level);
             let cap = if model.max_tokens > 0 {
@@ -146,7 +158,10 @@ pub fn build_body(req: &Request) -> Value {
             if max_tokens <= budget {
                 budget = max_tokens.saturating_sub(1024);
             }
-            thinking = Some((json!({"type": "enabled", "budget_tokens": budget}), None));
+            thinking = Some((
+                json!({"type": "enabled", "budget_tokens": budget, "display": "summarized"}),
+                None,
+            ));
         }
     }
     body.insert("max_tokens".into(), max_tokens.into());
@@ -163,6 +178,10 @@ pub fn build_body(req: &Request) -> Value {
             .compat_value("supportsCacheControlOnTools")
             .and_then(Value::as_bool)
             .unwrap_or(true);
+        let strict = model
+            .compat_value("supportsStrictTools")
+            .and_then(Value::as_bool)
+            .unwrap_or(false);
         let tools: Vec<Value> = req
             .tools
             .iter()
@@ -182,7 +201,13 @@ pub fn build_body(req: &Request) -> Value {
                 let mut tool = Map::new();
                 tool.insert("name".into(), t.name.clone().into());
                 tool.insert("description".into(), t.description.clone().into());
-                tool.insert("input_schema".into(), Value::Object(schema));
+                tool.insert("eager_input_streaming".into(), true.into());
+                if strict {
+                    tool.insert("strict".into(), true.into());
+                    tool.insert("input_schema".into(), super::strict_schema(p));
+                } else {
+                    tool.insert("input_schema".into(), Value::Object(schema));
+                }
                 if cache_tools && i + 1 == n {
                     tool.insert("cache_control".into(), cc.clone());
                 }
@@ -327,11 +352,28 @@ fn convert_messages(req: &Request, cc: &Value) -> Vec<Value> {
     out
 }
 
-async fn read_stream(mut stream: sse::SseStream, mut out: Out<'_>) -> AssistantMessage {
+/// pi 1.6.0's error for an event whose data is not JSON: the event name,
+/// `JSON.parse`'s reason, the data, and the raw lines (newlines as `\n`).
+fn malformed(ev: &sse::SseEvent, reason: &str) -> Failure {
+    let mut raw: Vec<String> = Vec::new();
+    if !ev.event.is_empty() {
+        raw.push(format!("event: {}", ev.event));
+    }
+    raw.extend(ev.data.split('\n').map(|l| format!("data: {l}")));
+    Failure::Transport(format!(
+        "Could not parse Anthropic SSE event {}: {reason}; data={}; raw={}",
+        ev.event,
+        ev.data,
+        raw.join("\\n")
+    ))
+}
+
+async fn read_stream(mut stream: sse::SseStream, mut out: Out<'_>) -> Streamed {
     // server block index -> content index
     let mut blocks: HashMap<u64, usize> = HashMap::new();
     let mut stop: Option<String> = None;
     let mut saw_event = false;
+    let mut saw_message_stop = false;
     let mut usage = [0u64; 4]; // input, output, cacheRead, cacheWrite
     loop {
         let ev = match stream.next().await {
@@ -339,8 +381,9 @@ async fn read_stream(mut stream: sse::SseStream, mut out: Out<'_>) -> AssistantM
             Ok(None) => break,
             Err(f) => return out.fail(f),
         };
-        let Ok(data) = serde_json::from_str::<Value>(&ev.data) else {
-            continue;
+        let data = match super::json_parse::parse(&ev.data) {
+            Ok(d) => d,
+            Err(reason) => return out.fail(malformed(&ev, &reason)),
         };
         let kind = data
             .get("type")
@@ -443,6 +486,10 @@ async fn read_stream(mut stream: sse::SseStream, mut out: Out<'_>) -> AssistantM
                     out.end(i);
                 }
             }
+            "message_stop" => {
+                saw_message_stop = true;
+                break;
+            }
             "message_delta" => {
                 if let Some(r) = data.pointer("/delta/stop_reason").and_then(Value::as_str) {
                     stop = Some(r.to_string());
@@ -460,10 +507,13 @@ async fn read_stream(mut stream: sse::SseStream, mut out: Out<'_>) -> AssistantM
             return out.fail(Failure::Error(e));
         }
     }
-    let Some(stop) = stop else {
-        return out.fail(Failure::Error(
-            "terminated: the stream ended before the message was complete".into(),
+    if !saw_message_stop {
+        return out.fail(Failure::Transport(
+            "Anthropic stream ended before message_stop".into(),
         ));
+    }
+    let Some(stop) = stop else {
+        return out.done("stop");
     };
     out.msg
         .extra

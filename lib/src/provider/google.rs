@@ -13,15 +13,17 @@ use serde_json::{json, Map, Value};
 
 use super::sse::{self, Failure, HttpCall};
 use super::transform::{same_model, sanitize_id, transform_messages};
-use super::{default_max_tokens, join_url, model_and_call_headers, EventSink, Out, Request};
-use crate::format::message::{AssistantMessage, UserContent};
+use super::{
+    default_max_tokens, join_url, model_and_call_headers, EventSink, Out, Request, Streamed,
+};
+use crate::format::message::UserContent;
 use crate::format::model::{Model, ThinkingLevel};
 use crate::format::{AgentMessage, ContentBlock};
 
 static CALL_COUNTER: AtomicU64 = AtomicU64::new(0);
 
 /// Streams one assistant message.
-pub async fn stream(req: Request, on_event: EventSink<'_>) -> AssistantMessage {
+pub async fn stream(req: Request, on_event: EventSink<'_>) -> Streamed {
     let out = Out::new(&req.model, on_event);
     let body = build_body(&req);
     let mut headers = vec![("content-type".to_string(), "application/json".to_string())];
@@ -262,7 +264,7 @@ fn convert_contents(req: &Request) -> Vec<Value> {
     out
 }
 
-async fn read_stream(mut stream: sse::SseStream, mut out: Out<'_>) -> AssistantMessage {
+async fn read_stream(mut stream: sse::SseStream, mut out: Out<'_>) -> Streamed {
     out.start();
     // (content index, is thinking) of the open text/thinking block
     let mut open: Option<(usize, bool)> = None;
@@ -275,8 +277,13 @@ async fn read_stream(mut stream: sse::SseStream, mut out: Out<'_>) -> AssistantM
             Ok(None) => break,
             Err(f) => return out.fail(f),
         };
-        let Ok(chunk) = serde_json::from_str::<Value>(&ev.data) else {
+        if ev.data.trim().is_empty() {
             continue;
+        }
+        // A malformed chunk is an error (pi 1.6.0: `JSON.parse`'s message).
+        let chunk = match super::json_parse::parse(&ev.data) {
+            Ok(c) => c,
+            Err(reason) => return out.fail(Failure::Transport(reason)),
         };
         saw_event = true;
         if let Some(err) = chunk.get("error").filter(|e| e.is_object()) {
@@ -285,11 +292,15 @@ async fn read_stream(mut stream: sse::SseStream, mut out: Out<'_>) -> AssistantM
                 .and_then(Value::as_str)
                 .map(str::to_string)
                 .unwrap_or_else(|| err.to_string());
-            let code = err.get("code").and_then(Value::as_u64);
-            return out.fail(Failure::Error(match code {
-                Some(c) => format!("{c} {msg}"),
-                None => msg,
-            }));
+            // An error chunk carries the HTTP status it stands for.
+            return out.fail(match err.get("code").and_then(Value::as_u64) {
+                Some(c) => Failure::Http {
+                    status: u16::try_from(c).unwrap_or(0),
+                    message: format!("{c} {msg}"),
+                    retry_after: None,
+                },
+                None => Failure::Error(msg),
+            });
         }
         if let Some(id) = chunk.get("responseId").and_then(Value::as_str) {
             out.msg.extra.insert("responseId".into(), id.into());
@@ -392,8 +403,8 @@ async fn read_stream(mut stream: sse::SseStream, mut out: Out<'_>) -> AssistantM
         }
     }
     let Some(fr) = finish else {
-        return out.fail(Failure::Error(
-            "terminated: the stream ended without a finishReason".into(),
+        return out.fail(Failure::Transport(
+            "Google stream ended without a finish reason".into(),
         ));
     };
     if let Some((p, _)) = open.take() {

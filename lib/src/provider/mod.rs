@@ -10,6 +10,7 @@
 pub mod anthropic;
 pub mod faux;
 pub mod google;
+pub mod json_parse;
 pub mod openai_completions;
 pub mod openai_responses;
 pub mod partial_json;
@@ -38,7 +39,7 @@ pub struct Request {
     pub tools: Vec<ToolDefinition>,
     pub api_key: Option<String>,
     pub thinking: ThinkingLevel,
-    /// Max output tokens (default: the model's, capped at 32000).
+    /// Max output tokens (default: the model's `maxTokens`).
     pub max_tokens: Option<u64>,
     /// Extra headers (model headers are added by the provider).
     pub headers: Vec<(String, String)>,
@@ -221,14 +222,74 @@ pub fn apply_cost(model: &Model, usage: &mut Usage) {
     };
 }
 
+/// What kind of failure ended a stream (see [`sse::Failure`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum FailureKind {
+    /// Cancelled.
+    Aborted,
+    /// Reported by the provider in a well-formed answer: the text decides.
+    Reported,
+    /// A non-2xx answer with this status.
+    Http(u16),
+    /// Connection, idle timeout, a cut-off or corrupted body.
+    Transport,
+}
+
+/// Why a stream failed, for the retry rule; not part of the message.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FailureInfo {
+    pub kind: FailureKind,
+    /// The delay the server asked for (`retry-after-ms` / `Retry-After`).
+    pub retry_after: Option<Duration>,
+}
+
+impl FailureInfo {
+    fn of(f: &sse::Failure) -> FailureInfo {
+        let (kind, retry_after) = match f {
+            sse::Failure::Aborted => (FailureKind::Aborted, None),
+            sse::Failure::Error(_) => (FailureKind::Reported, None),
+            sse::Failure::Http {
+                status,
+                retry_after,
+                ..
+            } => (FailureKind::Http(*status), *retry_after),
+            sse::Failure::Transport(_) => (FailureKind::Transport, None),
+        };
+        FailureInfo { kind, retry_after }
+    }
+}
+
+/// A finished stream: the message, and on failure what kind it was.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Streamed {
+    pub message: AssistantMessage,
+    pub failure: Option<FailureInfo>,
+}
+
+impl From<AssistantMessage> for Streamed {
+    /// A message from a source that gives no failure details (the text of
+    /// `errorMessage` is all there is).
+    fn from(message: AssistantMessage) -> Self {
+        Streamed {
+            message,
+            failure: None,
+        }
+    }
+}
+
 /// Streams one assistant message from `req.model` over its API.
 pub async fn stream(req: Request, on_event: EventSink<'_>) -> AssistantMessage {
+    stream_detailed(req, on_event).await.message
+}
+
+/// [`stream`], also telling what kind of failure ended it.
+pub async fn stream_detailed(req: Request, on_event: EventSink<'_>) -> Streamed {
     match req.model.api.as_str() {
         "openai-completions" => openai_completions::stream(req, on_event).await,
         "anthropic-messages" => anthropic::stream(req, on_event).await,
         "openai-responses" => openai_responses::stream(req, on_event).await,
         "google-generative-ai" => google::stream(req, on_event).await,
-        "faux" => faux::stream(req, on_event).await,
+        "faux" => faux::stream(req, on_event).await.into(),
         other => {
             let mut m = empty_message(&req.model);
             m.stop_reason = "error".into();
@@ -242,7 +303,7 @@ pub async fn stream(req: Request, on_event: EventSink<'_>) -> AssistantMessage {
                 },
                 &m,
             );
-            m
+            m.into()
         }
     }
 }
@@ -398,7 +459,20 @@ impl<'a> Out<'a> {
             },
             Some(crate::format::ContentBlock::ToolCall(t)) => {
                 if let Some(Value::String(raw)) = t.extra.shift_remove("partialJson") {
-                    t.arguments = partial_json::parse_arguments(&raw);
+                    // The live previews were lenient; the final arguments
+                    // are parsed strictly and never repaired (pi 1.6.0).
+                    if !raw.trim().is_empty() {
+                        match final_arguments(&raw) {
+                            Ok(v) => t.arguments = v,
+                            Err(e) => {
+                                t.arguments = Value::Object(Map::new());
+                                t.extra.insert(
+                                    "argumentsError".into(),
+                                    format!("{e}\n\nReceived arguments:\n{raw}").into(),
+                                );
+                            }
+                        }
+                    }
                 }
                 if !t.arguments.is_object() {
                     t.arguments = Value::Object(Map::new());
@@ -448,37 +522,104 @@ impl<'a> Out<'a> {
     }
 
     /// Ends the stream normally (`stop`, `length`, `toolUse`).
-    pub fn done(mut self, reason: &str) -> AssistantMessage {
+    pub fn done(mut self, reason: &str) -> Streamed {
         self.start();
         self.strip_partials();
         self.msg.stop_reason = reason.to_string();
         self.emit(StreamEvent::Done {
             reason: reason.to_string(),
         });
-        self.msg
+        self.msg.into()
     }
 
     /// Ends the stream with `error` (or `aborted`); open blocks get no end.
-    pub fn fail(mut self, failure: sse::Failure) -> AssistantMessage {
+    pub fn fail(mut self, failure: sse::Failure) -> Streamed {
         self.strip_partials();
-        let (reason, text) = match failure {
-            sse::Failure::Aborted => ("aborted", sse::ABORTED.to_string()),
-            sse::Failure::Error(e) => ("error", e),
+        let reason = if failure == sse::Failure::Aborted {
+            "aborted"
+        } else {
+            "error"
         };
         self.msg.stop_reason = reason.to_string();
-        self.msg.error_message = Some(text);
+        self.msg.error_message = Some(failure.message().to_string());
         self.emit(StreamEvent::Error {
             reason: reason.to_string(),
         });
-        self.msg
+        Streamed {
+            message: self.msg,
+            failure: Some(FailureInfo::of(&failure)),
+        }
     }
 }
 
-/// Max output tokens pi sends when the caller gives none: the model's,
-/// capped at 32000 (`None` when the model does not say).
+/// The final arguments of a tool call: strict JSON that must be an object;
+/// `Err` is pi 1.6.0's reason (V8's `JSON.parse` message).
+fn final_arguments(raw: &str) -> Result<Value, String> {
+    match json_parse::parse(raw)? {
+        v @ Value::Object(_) => Ok(v),
+        _ => Err("Tool arguments must be a JSON object".into()),
+    }
+}
+
+/// A tool schema in the form strict tool calling needs (what pi 1.6.0 sends
+/// to models whose compat has `supportsStrictMode` / `supportsStrictTools`):
+/// in every object with properties, all properties are required, the ones
+/// that were optional accept `null` too (`anyOf: [<schema>, {"type":
+/// "null"}]`), and no other properties are allowed.
+pub(crate) fn strict_schema(schema: &Value) -> Value {
+    let Value::Object(o) = schema else {
+        return schema.clone();
+    };
+    let mut out = Map::new();
+    let props = o.get("properties").and_then(Value::as_object);
+    let required: Vec<&str> = o
+        .get("required")
+        .and_then(Value::as_array)
+        .map(|r| r.iter().filter_map(Value::as_str).collect())
+        .unwrap_or_default();
+    for (k, v) in o {
+        let v = match (k.as_str(), props) {
+            ("properties", Some(p)) => Value::Object(
+                p.iter()
+                    .map(|(name, sub)| {
+                        let sub = strict_schema(sub);
+                        let sub = if required.contains(&name.as_str()) {
+                            sub
+                        } else {
+                            serde_json::json!({"anyOf": [sub, {"type": "null"}]})
+                        };
+                        (name.clone(), sub)
+                    })
+                    .collect(),
+            ),
+            ("required", Some(p)) => p.keys().cloned().map(Value::from).collect(),
+            ("items", _) => strict_schema(v),
+            ("anyOf" | "oneOf" | "allOf", _) => match v {
+                Value::Array(a) => a.iter().map(strict_schema).collect(),
+                other => other.clone(),
+            },
+            _ => v.clone(),
+        };
+        out.insert(k.clone(), v);
+    }
+    if let Some(p) = props {
+        if !out.contains_key("required") {
+            out.insert(
+                "required".into(),
+                p.keys().cloned().map(Value::from).collect(),
+            );
+        }
+        out.insert("additionalProperties".into(), false.into());
+    }
+    Value::Object(out)
+}
+
+/// Max output tokens pi sends when the caller gives none: the model's
+/// `maxTokens`, uncapped as pi 1.6.0 sends it (`None` when the model does
+/// not say).
 pub(crate) fn default_max_tokens(req: &Request) -> Option<u64> {
     req.max_tokens.or(if req.model.max_tokens > 0 {
-        Some(req.model.max_tokens.min(32000))
+        Some(req.model.max_tokens)
     } else {
         None
     })

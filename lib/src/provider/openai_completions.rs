@@ -15,13 +15,13 @@ use serde_json::{json, Map, Value};
 
 use super::sse::{self, Failure};
 use super::transform::{completions_id, transform_messages};
-use super::{default_max_tokens, EventSink, Out, Request};
+use super::{default_max_tokens, EventSink, Out, Request, Streamed};
 use crate::format::message::{AssistantMessage, UserContent};
 use crate::format::model::{Model, ThinkingLevel};
 use crate::format::{AgentMessage, ContentBlock};
 
 /// Streams one assistant message.
-pub async fn stream(req: Request, on_event: EventSink<'_>) -> AssistantMessage {
+pub async fn stream(req: Request, on_event: EventSink<'_>) -> Streamed {
     let out = Out::new(&req.model, on_event);
     let body = build_body(&req);
     let stream = match sse::open_openai(&req, "/chat/completions", &body).await {
@@ -166,9 +166,11 @@ pub fn build_body(req: &Request) -> Value {
                 let mut f = Map::new();
                 f.insert("name".into(), t.name.clone().into());
                 f.insert("description".into(), t.description.clone().into());
-                f.insert("parameters".into(), t.parameters.clone());
                 if compat.supports_strict_mode {
+                    f.insert("parameters".into(), super::strict_schema(&t.parameters));
                     f.insert("strict".into(), true.into());
+                } else {
+                    f.insert("parameters".into(), t.parameters.clone());
                 }
                 json!({"type": "function", "function": Value::Object(f)})
             })
@@ -432,11 +434,7 @@ fn u64_at(v: &Value, path: &[&str]) -> u64 {
     cur.as_u64().unwrap_or(0)
 }
 
-async fn read_stream(
-    mut stream: sse::SseStream,
-    mut out: Out<'_>,
-    model: &Model,
-) -> AssistantMessage {
+async fn read_stream(mut stream: sse::SseStream, mut out: Out<'_>, model: &Model) -> Streamed {
     out.start();
     let compat = Compat::of(model);
     let mut text_block: Option<usize> = None;
@@ -457,8 +455,13 @@ async fn read_stream(
             saw_data = true;
             break;
         }
-        let Ok(chunk) = serde_json::from_str::<Value>(data) else {
+        if data.is_empty() {
             continue;
+        }
+        // A malformed event is an error, never skipped: skipping loses a
+        // word of the answer or a piece of a tool call.
+        let Ok(chunk) = serde_json::from_str::<Value>(data) else {
+            return out.fail(Failure::Transport(sse::OPENAI_MALFORMED.into()));
         };
         saw_data = true;
         if let Some(err) = chunk.get("error").filter(|e| !e.is_null()) {
@@ -630,7 +633,11 @@ async fn read_stream(
                 "stop"
             }
         }
-        None => return out.fail(Failure::Error("Stream ended without finish_reason".into())),
+        None => {
+            return out.fail(Failure::Transport(
+                "Stream ended without finish_reason".into(),
+            ))
+        }
     };
     out.done(reason)
 }

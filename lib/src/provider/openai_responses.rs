@@ -13,13 +13,13 @@ use serde_json::{json, Map, Value};
 
 use super::sse::{self, Failure};
 use super::transform::{responses_id, same_model, transform_messages};
-use super::{default_max_tokens, EventSink, Out, Request};
-use crate::format::message::{AssistantMessage, UserContent};
+use super::{default_max_tokens, EventSink, Out, Request, Streamed};
+use crate::format::message::UserContent;
 use crate::format::model::ThinkingLevel;
 use crate::format::{AgentMessage, ContentBlock};
 
 /// Streams one assistant message.
-pub async fn stream(req: Request, on_event: EventSink<'_>) -> AssistantMessage {
+pub async fn stream(req: Request, on_event: EventSink<'_>) -> Streamed {
     let out = Out::new(&req.model, on_event);
     let body = build_body(&req);
     let stream = match sse::open_openai(&req, "/responses", &body).await {
@@ -38,10 +38,10 @@ pub fn build_body(req: &Request) -> Value {
     body.insert("model".into(), model.id.clone().into());
     body.insert("input".into(), Value::Array(convert_input(req, level)));
     body.insert("stream".into(), true.into());
-    body.insert("store".into(), false.into());
     if let Some(sid) = &req.session_id {
         body.insert("prompt_cache_key".into(), sid.clone().into());
     }
+    body.insert("store".into(), false.into());
     let supports_max = model
         .compat_value("supportsMaxOutputTokens")
         .and_then(Value::as_bool)
@@ -50,11 +50,22 @@ pub fn build_body(req: &Request) -> Value {
         body.insert("max_output_tokens".into(), mt.into());
     }
     if !req.tools.is_empty() {
+        let strict = model
+            .compat_value("supportsStrictMode")
+            .and_then(Value::as_bool)
+            .unwrap_or(false);
         let tools: Vec<Value> = req
             .tools
             .iter()
             .map(|t| {
-                json!({"type": "function", "name": t.name, "description": t.description, "parameters": t.parameters, "strict": false})
+                // pi 1.6.0 sends no `strict` key unless the model does
+                // strict mode (strict: false is the API's default).
+                if strict {
+                    json!({"type": "function", "name": t.name, "description": t.description,
+                           "parameters": super::strict_schema(&t.parameters), "strict": true})
+                } else {
+                    json!({"type": "function", "name": t.name, "description": t.description, "parameters": t.parameters})
+                }
             })
             .collect();
         body.insert("tools".into(), Value::Array(tools));
@@ -249,7 +260,7 @@ fn text_of_parts(item: &Value) -> String {
         .unwrap_or_default()
 }
 
-async fn read_stream(mut stream: sse::SseStream, mut out: Out<'_>) -> AssistantMessage {
+async fn read_stream(mut stream: sse::SseStream, mut out: Out<'_>) -> Streamed {
     out.start();
     // output_index -> content index
     let mut items: HashMap<u64, usize> = HashMap::new();
@@ -261,8 +272,14 @@ async fn read_stream(mut stream: sse::SseStream, mut out: Out<'_>) -> AssistantM
             Ok(None) => break,
             Err(f) => return out.fail(f),
         };
-        let Ok(data) = serde_json::from_str::<Value>(&ev.data) else {
+        let text = ev.data.trim();
+        if text.is_empty() || text == "[DONE]" {
             continue;
+        }
+        // A malformed event is an error, never skipped: skipping can lose a
+        // whole function call.
+        let Ok(data) = serde_json::from_str::<Value>(text) else {
+            return out.fail(Failure::Transport(sse::OPENAI_MALFORMED.into()));
         };
         saw_event = true;
         let kind = data
@@ -443,7 +460,7 @@ async fn read_stream(mut stream: sse::SseStream, mut out: Out<'_>) -> AssistantM
             return out.fail(Failure::Error(e));
         }
     }
-    out.fail(Failure::Error(
-        "terminated: the stream ended before response.completed".into(),
+    out.fail(Failure::Transport(
+        "OpenAI Responses stream ended before a terminal response event".into(),
     ))
 }

@@ -169,13 +169,80 @@ impl SseDecoder {
     }
 }
 
-/// Why a streaming call stopped early.
+/// Why a streaming call stopped early. The variant tells the agent's retry
+/// rule what kind of failure it was, so it does not have to guess from the
+/// message text.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Failure {
     /// The cancel token fired ("Request was aborted").
     Aborted,
-    /// Anything else, with the message the assistant message will carry.
+    /// An error the provider reported in a well-formed answer (an error
+    /// event in the stream, an unknown stop reason…), with the message the
+    /// assistant message will carry; only its text says whether it is
+    /// transient.
     Error(String),
+    /// A non-2xx answer: its status, the message, and the delay the server
+    /// asked for (`retry-after-ms` / `Retry-After`), if any.
+    Http {
+        status: u16,
+        message: String,
+        retry_after: Option<Duration>,
+    },
+    /// The transport failed: no connection, the idle timeout, or a body
+    /// that was cut off or corrupted on the way. Always worth a retry.
+    Transport(String),
+}
+
+impl Failure {
+    /// The message the assistant message carries.
+    pub fn message(&self) -> &str {
+        match self {
+            Failure::Aborted => ABORTED,
+            Failure::Error(m) | Failure::Transport(m) => m,
+            Failure::Http { message, .. } => message,
+        }
+    }
+}
+
+/// pi 1.6.0's text for a malformed event on the OpenAI APIs (Chat
+/// Completions and Responses): the OpenAI SDK's.
+pub const OPENAI_MALFORMED: &str = "Error reading response: malformed server-sent event JSON.";
+
+/// The server-requested delay of an error answer: `retry-after-ms`
+/// (milliseconds), else `Retry-After` (seconds, or an HTTP date relative to
+/// `now`). Unparsable or negative values are ignored.
+pub fn retry_after(
+    header: &dyn Fn(&str) -> Option<String>,
+    now: time::OffsetDateTime,
+) -> Option<Duration> {
+    if let Some(ms) = header("retry-after-ms").and_then(|v| v.trim().parse::<f64>().ok()) {
+        if ms.is_finite() && ms >= 0.0 {
+            return Some(Duration::from_secs_f64(ms / 1000.0));
+        }
+    }
+    let v = header("retry-after")?;
+    let v = v.trim();
+    if let Ok(secs) = v.parse::<f64>() {
+        return (secs.is_finite() && secs >= 0.0).then(|| Duration::from_secs_f64(secs));
+    }
+    let date = parse_http_date(v)?;
+    let delta = date - now;
+    Some(if delta.is_negative() {
+        Duration::ZERO
+    } else {
+        delta.unsigned_abs()
+    })
+}
+
+/// An IMF-fixdate (`Sun, 06 Nov 1994 08:49:37 GMT`), the form of HTTP dates
+/// servers send.
+fn parse_http_date(v: &str) -> Option<time::OffsetDateTime> {
+    let fmt = time::macros::format_description!(
+        "[weekday repr:short], [day] [month repr:short] [year] [hour]:[minute]:[second] GMT"
+    );
+    time::PrimitiveDateTime::parse(v, &fmt)
+        .ok()
+        .map(time::PrimitiveDateTime::assume_utc)
 }
 
 /// pi's text for an aborted request.
@@ -202,14 +269,16 @@ pub fn openai_http_error(status: u16, body: &str) -> String {
     }
 }
 
-/// Anthropic-SDK style: `<status> <body JSON text>`, `<status> status code
-/// (no body)` when empty.
+/// Anthropic-SDK style: `<status> <body JSON, compact>` (other text as
+/// is), `<status> status code (no body)` when empty.
 pub fn plain_http_error(status: u16, body: &str) -> String {
     let trimmed = body.trim();
     if trimmed.is_empty() {
-        format!("{status} status code (no body)")
-    } else {
-        format!("{status} {trimmed}")
+        return format!("{status} status code (no body)");
+    }
+    match serde_json::from_str::<Value>(trimmed) {
+        Ok(v) => format!("{status} {v}"),
+        Err(_) => format!("{status} {trimmed}"),
     }
 }
 
@@ -312,7 +381,7 @@ pub async fn open(call: HttpCall<'_>) -> Result<SseStream, Failure> {
             .map_err(|e| error_chain(&e))
     }) {
         Ok(c) => c.clone(),
-        Err(e) => return Err(Failure::Error(format!("Connection error.: {e}"))),
+        Err(e) => return Err(Failure::Transport(format!("Connection error.: {e}"))),
     };
     let mut headers = reqwest::header::HeaderMap::new();
     for (k, v) in &call.headers {
@@ -329,13 +398,21 @@ pub async fn open(call: HttpCall<'_>) -> Result<SseStream, Failure> {
     let resp = tokio::select! {
         _ = call.cancel.cancelled() => return Err(Failure::Aborted),
         r = tokio::time::timeout(call.idle_timeout, send) => match r {
-            Err(_) => return Err(Failure::Error(idle_message(call.idle_timeout))),
-            Ok(Err(e)) => return Err(Failure::Error(format!("Connection error.: {}", error_chain(&e)))),
+            Err(_) => return Err(Failure::Transport(idle_message(call.idle_timeout))),
+            Ok(Err(e)) => return Err(Failure::Transport(format!("Connection error.: {}", error_chain(&e)))),
             Ok(Ok(r)) => r,
         },
     };
     let status = resp.status();
     if !status.is_success() {
+        let headers = resp.headers();
+        let header = |name: &str| {
+            headers
+                .get(name)
+                .and_then(|v| v.to_str().ok())
+                .map(str::to_string)
+        };
+        let retry_after = retry_after(&header, time::OffsetDateTime::now_utc());
         let text = tokio::select! {
             _ = call.cancel.cancelled() => return Err(Failure::Aborted),
             r = tokio::time::timeout(call.idle_timeout, resp.text()) => match r {
@@ -343,7 +420,11 @@ pub async fn open(call: HttpCall<'_>) -> Result<SseStream, Failure> {
                 _ => String::new(),
             },
         };
-        return Err(Failure::Error((call.http_error)(status.as_u16(), &text)));
+        return Err(Failure::Http {
+            status: status.as_u16(),
+            message: (call.http_error)(status.as_u16(), &text),
+            retry_after,
+        });
     }
     Ok(SseStream {
         resp,
@@ -372,9 +453,9 @@ impl SseStream {
             let chunk = tokio::select! {
                 _ = self.cancel.cancelled() => return Err(Failure::Aborted),
                 r = tokio::time::timeout(self.idle, self.resp.chunk()) => match r {
-                    Err(_) => return Err(Failure::Error(idle_message(self.idle))),
+                    Err(_) => return Err(Failure::Transport(idle_message(self.idle))),
                     Ok(Err(e)) => {
-                        return Err(Failure::Error(format!("terminated: other side closed ({})", error_chain(&e))))
+                        return Err(Failure::Transport(format!("terminated: other side closed ({})", error_chain(&e))))
                     }
                     Ok(Ok(c)) => c,
                 },
@@ -473,6 +554,40 @@ mod tests {
     }
 
     #[test]
+    fn retry_after_headers() {
+        let now = time::macros::datetime!(2026-01-01 00:00:00 UTC);
+        let h = |pairs: &'static [(&'static str, &'static str)]| {
+            move |name: &str| {
+                pairs
+                    .iter()
+                    .find(|(k, _)| *k == name)
+                    .map(|(_, v)| v.to_string())
+            }
+        };
+        let ra = |pairs| retry_after(&h(pairs), now);
+        assert_eq!(ra(&[("retry-after", "3")]), Some(Duration::from_secs(3)));
+        assert_eq!(
+            ra(&[("retry-after", "1.5")]),
+            Some(Duration::from_millis(1500))
+        );
+        assert_eq!(
+            ra(&[("retry-after", "3"), ("retry-after-ms", "250")]),
+            Some(Duration::from_millis(250))
+        );
+        assert_eq!(
+            ra(&[("retry-after", "Thu, 01 Jan 2026 00:00:07 GMT")]),
+            Some(Duration::from_secs(7))
+        );
+        assert_eq!(
+            ra(&[("retry-after", "Wed, 31 Dec 2025 23:59:00 GMT")]),
+            Some(Duration::ZERO)
+        );
+        assert_eq!(ra(&[("retry-after", "soon")]), None);
+        assert_eq!(ra(&[("retry-after", "-1")]), None);
+        assert_eq!(ra(&[]), None);
+    }
+
+    #[test]
     fn http_error_formats() {
         assert_eq!(
             openai_http_error(429, r#"{"error":{"message":"slow down"}}"#),
@@ -480,6 +595,7 @@ mod tests {
         );
         assert_eq!(openai_http_error(500, "boom"), "500 boom");
         assert_eq!(openai_http_error(503, ""), "503 status code (no body)");
-        assert_eq!(plain_http_error(529, "{\"a\":1}"), "529 {\"a\":1}");
+        assert_eq!(plain_http_error(529, "{\"a\": 1}"), "529 {\"a\":1}");
+        assert_eq!(plain_http_error(502, "Bad gateway"), "502 Bad gateway");
     }
 }
