@@ -15,6 +15,7 @@ pub mod model;
 pub mod paths;
 pub mod prompt;
 pub mod provider;
+pub mod regular_file;
 pub mod resources;
 pub mod session;
 pub mod settings;
