@@ -404,7 +404,7 @@ impl Agent {
                 Some(tool) => crate::tools::validate::validate_args(
                     &call.name,
                     &tool.definition().parameters,
-                    &call.arguments,
+                    &tool.prepare_arguments(call.arguments.clone()),
                 )
                 .map(|args| (Arc::clone(tool), args)),
             };
