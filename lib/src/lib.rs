@@ -11,6 +11,7 @@
 pub mod agent;
 pub mod cli;
 pub mod format;
+pub mod interrupt;
 pub mod model;
 pub mod paths;
 pub mod prompt;

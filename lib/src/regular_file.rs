@@ -30,10 +30,10 @@ impl std::fmt::Display for FileError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             FileError::Io(e) => write!(f, "{e}"),
-            FileError::NotRegular(kind) => write!(f, "is a {kind}, not a regular file"),
+            FileError::NotRegular(kind) => write!(f, "it is a {kind}, not a regular file"),
             FileError::TooLarge { size, cap } => write!(
                 f,
-                "is {}, larger than the {} limit",
+                "it is {}, larger than the {} limit",
                 crate::tools::truncate::format_size(usize::try_from(*size).unwrap_or(usize::MAX)),
                 crate::tools::truncate::format_size(usize::try_from(*cap).unwrap_or(usize::MAX))
             ),
@@ -197,7 +197,7 @@ mod tests {
                 cap: 999
             }
         ));
-        assert_eq!(e.to_string(), "is 1000B, larger than the 999B limit");
+        assert_eq!(e.to_string(), "it is 1000B, larger than the 999B limit");
         let cancel = CancellationToken::new();
         cancel.cancel();
         assert!(matches!(

@@ -38,7 +38,10 @@ fn text(out: &ToolOutput) -> String {
 }
 
 fn mkfifo(p: &Path) {
-    let st = std::process::Command::new("mkfifo").arg(p).status().unwrap();
+    let st = std::process::Command::new("mkfifo")
+        .arg(p)
+        .status()
+        .unwrap();
     assert!(st.success());
 }
 
@@ -77,14 +80,26 @@ async fn file_tools_refuse_fifos_and_devices() {
         text(&out),
         "Could not edit file: pipe. It is a FIFO, not a regular file."
     );
-    let out = run("write", json!({"path": "pipe", "content": "x"}), cwd, &cancel).await;
+    let out = run(
+        "write",
+        json!({"path": "pipe", "content": "x"}),
+        cwd,
+        &cancel,
+    )
+    .await;
     assert!(out.is_error, "{}", text(&out));
     assert!(text(&out).contains("FIFO"), "{}", text(&out));
     // grep skips a FIFO inside the tree and refuses one named directly.
     std::fs::write(cwd.join("a.txt"), "needle\n").unwrap();
     let out = run("grep", json!({"pattern": "needle"}), cwd, &cancel).await;
     assert_eq!(text(&out), "a.txt:1: needle");
-    let out = run("grep", json!({"pattern": "x", "path": "pipe"}), cwd, &cancel).await;
+    let out = run(
+        "grep",
+        json!({"pattern": "x", "path": "pipe"}),
+        cwd,
+        &cancel,
+    )
+    .await;
     assert!(out.is_error);
     assert!(text(&out).contains("it is a FIFO"), "{}", text(&out));
 }

@@ -225,17 +225,16 @@ fn shell() -> PathBuf {
     PathBuf::from("sh")
 }
 
-/// Kills the whole process group `pgid` with SIGKILL.
+/// Kills the whole process group `pgid` (the shell and everything it
+/// started, background jobs included) with SIGKILL.
 async fn kill_group(pgid: u32) {
-    // No libc in the dependency tree: ask kill(1), then fall back to nothing
-    // (the leader is also killed through tokio below).
-    let _ = tokio::process::Command::new("kill")
-        .args(["-s", "KILL", "--", &format!("-{pgid}")])
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .await;
+    if let Ok(pgid @ 1..) = libc::pid_t::try_from(pgid) {
+        // SAFETY: kill(2) with a negative pid signals a process group; no
+        // memory is involved.
+        unsafe {
+            libc::kill(-pgid, libc::SIGKILL);
+        }
+    }
 }
 
 /// Largest timeout in milliseconds: what a JavaScript timer holds

@@ -193,7 +193,12 @@ async fn edit(args: &Value, ctx: &ToolContext) -> ToolOutput {
         Ok(Err(crate::regular_file::FileError::NotRegular("directory"))) => {
             return thrown(format!("Could not edit file: {path}. Error code: EISDIR."));
         }
-        Ok(Err(e)) => return thrown(format!("Could not edit file: {path}. It {e}.")),
+        Ok(Err(crate::regular_file::FileError::NotRegular(kind))) => {
+            return thrown(format!(
+                "Could not edit file: {path}. It is a {kind}, not a regular file."
+            ))
+        }
+        Ok(Err(e)) => return thrown(format!("Could not edit file: {path}: {e}.")),
         Err(e) => return thrown(format!("edit failed: {e}")),
     };
     let raw = String::from_utf8_lossy(&raw).into_owned();

@@ -67,7 +67,7 @@ async fn write(args: &Value, ctx: &ToolContext) -> ToolOutput {
     match written {
         Ok(Ok(())) => text_result(format!("Successfully wrote to {path_arg}"), None),
         Ok(Err(crate::regular_file::FileError::Io(e))) => thrown(node_fs_error(&e, "open", &abs)),
-        Ok(Err(e)) => thrown(format!("Cannot write {}: it {e}", abs.display())),
+        Ok(Err(e)) => thrown(format!("Cannot write {}: {e}", abs.display())),
         Err(e) => thrown(format!("write failed: {e}")),
     }
 }
