@@ -181,3 +181,24 @@ async fn absurd_numbers_never_panic() {
         "a\n\n[3 more lines in file. Use offset=2 to continue.]"
     );
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn oversized_images_are_omitted_not_loaded() {
+    let tmp = tempfile::tempdir().unwrap();
+    let p = tmp.path().join("huge.png");
+    {
+        use std::io::Write;
+        let mut f = std::fs::File::create(&p).unwrap();
+        f.write_all(&[0x89, b'P', b'N', b'G', 0x0D, 0x0A, 0x1A, 0x0A])
+            .unwrap();
+        f.set_len(65 * 1024 * 1024).unwrap();
+    }
+    let cancel = CancellationToken::new();
+    let out = run("read", json!({"path": "huge.png"}), tmp.path(), &cancel).await;
+    assert!(!out.is_error);
+    assert_eq!(
+        text(&out),
+        "Read image file [image/png]\n[Image omitted: the file is 65.0MB, over the 64.0MB limit for images.]"
+    );
+    assert_eq!(out.content.len(), 1, "no image block");
+}
