@@ -35,8 +35,10 @@ Examples:
 
 Exit status:
   0    success (`diff`: also when nothing would change)
+  1    stdout could not be written (a full disk)
   2    usage, configuration or input error (bad resource records, unreadable
-       prompt file, corrupt settings.json or trust.json, bad session)";
+       prompt file, corrupt settings.json or trust.json, bad session)
+A closed stdout (| head) ends quietly with 0.";
 
 /// Build the sectioned system prompt and expand user input, exactly as
 /// pi-run does.
@@ -113,10 +115,10 @@ enum Command {
 }
 
 fn main() {
-    let cli = Cli::parse_from(pi_lib::cli::rewrite_pi_aliases(
-        std::env::args_os(),
-        &Cli::command(),
-    ));
+    let cli: Cli = pi_lib::cli::parse_or_exit(
+        PROG,
+        pi_lib::cli::rewrite_pi_aliases(std::env::args_os(), &Cli::command()),
+    );
     let code = match run(cli) {
         Ok(c) => c,
         Err(e) if e.code == 0 => 0,
@@ -125,16 +127,9 @@ fn main() {
     std::process::exit(code);
 }
 
+/// A write error on stdout (see [`pi_lib::cli::stdout_error`]).
 fn out_err(e: std::io::Error) -> CliError {
-    if pi_lib::cli::is_broken_pipe(&e) {
-        CliError {
-            message: String::new(),
-            hint: None,
-            code: 0,
-        }
-    } else {
-        CliError::input(e.to_string())
-    }
+    pi_lib::cli::stdout_error(e)
 }
 
 /// The resources and the tool set a prompt is built from.
@@ -255,15 +250,16 @@ fn cwd_of(c: &Common) -> Result<PathBuf, CliError> {
 
 fn run(cli: Cli) -> Result<i32, CliError> {
     if let Some(what) = cli.generate {
-        pi_lib::cli::generate(Cli::command(), what, &mut std::io::stdout().lock())?;
+        let mut out = pi_lib::cli::Stdout::new();
+        pi_lib::cli::generate(Cli::command(), what, &mut out).map_err(out_err)?;
+        out.finish()?;
         return Ok(EXIT_OK);
     }
     let Some(command) = cli.command else {
         let _ = Cli::command().print_help();
         return Ok(pi_lib::cli::EXIT_USAGE);
     };
-    let stdout = std::io::stdout();
-    let mut out = std::io::BufWriter::new(stdout.lock());
+    let mut out = pi_lib::cli::Stdout::new();
     match command {
         Command::System { common } => {
             let cwd = cwd_of(&common)?;

@@ -36,10 +36,12 @@ Examples:
 
 Exit status:
   0    success (diagnostics about single resources are allowed)
+  1    stdout could not be written (a full disk)
   2    usage, configuration or input error: a corrupt settings.json
        (named with line and column), an unreadable trust.json, a missing
        --cwd directory
   130  interrupted
+A closed stdout (| head) ends quietly with 0.
 
 Environment:
   PI_CODING_AGENT_DIR  pi's agent directory (default ~/.pi/agent): global

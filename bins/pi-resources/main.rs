@@ -8,7 +8,7 @@ mod trust_cmd;
 
 use std::path::PathBuf;
 
-use clap::{CommandFactory, Parser};
+use clap::CommandFactory;
 use pi_lib::cli::{report, CliError, EXIT_OK};
 use pi_lib::resources::{discover, discover_chat_only, DiscoverOptions};
 use pi_lib::settings::Settings;
@@ -20,7 +20,7 @@ use cli::{Cli, Command};
 const PROG: &str = "pi-resources";
 
 fn main() {
-    let cli = Cli::parse_from(cli::rewrite_args(std::env::args_os()));
+    let cli: Cli = pi_lib::cli::parse_or_exit(PROG, cli::rewrite_args(std::env::args_os()));
     let code = match run(cli) {
         Ok(code) => code,
         Err(e) if e.code == 0 => 0,
@@ -31,8 +31,9 @@ fn main() {
 
 fn run(cli: Cli) -> Result<i32, CliError> {
     if let Some(what) = cli.generate {
-        let mut stdout = std::io::stdout().lock();
+        let mut stdout = pi_lib::cli::Stdout::new();
         pi_lib::cli::generate(Cli::command(), what, &mut stdout).map_err(out::io_err)?;
+        stdout.finish()?;
         return Ok(EXIT_OK);
     }
     if let Some(Command::Trust(args)) = cli.command {

@@ -9,17 +9,10 @@ use pi_lib::cli::{CliError, OutputFormat, EXIT_OK};
 use pi_lib::format::resources::{ResourceRecord, Scope, Source, ToolSetRecord, TrustRecord};
 use pi_lib::resources::Resources;
 
-/// An output error: a closed pipe ends quietly (code 0), others exit 2.
+/// An output error: a closed pipe ends quietly (code 0), others exit 1
+/// (see [`pi_lib::cli::stdout_error`]).
 pub fn io_err(e: std::io::Error) -> CliError {
-    if pi_lib::cli::is_broken_pipe(&e) {
-        CliError {
-            message: String::new(),
-            hint: None,
-            code: 0,
-        }
-    } else {
-        CliError::input(format!("cannot write output: {e}"))
-    }
+    pi_lib::cli::stdout_error(e)
 }
 
 /// Prints everything in `format`.
@@ -29,14 +22,13 @@ pub fn print(
     res: &Resources,
     format: OutputFormat,
 ) -> Result<i32, CliError> {
-    let stdout = std::io::stdout();
-    let mut w = std::io::BufWriter::new(stdout.lock());
+    let mut w = pi_lib::cli::Stdout::new();
     match format {
         OutputFormat::Jsonl => jsonl(&mut w, trust, tools, res),
         OutputFormat::Text => text(&mut w, trust, tools, res),
     }
-    .and_then(|_| w.flush())
     .map_err(io_err)?;
+    w.finish()?;
     Ok(EXIT_OK)
 }
 

@@ -121,9 +121,10 @@ pub fn run(args: TrustArgs, format: Option<OutputFormat>) -> Result<i32, CliErro
         home: &home,
         cwd: &cwd,
     };
-    let stdout = std::io::stdout();
-    let mut out = stdout.lock();
-    run_in(&args, format, &env, &mut out)
+    let mut out = pi_lib::cli::Stdout::new();
+    let code = run_in(&args, format, &env, &mut out)?;
+    out.finish()?;
+    Ok(code)
 }
 
 /// Where the command runs (explicit, for tests).
@@ -187,11 +188,8 @@ fn run_in(
         OutputFormat::Jsonl => report.write_jsonl(out),
         OutputFormat::Text => report.write_text(out),
     };
-    match written {
-        Ok(()) => Ok(EXIT_OK),
-        Err(e) if pi_lib::cli::is_broken_pipe(&e) => Ok(EXIT_OK),
-        Err(e) => Err(CliError::failed(format!("cannot write output: {e}"))),
-    }
+    written.map_err(pi_lib::cli::stdout_error)?;
+    Ok(EXIT_OK)
 }
 
 /// DIR (relative to `cwd`, `~` expanded), which must be an existing

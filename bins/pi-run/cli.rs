@@ -29,11 +29,20 @@ header that pi's stream does not have: {\"type\":\"trust\", \"decision\",
 Exit status:
   0    the run ended with an answer
   1    the run failed: model or provider error (also in --mode json),
-       --max-turns reached with tool calls pending, or a session write failed
+       --max-turns reached with tool calls pending, a session write failed,
+       or stdout could not be written (a full disk: the run stops)
   2    usage, configuration or input error (unknown model, missing API key,
-       malformed models.json or settings.json, unreadable @file, bad flag,
-       an interactive-only flag, a missing -e path or --export file)
-  130  interrupted (SIGINT); the partial message is saved as aborted
+       malformed models.json or settings.json, bad flag, an interactive-only
+       flag, a missing -e path or --export file, an @file that is missing,
+       not a regular file or over 16 MiB, piped stdin over 16 MiB)
+  129  hung up (SIGHUP)
+  130  interrupted (SIGINT)
+  141  stdout was closed (the reader went away, `| head`): the run stops
+  143  terminated (SIGTERM)
+On a signal or a failed stdout the request is aborted, running tools are
+killed with their whole process group, and the partial message is saved as
+aborted; a second signal exits at once. --list-models to a closed stdout
+ends quietly with 0.
 
 Environment:
   PI_CODING_AGENT_DIR   pi's agent directory (default ~/.pi/agent): models.json,

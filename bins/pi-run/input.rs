@@ -13,27 +13,39 @@ use serde_json::Map;
 
 use crate::cli::Cli;
 
+/// Largest `@file` and piped stdin (16 MiB): more than any model's context
+/// window holds.
+pub const AT_FILE_MAX_BYTES: u64 = 16 * 1024 * 1024;
+
 /// How long to wait for the first byte of a piped stdin that stays open.
 const STDIN_WAIT: Duration = Duration::from_secs(2);
 
 /// Reads piped stdin: everything when it ends, nothing when it is a
 /// terminal, and nothing (with a warning) when an open pipe stays silent.
-fn read_stdin() -> Option<String> {
+/// More than [`AT_FILE_MAX_BYTES`] is an error (`cat /dev/zero | pi-run`).
+fn read_stdin() -> Result<Option<String>, CliError> {
     let stdin = std::io::stdin();
     if stdin.is_terminal() {
-        return None;
+        return Ok(None);
     }
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
         let mut buf = Vec::new();
-        let _ = std::io::stdin().lock().read_to_end(&mut buf);
+        let _ = std::io::stdin()
+            .lock()
+            .take(AT_FILE_MAX_BYTES + 1)
+            .read_to_end(&mut buf);
         let _ = tx.send(buf);
     });
     match rx.recv_timeout(STDIN_WAIT) {
-        Ok(buf) => Some(String::from_utf8_lossy(&buf).into_owned()),
+        Ok(buf) if buf.len() as u64 > AT_FILE_MAX_BYTES => Err(CliError::input(format!(
+            "stdin: more than the {} limit of piped input",
+            pi_lib::tools::truncate::format_size(AT_FILE_MAX_BYTES as usize)
+        ))),
+        Ok(buf) => Ok(Some(String::from_utf8_lossy(&buf).into_owned())),
         Err(_) => {
             pi_lib::cli::warn(crate::PROG, "stdin is an open pipe with no input; ignored");
-            None
+            Ok(None)
         }
     }
 }
@@ -53,9 +65,12 @@ pub fn prompts(cli: &Cli, cwd: &Path) -> Result<Vec<AgentMessage>, CliError> {
     for m in &cli.messages {
         if let Some(rel) = m.strip_prefix('@').filter(|r| !r.is_empty()) {
             let path = cwd.join(rel);
-            let text = std::fs::read(&path).map_err(|e| {
-                CliError::input(format!("{}: cannot read @file: {}", path.display(), e))
-            })?;
+            // Regular files only (a FIFO would block, /dev/zero never ends),
+            // and at most AT_FILE_MAX_BYTES.
+            let text =
+                pi_lib::regular_file::read_capped(&path, AT_FILE_MAX_BYTES, None).map_err(|e| {
+                    CliError::input(format!("{}: cannot read @file: {e}", path.display()))
+                })?;
             let text = String::from_utf8(text).map_err(|_| {
                 CliError::input(format!("{}: @file is not UTF-8 text", path.display()))
             })?;
@@ -68,7 +83,7 @@ pub fn prompts(cli: &Cli, cwd: &Path) -> Result<Vec<AgentMessage>, CliError> {
             messages.push(m.clone());
         }
     }
-    let piped = read_stdin()
+    let piped = read_stdin()?
         .map(|s| s.trim().to_string())
         .filter(|s| !s.is_empty());
     let mut first = String::new();

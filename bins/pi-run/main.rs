@@ -9,14 +9,14 @@ mod models;
 mod sessions;
 
 use std::io::Write;
-use std::sync::Arc;
 use std::time::Duration;
 
-use clap::{CommandFactory, Parser};
+use clap::CommandFactory;
 use pi_lib::agent::{Agent, AgentOptions};
-use pi_lib::cli::{report, CliError, EXIT_INTERRUPTED, EXIT_OK};
+use pi_lib::cli::{report, stdout_error, CliError, EXIT_OK};
 use pi_lib::format::AgentMessage;
 use pi_lib::format::ContentBlock;
+use pi_lib::interrupt::{StopReason, Stopper};
 use pi_lib::prompt::expand::{expand_input, NoHooks};
 use pi_lib::prompt::plan::{plan_sections, PlanOptions};
 use pi_lib::prompt::toolkit_docs;
@@ -31,7 +31,7 @@ use cli::{Cli, Mode};
 const PROG: &str = "pi-run";
 
 fn main() {
-    let cli = Cli::parse_from(cli::normalize_args(std::env::args_os()));
+    let cli: Cli = pi_lib::cli::parse_or_exit(PROG, cli::normalize_args(std::env::args_os()));
     let code = match run(cli) {
         Ok(code) => code,
         Err(e) => report(PROG, &e),
@@ -98,7 +98,9 @@ fn sections_from(src: &str) -> Result<Vec<(String, String)>, CliError> {
 
 fn run(cli: Cli) -> Result<i32, CliError> {
     if let Some(what) = cli.generate {
-        pi_lib::cli::generate(Cli::command(), what, &mut std::io::stdout().lock())?;
+        let mut out = pi_lib::cli::Stdout::new();
+        pi_lib::cli::generate(Cli::command(), what, &mut out).map_err(stdout_error)?;
+        out.finish()?;
         return Ok(EXIT_OK);
     }
     let agent_dir = pi_lib::paths::agent_dir();
@@ -288,31 +290,23 @@ fn run(cli: Cli) -> Result<i32, CliError> {
             store,
             cancel: cancel.clone(),
         };
-        let interrupted = Arc::new(std::sync::atomic::AtomicBool::new(false));
-        // SIGINT is taken over right here, before the first request, so an
-        // early Ctrl-C still saves the session and exits 130.
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt()) {
-            Ok(mut sigint) => {
-                let cancel = cancel.clone();
-                let flag = Arc::clone(&interrupted);
-                tokio::spawn(async move {
-                    if sigint.recv().await.is_some() {
-                        flag.store(true, std::sync::atomic::Ordering::SeqCst);
-                        cancel.cancel();
-                    }
-                });
-            }
-            Err(e) => pi_lib::cli::warn(PROG, &format!("cannot handle SIGINT: {e}")),
+        // SIGINT, SIGTERM and SIGHUP are taken over right here, before the
+        // first request, so an early signal still saves the session; a
+        // stdout that fails stops the run the same way.
+        let stop = Stopper::new(cancel.clone());
+        if let Err(e) = stop.watch_signals() {
+            pi_lib::cli::warn(PROG, &e);
         }
-        let stdout = std::io::stdout();
-        let mut out = std::io::BufWriter::new(stdout.lock());
+        let mut out = pi_lib::cli::Stdout::new();
+        // After a signal the stream goes on (the aborted message, the
+        // settled event); after a failed write nothing more is tried.
         let mut write_failed = false;
         let mut emit = |v: &serde_json::Value| {
             if json && !write_failed {
-                let ok = serde_json::to_writer(&mut out, v).is_ok()
-                    && out.write_all(b"\n").is_ok()
-                    && out.flush().is_ok();
-                write_failed = !ok;
+                if let Err(e) = out.record(v) {
+                    write_failed = true;
+                    stop.stop(StopReason::from_write_error(&e));
+                }
             }
         };
         if json {
@@ -327,34 +321,40 @@ fn run(cli: Cli) -> Result<i32, CliError> {
         for user in prompts {
             let outcome = agent.run(user, &mut emit).await;
             last = outcome.last.clone();
-            if interrupted.load(std::sync::atomic::Ordering::SeqCst) || outcome.aborted {
-                let _ = out.flush();
-                eprintln!("{PROG}: interrupted");
-                return Ok(EXIT_INTERRUPTED);
+            if let Some(reason) = stop.reason() {
+                return Err(stopped(&reason));
+            }
+            if outcome.aborted {
+                return Err(stopped(&StopReason::Interrupt));
             }
             if let Some(err) = outcome.error {
-                let _ = out.flush();
                 return Err(CliError::failed(err));
             }
         }
         if !json {
             if let Some(m) = &last {
-                let texts: Vec<String> = m
-                    .content
-                    .iter()
-                    .filter_map(|b| match b {
-                        ContentBlock::Text(t) => Some(t.text.clone()),
-                        _ => None,
-                    })
-                    .collect();
-                for t in texts {
-                    let _ = writeln!(out, "{t}");
+                for b in &m.content {
+                    if let ContentBlock::Text(t) = b {
+                        writeln!(out, "{}", t.text).map_err(|e| stopped_writing(&e))?;
+                    }
                 }
             }
         }
-        let _ = out.flush();
+        out.flush().map_err(|e| stopped_writing(&e))?;
         Ok::<i32, CliError>(EXIT_OK)
     })
+}
+
+/// The error for a run that was stopped from outside: its one line on
+/// stderr and its exit code.
+fn stopped(reason: &StopReason) -> CliError {
+    pi_lib::cli::note(PROG, &reason.message());
+    CliError::quiet(reason.exit_code())
+}
+
+/// The answer could not be written (the run itself finished and is saved).
+fn stopped_writing(e: &std::io::Error) -> CliError {
+    stopped(&StopReason::from_write_error(e))
 }
 
 /// `/skill:name` and `/template` expansion of each prompt (not in Chat

@@ -3,6 +3,7 @@
 //! `pi_lib::model` exactly as pi 1.6.0 decides them. `--provider faux
 //! --model SCRIPT.jsonl` selects the scripted offline provider.
 
+use std::io::Write;
 use std::path::Path;
 
 use pi_lib::cli::{CliError, EXIT_OK};
@@ -87,11 +88,15 @@ pub fn resolve(cli: &Cli, agent_dir: &Path, settings: &Settings) -> Result<Resol
 pub fn list(agent_dir: &Path, search: &str) -> Result<i32, CliError> {
     let registry = ModelRegistry::load(agent_dir).map_err(|e| CliError::input(e.to_string()))?;
     let search = (!search.is_empty()).then_some(search);
-    print!(
+    let mut out = pi_lib::cli::Stdout::new();
+    write!(
+        out,
         "{}",
         pi_lib::model::list::render_model_list(&pi_lib::model::list::list_models(
             &registry, search
         ))
-    );
+    )
+    .map_err(pi_lib::cli::stdout_error)?;
+    out.finish()?;
     Ok(EXIT_OK)
 }

@@ -2,6 +2,7 @@
 //! `--session-id`, `--fork`, `--no-session`, `--session-dir`; and pi's
 //! `--export FILE [OUTPUT]`.
 
+use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use pi_lib::cli::CliError;
@@ -210,6 +211,8 @@ pub fn export(args: &[PathBuf], cwd: &Path) -> Result<i32, CliError> {
         true,
     )
     .map_err(|e| CliError::input(format!("{}: {e}", target.display())))?;
-    println!("Exported to: {}", out.display());
+    let mut w = pi_lib::cli::Stdout::new();
+    writeln!(w, "Exported to: {}", out.display()).map_err(pi_lib::cli::stdout_error)?;
+    w.finish()?;
     Ok(EXIT_OK)
 }

@@ -22,10 +22,12 @@ Examples:
 
 Exit status:
   0    success (warnings about damaged lines may be printed)
-  1    the command ran but found nothing (ls, search)
+  1    the command ran but found nothing (ls, search), or stdout could
+       not be written (a full disk)
   2    usage, configuration or input error (missing file, bad session,
        ambiguous id, invalid tool name, ...)
   130  interrupted
+A closed stdout (| head) ends quietly with 0.
 
 Environment:
   PI_CODING_AGENT_DIR  pi's agent directory (default ~/.pi/agent); sessions

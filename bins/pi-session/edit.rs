@@ -252,7 +252,7 @@ pub fn export(
             }
             write_atomic(&p, doc.as_bytes(), true)
                 .map_err(|e| CliError::input(format!("{}: {e}", p.display())))?;
-            eprintln!("{PROG}: wrote {}", p.display());
+            pi_lib::cli::note(PROG, &format!("wrote {}", p.display()));
         }
         None => {
             let mut out = Out::new();

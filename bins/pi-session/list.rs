@@ -119,7 +119,7 @@ pub fn ls(
         }
     }
     if sessions.is_empty() {
-        eprintln!("{PROG}: no sessions in {what}");
+        pi_lib::cli::note(PROG, &format!("no sessions in {what}"));
         return Ok(EXIT_FAILED);
     }
     match sort {

@@ -9,7 +9,7 @@ mod out;
 
 use std::path::PathBuf;
 
-use clap::{CommandFactory, Parser};
+use clap::CommandFactory;
 use pi_lib::cli::{report, CliError, EXIT_OK};
 use pi_lib::session::{resolve, Session};
 
@@ -18,7 +18,7 @@ use cli::{Cli, Command};
 const PROG: &str = "pi-session";
 
 fn main() {
-    let cli = Cli::parse();
+    let cli: Cli = pi_lib::cli::parse_or_exit(PROG, std::env::args_os());
     let code = match run(cli) {
         Ok(code) => code,
         Err(e) if e.code == 0 => 0,
@@ -29,8 +29,9 @@ fn main() {
 
 fn run(cli: Cli) -> Result<i32, CliError> {
     if let Some(what) = cli.generate {
-        let mut stdout = std::io::stdout().lock();
+        let mut stdout = pi_lib::cli::Stdout::new();
         pi_lib::cli::generate(Cli::command(), what, &mut stdout).map_err(out::io_err)?;
+        stdout.finish()?;
         return Ok(EXIT_OK);
     }
     let Some(command) = cli.command else {

@@ -1,32 +1,25 @@
 //! Output helpers: a buffered stdout that turns a closed pipe into a quiet
 //! exit, JSONL records, and terminal-width text truncation.
 
-use std::io::{BufWriter, Stdout, Write};
+use std::io::Write;
 
-use pi_lib::cli::{is_broken_pipe, CliError};
+use pi_lib::cli::CliError;
 
-/// Buffered stdout.
+/// Buffered stdout ([`pi_lib::cli::Stdout`]) with errors as [`CliError`]s.
 pub struct Out {
-    w: BufWriter<Stdout>,
+    w: pi_lib::cli::Stdout,
 }
 
-/// Maps an I/O error: a closed pipe ends quietly (exit 0), others are errors.
+/// Maps a write error on stdout: a closed pipe ends quietly (exit 0),
+/// others exit 1 (see [`pi_lib::cli::stdout_error`]).
 pub fn io_err(e: std::io::Error) -> CliError {
-    if is_broken_pipe(&e) {
-        CliError {
-            message: String::new(),
-            hint: None,
-            code: 0,
-        }
-    } else {
-        CliError::input(e.to_string())
-    }
+    pi_lib::cli::stdout_error(e)
 }
 
 impl Out {
     pub fn new() -> Self {
         Out {
-            w: BufWriter::with_capacity(64 * 1024, std::io::stdout()),
+            w: pi_lib::cli::Stdout::new(),
         }
     }
 

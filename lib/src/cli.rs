@@ -1,6 +1,7 @@
 //! What every binary's command line shares: output format choice (text on
-//! a terminal, JSONL in a pipe), error reporting and exit codes, quiet exit
-//! on a closed stdout, the hidden `--generate` for man pages and shell
+//! a terminal, JSONL in a pipe), error reporting and exit codes, stdout that
+//! never panics (a closed pipe ends quietly, a full disk is an error, never
+//! a silent success), the hidden `--generate` for man pages and shell
 //! completions, pi's tool and resource options ([`ToolArgs`],
 //! [`ResourceArgs`]) and pi's multi-letter short forms
 //! ([`rewrite_pi_aliases`]).
@@ -15,6 +16,13 @@ pub const EXIT_FAILED: i32 = 1;
 pub const EXIT_USAGE: i32 = 2;
 /// Exit status: interrupted (SIGINT).
 pub const EXIT_INTERRUPTED: i32 = 130;
+/// Exit status: hung up (SIGHUP), 128 + 1.
+pub const EXIT_HANGUP: i32 = 129;
+/// Exit status: terminated (SIGTERM), 128 + 15.
+pub const EXIT_TERMINATED: i32 = 143;
+/// Exit status: a run stopped because its stdout was closed (the reader
+/// went away), 128 + SIGPIPE like a process killed by it.
+pub const EXIT_CLOSED_STDOUT: i32 = 141;
 
 /// `--format` values.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -204,6 +212,16 @@ impl CliError {
         }
     }
 
+    /// An error that ends the command with `code` and prints nothing (a
+    /// closed stdout).
+    pub fn quiet(code: i32) -> Self {
+        CliError {
+            message: String::new(),
+            hint: None,
+            code,
+        }
+    }
+
     /// Adds a `hint:` line.
     pub fn with_hint(mut self, hint: impl Into<String>) -> Self {
         self.hint = Some(hint.into());
@@ -222,7 +240,99 @@ pub fn is_broken_pipe(e: &std::io::Error) -> bool {
     e.kind() == std::io::ErrorKind::BrokenPipe
 }
 
-/// Prints `prog: error: …` (and the hint) on stderr and returns the code.
+/// A failed write to stdout as an error for the user: a closed pipe (the
+/// reader had enough, `| head`) ends quietly with 0; anything else (a full
+/// disk, `>/dev/full`) is `cannot write to stdout: …` with exit 1, so lost
+/// output never looks like success.
+pub fn stdout_error(e: std::io::Error) -> CliError {
+    if is_broken_pipe(&e) {
+        CliError::quiet(EXIT_OK)
+    } else {
+        CliError::failed(format!("cannot write to stdout: {e}"))
+    }
+}
+
+/// Stdout for a command's output. `print!`/`println!` panic on a closed
+/// pipe (Rust ignores SIGPIPE) and a `BufWriter` dropped unflushed swallows
+/// the last error, so every binary writes through this: buffered, errors
+/// returned, and [`Stdout::finish`] flushes and classifies them with
+/// [`stdout_error`].
+pub struct Stdout {
+    w: std::io::BufWriter<std::io::Stdout>,
+}
+
+impl Default for Stdout {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Stdout {
+    pub fn new() -> Self {
+        Stdout {
+            w: std::io::BufWriter::with_capacity(64 * 1024, std::io::stdout()),
+        }
+    }
+
+    /// Writes one JSON value as a line and flushes it (event streams: each
+    /// line is out as soon as it exists, and a closed reader is noticed at
+    /// once).
+    pub fn record<T: serde::Serialize + ?Sized>(&mut self, v: &T) -> std::io::Result<()> {
+        serde_json::to_writer(&mut self.w, v)?;
+        self.w.write_all(b"\n")?;
+        self.w.flush()
+    }
+
+    /// Flushes everything; the error as [`stdout_error`] words it.
+    pub fn finish(mut self) -> Result<(), CliError> {
+        self.w.flush().map_err(stdout_error)
+    }
+}
+
+impl Write for Stdout {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.w.write(buf)
+    }
+    fn write_all(&mut self, buf: &[u8]) -> std::io::Result<()> {
+        self.w.write_all(buf)
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.w.flush()
+    }
+}
+
+/// Parses the command line like `C::parse_from`, but prints `--help` and
+/// `--version` through [`stdout_error`]'s rules (clap exits 0 even when
+/// the text could not be written) and usage errors on stderr with exit 2.
+pub fn parse_or_exit<C: clap::Parser>(
+    prog: &str,
+    args: impl IntoIterator<Item = std::ffi::OsString>,
+) -> C {
+    match C::try_parse_from(args) {
+        Ok(c) => c,
+        Err(e) if e.use_stderr() => e.exit(),
+        Err(e) => {
+            let mut out = Stdout::new();
+            let text = if std::io::stdout().is_terminal() {
+                e.render().ansi().to_string()
+            } else {
+                e.render().to_string()
+            };
+            let written = out
+                .write_all(text.as_bytes())
+                .map_err(stdout_error)
+                .and_then(|_| out.finish());
+            let code = match written {
+                Ok(()) => EXIT_OK,
+                Err(err) => report(prog, &err),
+            };
+            std::process::exit(code)
+        }
+    }
+}
+
+/// Prints `prog: error: …` (and the hint) on stderr and returns the code;
+/// a quiet error (see [`CliError::quiet`]) prints nothing.
 pub fn report(prog: &str, err: &CliError) -> i32 {
     let mut stderr = std::io::stderr().lock();
     let mut lines = err.message.lines();
@@ -238,7 +348,7 @@ pub fn report(prog: &str, err: &CliError) -> i32 {
     err.code
 }
 
-/// Prints an informational line on stderr (`prog: message`).
+/// Prints `prog: message` on stderr (never panics, unlike `eprintln!`).
 pub fn note(prog: &str, message: &str) {
     let _ = writeln!(std::io::stderr().lock(), "{prog}: {message}");
 }

@@ -11,10 +11,12 @@
 pub mod agent;
 pub mod cli;
 pub mod format;
+pub mod interrupt;
 pub mod model;
 pub mod paths;
 pub mod prompt;
 pub mod provider;
+pub mod regular_file;
 pub mod resources;
 pub mod session;
 pub mod settings;

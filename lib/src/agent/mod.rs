@@ -418,7 +418,7 @@ impl Agent {
                 (Some(tool), None) => crate::tools::validate::validate_args(
                     &call.name,
                     &tool.definition().parameters,
-                    &call.arguments,
+                    &tool.prepare_arguments(call.arguments.clone()),
                 )
                 .map(|args| (Arc::clone(tool), args)),
             };

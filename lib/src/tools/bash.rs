@@ -61,18 +61,22 @@ impl Tool for BashTool {
     }
 }
 
-/// Bytes of output kept in memory (the tail); more than the 50 KiB shown,
-/// so the last lines are always whole.
-const KEEP_BYTES: usize = 200 * 1024;
+/// Output beyond which pi 1.6.0 keeps only a rolling window of the end
+/// (200 KiB): the shown tail is then cut from that window, starting after
+/// its first newline (observed: `p-210000` vs `p-200000` in FINDINGS.md).
+const WINDOW_BYTES: usize = 200 * 1024;
 
 /// The output seen so far: a bounded tail plus counts over everything.
 #[derive(Default)]
 struct Output {
+    /// The end of the output: at most `2 * WINDOW_BYTES`, at least the last
+    /// `WINDOW_BYTES` once that much has arrived.
     tail: Vec<u8>,
-    /// The tail starts in the middle of the output.
-    cut: bool,
     total_bytes: usize,
     newlines: usize,
+    /// Bytes since the last newline: the length of the last line, however
+    /// long (pi's "line is N" counts the whole line).
+    line_len: usize,
     temp: Option<(PathBuf, tokio::fs::File)>,
 }
 
@@ -80,6 +84,10 @@ impl Output {
     async fn push(&mut self, chunk: &[u8]) {
         self.total_bytes += chunk.len();
         self.newlines += memchr::memchr_iter(b'\n', chunk).count();
+        self.line_len = match memchr::memrchr(b'\n', chunk) {
+            Some(i) => chunk.len() - i - 1,
+            None => self.line_len + chunk.len(),
+        };
         if self.temp.is_none() && self.total_bytes > DEFAULT_MAX_BYTES {
             self.open_temp().await;
         }
@@ -88,11 +96,15 @@ impl Output {
             let _ = f.write_all(chunk).await;
         }
         self.tail.extend_from_slice(chunk);
-        if self.tail.len() > 2 * KEEP_BYTES {
-            let drop = self.tail.len() - KEEP_BYTES;
+        if self.tail.len() > 2 * WINDOW_BYTES {
+            let drop = self.tail.len() - WINDOW_BYTES;
             self.tail.drain(..drop);
-            self.cut = true;
         }
+    }
+
+    /// The output is longer than the window: only its end is known.
+    fn cut(&self) -> bool {
+        self.total_bytes > WINDOW_BYTES
     }
 
     async fn open_temp(&mut self) {
@@ -107,21 +119,32 @@ impl Output {
         }
     }
 
+    /// pi's tail truncation of the output. Past the window, the window
+    /// starts after its first newline (the partial line is dropped) unless
+    /// that newline ends it: then the one long last line is kept and cut.
     fn truncation(&self) -> Truncation {
-        let text = String::from_utf8_lossy(&self.tail);
-        let text: &str = if self.cut {
-            text.find('\n').map_or(&text, |i| &text[i + 1..])
-        } else {
-            &text
-        };
-        let mut t = truncate_tail(text, DEFAULT_MAX_LINES, DEFAULT_MAX_BYTES);
-        if self.cut {
-            let ends_nl = self.tail.last() == Some(&b'\n');
-            t.total_lines = self.newlines + 1 - usize::from(ends_nl);
-            t.total_bytes = self.total_bytes;
-            t.truncated = true;
-            t.truncated_by.get_or_insert(TruncatedBy::Bytes);
+        if !self.cut() {
+            return truncate_tail(
+                &String::from_utf8_lossy(&self.tail),
+                DEFAULT_MAX_LINES,
+                DEFAULT_MAX_BYTES,
+            );
         }
+        let window = &self.tail[self.tail.len().saturating_sub(WINDOW_BYTES)..];
+        let window = match memchr::memchr(b'\n', window) {
+            Some(i) if i + 1 < window.len() => &window[i + 1..],
+            _ => window,
+        };
+        let mut t = truncate_tail(
+            &String::from_utf8_lossy(window),
+            DEFAULT_MAX_LINES,
+            DEFAULT_MAX_BYTES,
+        );
+        let ends_nl = self.tail.last() == Some(&b'\n');
+        t.total_lines = self.newlines + 1 - usize::from(ends_nl);
+        t.total_bytes = self.total_bytes;
+        t.truncated = true;
+        t.truncated_by.get_or_insert(TruncatedBy::Bytes);
         t
     }
 
@@ -153,12 +176,12 @@ impl Output {
         let end = t.total_lines;
         let start = end + 1 - t.output_lines.max(1);
         let notice = if t.last_line_partial {
-            let last = String::from_utf8_lossy(&self.tail);
-            let last_len = last.rsplit('\n').next().map_or(0, str::len);
+            // pi's quirk, kept: output ending in a newline has a last line
+            // of 0B.
             format!(
                 "[Showing last {} of line {end} (line is {}). Full output: {path}]",
                 format_size(t.output_bytes),
-                format_size(last_len)
+                format_size(self.line_len)
             )
         } else if t.truncated_by == Some(TruncatedBy::Lines) {
             format!(
@@ -202,17 +225,45 @@ fn shell() -> PathBuf {
     PathBuf::from("sh")
 }
 
-/// Kills the whole process group `pgid` with SIGKILL.
+/// Kills the whole process group `pgid` (the shell and everything it
+/// started, background jobs included) with SIGKILL.
 async fn kill_group(pgid: u32) {
-    // No libc in the dependency tree: ask kill(1), then fall back to nothing
-    // (the leader is also killed through tokio below).
-    let _ = tokio::process::Command::new("kill")
-        .args(["-s", "KILL", "--", &format!("-{pgid}")])
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .await;
+    if let Ok(pgid @ 1..) = libc::pid_t::try_from(pgid) {
+        // SAFETY: kill(2) with a negative pid signals a process group; no
+        // memory is involved.
+        unsafe {
+            libc::kill(-pgid, libc::SIGKILL);
+        }
+    }
+}
+
+/// Largest timeout in milliseconds: what a JavaScript timer holds
+/// (2^31 - 1), so pi's limit of 2147483.647 seconds.
+pub const MAX_TIMEOUT_MS: f64 = 2_147_483_647.0;
+
+/// The `timeout` argument checked as pi 1.6.0 checks it: absent (or null)
+/// means none; otherwise a positive, finite number of seconds up to
+/// 2147483.647, else pi's error text. Returns the duration and the number
+/// as given (for the "timed out after" message).
+fn timeout_arg(args: &Value) -> Result<Option<(Duration, f64)>, String> {
+    const NOT_FINITE: &str = "Invalid timeout: must be a finite number of seconds";
+    match args.get("timeout") {
+        None | Some(Value::Null) => return Ok(None),
+        Some(_) => {}
+    }
+    let t = num_arg(args, "timeout").unwrap_or(f64::NAN);
+    if !t.is_finite() || t <= 0.0 {
+        return Err(NOT_FINITE.into());
+    }
+    if t * 1000.0 > MAX_TIMEOUT_MS {
+        return Err(format!(
+            "Invalid timeout: maximum is {} seconds",
+            js_number(MAX_TIMEOUT_MS / 1000.0)
+        ));
+    }
+    Duration::try_from_secs_f64(t)
+        .map(|d| Some((d, t)))
+        .map_err(|_| NOT_FINITE.into())
 }
 
 enum End {
@@ -228,7 +279,10 @@ async fn bash(args: &Value, ctx: &ToolContext, mut on_update: UpdateSink) -> Too
     let Some(command) = str_arg(args, "command") else {
         return invalid_args("bash", args);
     };
-    let timeout = num_arg(args, "timeout").filter(|t| *t > 0.0);
+    let timeout = match timeout_arg(args) {
+        Ok(t) => t,
+        Err(msg) => return thrown(msg),
+    };
     if !ctx.cwd.is_dir() {
         return thrown(format!(
             "Working directory does not exist: {}\nCannot execute bash commands.",
@@ -275,7 +329,7 @@ async fn bash(args: &Value, ctx: &ToolContext, mut on_update: UpdateSink) -> Too
     let pgid = child.id();
     let mut out = Output::default();
     let mut buf = vec![0u8; 64 * 1024];
-    let deadline = timeout.map(|t| tokio::time::Instant::now() + Duration::from_secs_f64(t));
+    let deadline = timeout.and_then(|(d, _)| tokio::time::Instant::now().checked_add(d));
     let mut exited: Option<Option<i32>> = None;
     let mut eof = false;
     let end = loop {
@@ -364,7 +418,7 @@ async fn bash(args: &Value, ctx: &ToolContext, mut on_update: UpdateSink) -> Too
             let msg = match end {
                 End::TimedOut => format!(
                     "Command timed out after {} seconds",
-                    js_number(timeout.unwrap_or(0.0))
+                    js_number(timeout.map_or(0.0, |(_, secs)| secs))
                 ),
                 _ => "Command aborted".to_string(),
             };

@@ -52,6 +52,30 @@ impl Tool for EditTool {
         ]
     }
 
+    /// The legacy form `{path, oldText, newText}` (pi 1.6.0 still accepts
+    /// it) becomes a last entry of `edits`.
+    fn prepare_arguments(&self, mut args: Value) -> Value {
+        let Value::Object(map) = &mut args else {
+            return args;
+        };
+        if !(map.get("oldText").is_some_and(Value::is_string)
+            && map.get("newText").is_some_and(Value::is_string))
+        {
+            return args;
+        }
+        let (Some(old), Some(new)) = (map.remove("oldText"), map.remove("newText")) else {
+            return args;
+        };
+        let entry = serde_json::json!({"oldText": old, "newText": new});
+        match map.get_mut("edits") {
+            Some(Value::Array(list)) => list.push(entry),
+            _ => {
+                map.insert("edits".into(), Value::Array(vec![entry]));
+            }
+        }
+        args
+    }
+
     fn execute<'a>(
         &'a self,
         args: Value,
@@ -140,6 +164,9 @@ fn count(hay: &str, needle: &str) -> usize {
     hay.matches(needle).count()
 }
 
+/// Largest file `edit` loads (it holds the file and its edited copy).
+pub const MAX_EDIT_FILE_BYTES: u64 = 256 * 1024 * 1024;
+
 async fn edit(args: &Value, ctx: &ToolContext) -> ToolOutput {
     let Some(path) = str_arg(args, "path") else {
         return thrown("Edit tool input is invalid. path must be a string.");
@@ -151,12 +178,28 @@ async fn edit(args: &Value, ctx: &ToolContext) -> ToolOutput {
         return thrown("Edit tool input is invalid. edits must contain at least one replacement.");
     }
     let abs = resolve_path(path, &ctx.cwd);
-    let raw = match tokio::fs::read(&abs).await {
-        Ok(b) => b,
-        Err(e) => {
+    let target = abs.clone();
+    let cancel = ctx.cancel.clone();
+    let read = tokio::task::spawn_blocking(move || {
+        crate::regular_file::read_capped(&target, MAX_EDIT_FILE_BYTES, Some(&cancel))
+    })
+    .await;
+    let raw = match read {
+        Ok(Ok(b)) => b,
+        Ok(Err(crate::regular_file::FileError::Io(e))) => {
             let (code, _) = errno_text(&e);
             return thrown(format!("Could not edit file: {path}. Error code: {code}."));
         }
+        Ok(Err(crate::regular_file::FileError::NotRegular("directory"))) => {
+            return thrown(format!("Could not edit file: {path}. Error code: EISDIR."));
+        }
+        Ok(Err(crate::regular_file::FileError::NotRegular(kind))) => {
+            return thrown(format!(
+                "Could not edit file: {path}. It is a {kind}, not a regular file."
+            ))
+        }
+        Ok(Err(e)) => return thrown(format!("Could not edit file: {path}: {e}.")),
+        Err(e) => return thrown(format!("edit failed: {e}")),
     };
     let raw = String::from_utf8_lossy(&raw).into_owned();
     let (bom, body) = match raw.strip_prefix('\u{FEFF}') {

@@ -100,7 +100,7 @@ fn find(args: &Value, cwd: &std::path::Path) -> ToolOutput {
     if limit_reached {
         notices.push(format!(
             "{limit} results limit reached. Use limit={} for more, or refine pattern",
-            limit * 2
+            limit.saturating_mul(2)
         ));
         details.insert("resultLimitReached".into(), json!(limit));
     }

@@ -70,6 +70,13 @@ fn grep(args: &Value, cwd: &std::path::Path) -> ToolOutput {
         Ok(m) => m,
         Err(_) => return thrown(format!("Path not found: {}", root.display())),
     };
+    if !meta.is_dir() && !meta.is_file() {
+        return thrown(format!(
+            "Cannot search {}: it is a {}, not a regular file or directory",
+            root.display(),
+            crate::regular_file::kind(&meta)
+        ));
+    }
     let source = if bool_arg(args, "literal") {
         regex::escape(pattern)
     } else {
@@ -111,7 +118,12 @@ fn grep(args: &Value, cwd: &std::path::Path) -> ToolOutput {
     let mut limit_reached = false;
     let mut lines_truncated = false;
     'files: for (path, rel) in &files {
-        let Ok(bytes) = std::fs::read(path) else {
+        // Only regular files: a FIFO in the tree would block the read forever.
+        let Ok(bytes) = crate::regular_file::open(path).and_then(|(mut f, _)| {
+            let mut b = Vec::new();
+            std::io::Read::read_to_end(&mut f, &mut b)?;
+            Ok(b)
+        }) else {
             continue;
         };
         if memchr::memchr(0, &bytes).is_some() {
@@ -124,14 +136,19 @@ fn grep(args: &Value, cwd: &std::path::Path) -> ToolOutput {
             .collect();
         // line index -> is a match
         let mut shown: BTreeMap<usize, bool> = BTreeMap::new();
+        // First line not yet in `shown`: each line is added once, however
+        // large `context` is.
+        let mut next = 0usize;
         for (i, line) in lines.iter().enumerate() {
             if !re.is_match(line) {
                 continue;
             }
             matches += 1;
-            for j in i.saturating_sub(context)..=(i + context).min(lines.len() - 1) {
+            let hi = i.saturating_add(context).min(lines.len() - 1);
+            for j in i.saturating_sub(context).max(next)..=hi {
                 shown.entry(j).or_insert(false);
             }
+            next = next.max(hi + 1);
             shown.insert(i, true);
             if matches >= limit {
                 limit_reached = true;
@@ -154,7 +171,7 @@ fn grep(args: &Value, cwd: &std::path::Path) -> ToolOutput {
     if limit_reached {
         notices.push(format!(
             "{limit} matches limit reached. Use limit={} for more, or refine pattern",
-            limit * 2
+            limit.saturating_mul(2)
         ));
         details.insert("matchLimitReached".into(), json!(limit));
     }

@@ -112,7 +112,7 @@ fn ls(args: &Value, cwd: &std::path::Path) -> ToolOutput {
     if limit_reached {
         notices.push(format!(
             "{limit} entries limit reached. Use limit={} for more",
-            limit * 2
+            limit.saturating_mul(2)
         ));
         details.insert("entryLimitReached".into(), json!(limit));
     }

@@ -66,6 +66,12 @@ pub trait Tool: Send + Sync {
     fn prompt_snippet(&self) -> Option<String>;
     /// Bullets this tool adds to the system prompt's `rules` section.
     fn prompt_guidelines(&self) -> Vec<String>;
+    /// Rewrites the raw arguments before validation (pi's
+    /// `prepareArguments`): e.g. edit's legacy top-level `oldText`/`newText`
+    /// becomes one `edits` entry. The default leaves them as they are.
+    fn prepare_arguments(&self, args: Value) -> Value {
+        args
+    }
     /// Runs the tool on already-validated arguments.
     fn execute<'a>(
         &'a self,

@@ -1,6 +1,12 @@
 //! `read`: a text file (line window, head truncation, continuation notices)
 //! or an image (detected by magic bytes, fitted to pi's limits by
 //! [`super::image`], returned as an image block).
+//!
+//! Text is streamed in one pass that keeps only what can be returned (a
+//! little over 50 KiB of the selected lines) and counts the rest, so a
+//! file of any size reads in bounded memory with pi's exact notices; the
+//! pass checks for abort between chunks. Only regular files are read: a
+//! FIFO or device is refused before anything can block.
 
 use serde_json::{json, Value};
 
@@ -90,6 +96,11 @@ fn image_result(bytes: &[u8], mime: &str, auto_resize: bool) -> ToolOutput {
     }
 }
 
+/// Largest image file `read` decodes. pi returns at most 4.5 MiB of base64,
+/// but fits larger images into that; past this size the image is omitted
+/// with a note instead of being loaded.
+pub const MAX_IMAGE_FILE_BYTES: u64 = 64 * 1024 * 1024;
+
 async fn read(args: &Value, ctx: &ToolContext) -> ToolOutput {
     let Some(path_arg) = str_arg(args, "path") else {
         return invalid_args("read", args);
@@ -98,46 +109,147 @@ async fn read(args: &Value, ctx: &ToolContext) -> ToolOutput {
     if let Err(e) = tokio::fs::metadata(&abs).await {
         return thrown(node_fs_error(&e, "access", &abs));
     }
-    let bytes = match tokio::fs::read(&abs).await {
-        Ok(b) => b,
-        Err(e) if e.raw_os_error() == Some(21) => {
+    let window = Window::from_args(args);
+    let path_arg = path_arg.to_string();
+    let cancel = ctx.cancel.clone();
+    let auto_resize = ctx.auto_resize_images;
+    // Streaming and image decoding block: off the async workers. The task
+    // checks the token between chunks; the select answers an abort at once.
+    let task = tokio::task::spawn_blocking(move || {
+        read_blocking(&abs, &path_arg, window, auto_resize, &cancel)
+    });
+    tokio::select! {
+        r = task => r.unwrap_or_else(|e| thrown(format!("{e}"))),
+        _ = ctx.cancel.cancelled() => thrown("Operation aborted"),
+    }
+}
+
+/// The requested line window: 0-based first line, optional line count.
+#[derive(Debug, Clone, Copy)]
+struct Window {
+    offset: Option<f64>,
+    start: usize,
+    limit: Option<usize>,
+}
+
+impl Window {
+    /// `offset` and `limit` as pi reads them (1-based offset, values below
+    /// 1 mean the start; fractions round down); any number is safe here.
+    fn from_args(args: &Value) -> Self {
+        let offset = num_arg(args, "offset");
+        let start = match offset {
+            Some(o) if o >= 1.0 => (o as usize).saturating_sub(1),
+            _ => 0,
+        };
+        let limit = num_arg(args, "limit")
+            .filter(|l| *l >= 0.0)
+            .map(|l| l as usize);
+        Window {
+            offset,
+            start,
+            limit,
+        }
+    }
+
+    /// One past the last selected line.
+    fn end(&self) -> usize {
+        self.limit
+            .map_or(usize::MAX, |l| self.start.saturating_add(l))
+    }
+}
+
+fn read_blocking(
+    abs: &std::path::Path,
+    path_arg: &str,
+    window: Window,
+    auto_resize: bool,
+    cancel: &tokio_util::sync::CancellationToken,
+) -> ToolOutput {
+    use crate::regular_file::{self, FileError};
+    use std::io::Read;
+    let (mut file, meta) = match regular_file::open(abs) {
+        Ok(f) => f,
+        Err(FileError::NotRegular("directory")) => {
             return thrown("EISDIR: illegal operation on a directory, read")
         }
-        Err(e) => return thrown(node_fs_error(&e, "open", &abs)),
+        Err(FileError::NotRegular(kind)) => {
+            return thrown(format!(
+                "Cannot read {}: it is a {kind}, not a regular file. Use bash to read from devices, pipes or sockets.",
+                abs.display()
+            ))
+        }
+        Err(FileError::Io(e)) => return thrown(node_fs_error(&e, "open", abs)),
+        Err(e) => return thrown(format!("{}: {e}", abs.display())),
     };
-    if let Some(mime) = image_mime(&bytes) {
-        // decoding and re-encoding take a while: off the async workers
-        let auto_resize = ctx.auto_resize_images;
-        return match tokio::task::spawn_blocking(move || image_result(&bytes, mime, auto_resize))
-            .await
+    // The first chunk decides between image and text.
+    let mut head = vec![0u8; regular_file::CHUNK];
+    let mut n = 0;
+    while n < head.len() {
+        match file.read(&mut head[n..]) {
+            Ok(0) => break,
+            Ok(k) => n += k,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => return thrown(node_fs_error(&e, "read", abs)),
+        }
+    }
+    head.truncate(n);
+    if let Some(mime) = image_mime(&head) {
+        if meta.len() > MAX_IMAGE_FILE_BYTES {
+            return with_structured(text_result(
+                format!(
+                    "Read image file [{mime}]\n[Image omitted: the file is {}, over the {} limit for images.]",
+                    format_size(usize::try_from(meta.len()).unwrap_or(usize::MAX)),
+                    format_size(MAX_IMAGE_FILE_BYTES as usize)
+                ),
+                None,
+            ));
+        }
+        return match regular_file::read_rest_capped(file, head, MAX_IMAGE_FILE_BYTES, Some(cancel))
         {
-            Ok(out) => out,
-            Err(e) => thrown(format!("{e}")),
+            Ok(bytes) => image_result(&bytes, mime, auto_resize),
+            Err(FileError::Cancelled) => thrown("Operation aborted"),
+            Err(FileError::Io(e)) => thrown(node_fs_error(&e, "read", abs)),
+            Err(e) => thrown(format!("{}: {e}", abs.display())),
         };
     }
-    let text = String::from_utf8_lossy(&bytes);
-    let all: Vec<&str> = text.split('\n').collect();
-    let total = all.len();
-    let offset = num_arg(args, "offset");
-    let start = match offset {
-        Some(o) if o >= 1.0 => (o as usize).saturating_sub(1),
-        _ => 0,
-    };
+    let mut scan = TextScan::new(window);
+    let mut decoder = LossyDecoder::default();
+    decoder.feed(&head, &mut |s| scan.push(s));
+    let mut chunk = vec![0u8; regular_file::CHUNK];
+    loop {
+        if cancel.is_cancelled() {
+            return thrown("Operation aborted");
+        }
+        let k = match file.read(&mut chunk) {
+            Ok(0) => break,
+            Ok(k) => k,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => return thrown(node_fs_error(&e, "read", abs)),
+        };
+        decoder.feed(&chunk[..k], &mut |s| scan.push(s));
+    }
+    decoder.finish(&mut |s| scan.push(s));
+    scan.finish();
+    text_output(scan, window, path_arg)
+}
+
+/// The text result of a finished scan, with pi's notices.
+fn text_output(scan: TextScan, window: Window, path_arg: &str) -> ToolOutput {
+    let total = scan.total_lines();
+    let start = window.start;
     if start >= total {
-        let o = offset.map_or_else(|| "0".to_string(), js_number);
+        let o = window.offset.map_or_else(|| "0".to_string(), js_number);
         return thrown(format!(
             "Offset {o} is beyond end of file ({total} lines total)"
         ));
     }
-    let limit = num_arg(args, "limit")
-        .filter(|l| *l >= 0.0)
-        .map(|l| l as usize);
-    let end = limit.map_or(total, |l| (start + l).min(total));
-    let selected = all[start..end].join("\n");
-    let t = truncate_head(&selected, DEFAULT_MAX_LINES, DEFAULT_MAX_BYTES);
+    let end = window.end().min(total);
+    let mut t = truncate_head(&scan.prefix, DEFAULT_MAX_LINES, DEFAULT_MAX_BYTES);
+    t.total_lines = scan.selected_lines();
+    t.total_bytes = scan.selected_bytes;
     let first = start + 1;
     if t.first_line_exceeds_limit {
-        let size = format_size(all[start].len());
+        let size = format_size(scan.first_len);
         let msg = format!(
             "[Line {first} is {size}, exceeds {} limit. Use bash: sed -n '{first}p' {path_arg} | head -c {DEFAULT_MAX_BYTES}]",
             format_size(DEFAULT_MAX_BYTES)
@@ -158,7 +270,7 @@ async fn read(args: &Value, ctx: &ToolContext) -> ToolOutput {
         );
         return with_structured(text_result(msg, Some(json!({ "truncation": t.to_json() }))));
     }
-    if limit.is_some() && end < total {
+    if window.limit.is_some() && end < total {
         let remaining = total - end;
         return with_structured(text_result(
             format!(
@@ -172,10 +284,358 @@ async fn read(args: &Value, ctx: &ToolContext) -> ToolOutput {
     with_structured(text_result(t.content, None))
 }
 
+/// UTF-8 decoding of a byte stream in chunks with the result of
+/// `String::from_utf8_lossy` on the whole (a sequence split between chunks
+/// is carried over; each invalid sequence becomes one U+FFFD).
+#[derive(Default)]
+struct LossyDecoder {
+    carry: Vec<u8>,
+}
+
+impl LossyDecoder {
+    fn feed(&mut self, bytes: &[u8], out: &mut dyn FnMut(&str)) {
+        let joined;
+        let mut rest: &[u8] = if self.carry.is_empty() {
+            bytes
+        } else {
+            self.carry.extend_from_slice(bytes);
+            joined = std::mem::take(&mut self.carry);
+            &joined
+        };
+        loop {
+            match std::str::from_utf8(rest) {
+                Ok(s) => {
+                    out(s);
+                    return;
+                }
+                Err(e) => {
+                    let good = e.valid_up_to();
+                    if let Ok(s) = std::str::from_utf8(&rest[..good]) {
+                        out(s);
+                    }
+                    match e.error_len() {
+                        Some(bad) => {
+                            out("\u{FFFD}");
+                            rest = &rest[good + bad..];
+                        }
+                        None => {
+                            // An incomplete sequence at the end: wait for more.
+                            self.carry = rest[good..].to_vec();
+                            return;
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    fn finish(&mut self, out: &mut dyn FnMut(&str)) {
+        if !self.carry.is_empty() {
+            self.carry.clear();
+            out("\u{FFFD}");
+        }
+    }
+}
+
+/// One pass over a file's text that keeps only what `read` can return: the
+/// start of the selected lines (a little over the byte limit, enough for
+/// [`truncate_head`] to decide exactly as on the whole selection) and the
+/// counts behind pi's notices. Memory stays bounded whatever the file.
+struct TextScan {
+    start: usize,
+    end: usize,
+    /// Index of the current line (`split('\n')` pieces so far, minus one).
+    line: usize,
+    in_selection: bool,
+    /// Bytes of the selected text (lines joined by `\n`).
+    selected_bytes: usize,
+    /// Length of the current line so far.
+    line_len: usize,
+    /// Length of the first selected line.
+    first_len: usize,
+    /// Length of the last selected line (to drop pi's empty last piece).
+    last_selected_len: usize,
+    prefix: String,
+}
+
+/// Bytes of the selection kept: two past the byte limit, so a line that
+/// reaches past the kept part never looks as if it fit (even when the cut
+/// falls right after a newline).
+const PREFIX_BYTES: usize = DEFAULT_MAX_BYTES + 2;
+
+impl TextScan {
+    fn new(w: Window) -> Self {
+        TextScan {
+            start: w.start,
+            end: w.end(),
+            line: 0,
+            in_selection: w.start == 0 && w.end() > 0,
+            selected_bytes: 0,
+            line_len: 0,
+            first_len: 0,
+            last_selected_len: 0,
+            prefix: String::new(),
+        }
+    }
+
+    fn keep(&mut self, s: &str) {
+        self.selected_bytes += s.len();
+        if self.prefix.len() < PREFIX_BYTES {
+            let mut cut = (PREFIX_BYTES - self.prefix.len()).min(s.len());
+            while !s.is_char_boundary(cut) {
+                cut += 1;
+            }
+            self.prefix.push_str(&s[..cut]);
+        }
+    }
+
+    fn push(&mut self, mut s: &str) {
+        while !s.is_empty() {
+            let (piece, newline) = match memchr::memchr(b'\n', s.as_bytes()) {
+                Some(i) => (&s[..i], true),
+                None => (s, false),
+            };
+            if self.in_selection {
+                self.keep(piece);
+            }
+            self.line_len += piece.len();
+            s = &s[piece.len()..];
+            if !newline {
+                break;
+            }
+            s = &s[1..];
+            self.end_line();
+            // The newline belongs to the selection when the next line does.
+            if self.in_selection && self.line < self.end {
+                self.keep("\n");
+            } else {
+                self.in_selection = self.line == self.start && self.line < self.end;
+            }
+        }
+    }
+
+    fn end_line(&mut self) {
+        if self.line == self.start {
+            self.first_len = self.line_len;
+        }
+        if self.in_selection {
+            self.last_selected_len = self.line_len;
+        }
+        self.line += 1;
+        self.line_len = 0;
+    }
+
+    /// Lines of the file as pi counts them for the notices (`split('\n')`).
+    fn total_lines(&self) -> usize {
+        self.line + 1
+    }
+
+    fn selected_pieces(&self) -> usize {
+        self.end.min(self.total_lines()).saturating_sub(self.start)
+    }
+
+    /// Lines of the selection as `truncate_head` counts them (without the
+    /// empty piece after a final newline).
+    fn selected_lines(&self) -> usize {
+        let pieces = self.selected_pieces();
+        if pieces > 1 && self.last_selected_len == 0 {
+            pieces - 1
+        } else {
+            pieces
+        }
+    }
+
+    /// Closes the last, unterminated line.
+    fn finish(&mut self) {
+        if self.line == self.start {
+            self.first_len = self.line_len;
+        }
+        if self.in_selection {
+            self.last_selected_len = self.line_len;
+        }
+    }
+}
+
 /// pi 1.6.0 repeats a text read's content as `structuredContent`.
 fn with_structured(mut out: ToolOutput) -> ToolOutput {
     if let Some(ContentBlock::Text(t)) = out.content.first() {
         out.structured = Some(Value::String(t.text.clone()));
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The whole-file computation the streaming scan replaces (pi's
+    /// algorithm on the decoded text).
+    fn reference(bytes: &[u8], w: Window) -> ToolOutput {
+        let text = String::from_utf8_lossy(bytes);
+        let all: Vec<&str> = text.split('\n').collect();
+        let total = all.len();
+        if w.start >= total {
+            let o = w.offset.map_or_else(|| "0".to_string(), js_number);
+            return thrown(format!(
+                "Offset {o} is beyond end of file ({total} lines total)"
+            ));
+        }
+        let end = w.end().min(total);
+        let selected = all[w.start..end].join("\n");
+        let t = truncate_head(&selected, DEFAULT_MAX_LINES, DEFAULT_MAX_BYTES);
+        let first = w.start + 1;
+        if t.first_line_exceeds_limit {
+            let msg = format!(
+                "[Line {first} is {}, exceeds 50.0KB limit. Use bash: sed -n '{first}p' p | head -c 51200]",
+                format_size(all[w.start].len())
+            );
+            return with_structured(text_result(msg, Some(json!({ "truncation": t.to_json() }))));
+        }
+        if t.truncated {
+            let last = first + t.output_lines - 1;
+            let note = if t.truncated_by == Some(super::super::truncate::TruncatedBy::Bytes) {
+                " (50.0KB limit)"
+            } else {
+                ""
+            };
+            let msg = format!(
+                "{}\n\n[Showing lines {first}-{last} of {total}{note}. Use offset={} to continue.]",
+                t.content,
+                last + 1
+            );
+            return with_structured(text_result(msg, Some(json!({ "truncation": t.to_json() }))));
+        }
+        if w.limit.is_some() && end < total {
+            return with_structured(text_result(
+                format!(
+                    "{}\n\n[{} more lines in file. Use offset={} to continue.]",
+                    t.content,
+                    total - end,
+                    end + 1
+                ),
+                None,
+            ));
+        }
+        with_structured(text_result(t.content, None))
+    }
+
+    fn streamed(bytes: &[u8], w: Window, chunk: usize) -> ToolOutput {
+        let mut scan = TextScan::new(w);
+        let mut d = LossyDecoder::default();
+        for c in bytes.chunks(chunk.max(1)) {
+            d.feed(c, &mut |s| scan.push(s));
+        }
+        d.finish(&mut |s| scan.push(s));
+        scan.finish();
+        text_output(scan, w, "p")
+    }
+
+    /// xorshift, so the cases are the same on every run.
+    struct Rng(u64);
+    impl Rng {
+        fn next(&mut self) -> u64 {
+            self.0 ^= self.0 << 13;
+            self.0 ^= self.0 >> 7;
+            self.0 ^= self.0 << 17;
+            self.0
+        }
+        fn below(&mut self, n: u64) -> u64 {
+            self.next() % n.max(1)
+        }
+    }
+
+    fn window(offset: Option<f64>, limit: Option<f64>) -> Window {
+        let mut args = serde_json::Map::new();
+        if let Some(o) = offset {
+            args.insert("offset".into(), json!(o));
+        }
+        if let Some(l) = limit {
+            args.insert("limit".into(), json!(l));
+        }
+        Window::from_args(&Value::Object(args))
+    }
+
+    #[test]
+    fn streaming_scan_equals_the_whole_file_computation() {
+        let mut rng = Rng(0x9E37_79B9_7F4A_7C15);
+        // Line lengths around the limits, multibyte and invalid UTF-8,
+        // with and without a final newline.
+        let pieces: [&[u8]; 6] = [
+            b"x",
+            "é".as_bytes(),
+            "😀".as_bytes(),
+            &[0xFF],
+            &[0xE2, 0x82],
+            b"\r",
+        ];
+        for case in 0..150 {
+            let mut bytes = Vec::new();
+            let lines = rng.below(if case % 15 == 0 { 2500 } else { 40 });
+            for _ in 0..lines {
+                let len = match rng.below(6) {
+                    0 => 0,
+                    1 => rng.below(30),
+                    2 => 51_150 + rng.below(100),
+                    3 => rng.below(3000),
+                    _ => rng.below(200),
+                };
+                let mut n = 0;
+                while n < len {
+                    if rng.below(8) == 0 {
+                        let p = pieces[rng.below(6) as usize];
+                        bytes.extend_from_slice(p);
+                        n += p.len() as u64;
+                    } else {
+                        let run = (1 + rng.below(5000)).min(len - n);
+                        bytes.extend(std::iter::repeat_n(b'x', run as usize));
+                        n += run;
+                    }
+                }
+                if rng.below(10) != 0 {
+                    bytes.push(b'\n');
+                }
+            }
+            let offset = match rng.below(4) {
+                0 => None,
+                1 => Some(rng.below(lines + 3) as f64),
+                2 => Some(1e20),
+                _ => Some(-3.0),
+            };
+            let limit = match rng.below(4) {
+                0 => None,
+                1 => Some(rng.below(lines + 3) as f64),
+                2 => Some(1e300),
+                _ => Some(2.5),
+            };
+            let w = window(offset, limit);
+            let want = reference(&bytes, w);
+            let small = if bytes.len() < 50_000 {
+                1 + rng.below(7)
+            } else {
+                997
+            };
+            for chunk in [small as usize, 4096, 1 << 20] {
+                assert_eq!(
+                    streamed(&bytes, w, chunk),
+                    want,
+                    "case {case}: {} bytes, offset {offset:?}, limit {limit:?}, chunk {chunk}",
+                    bytes.len()
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn huge_numbers_are_safe() {
+        let text = b"a\nb\nc\n";
+        let out = streamed(text, window(Some(2.0), Some(1e300)), 3);
+        assert_eq!(out.content, vec![ContentBlock::text("b\nc\n")]);
+        let out = streamed(text, window(Some(1e20), None), 3);
+        assert_eq!(
+            out.content,
+            vec![ContentBlock::text(
+                "Offset 100000000000000000000 is beyond end of file (4 lines total)"
+            )]
+        );
+    }
 }

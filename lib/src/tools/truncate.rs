@@ -213,12 +213,27 @@ pub fn truncate_line_to(line: &str, max: usize) -> (String, bool) {
     (line.to_string(), false)
 }
 
-/// A JavaScript number as `String(n)` prints it (`1`, `1.5`).
+/// A JavaScript number as `String(n)` prints it: `1`, `1.5`,
+/// `100000000000000000000`, `1e+21`, `1e-7`, `NaN`, `Infinity`.
 pub fn js_number(n: f64) -> String {
-    if n.fract() == 0.0 && n.abs() < 1e21 {
-        format!("{}", n as i64)
-    } else {
-        format!("{n}")
+    if n.is_nan() {
+        return "NaN".into();
+    }
+    if n.is_infinite() {
+        return if n > 0.0 { "Infinity" } else { "-Infinity" }.into();
+    }
+    if n == 0.0 {
+        return "0".into();
+    }
+    let a = n.abs();
+    if (1e-6..1e21).contains(&a) {
+        // Rust prints the shortest round-trip digits without an exponent.
+        return format!("{n}");
+    }
+    let e = format!("{n:e}");
+    match e.split_once('e') {
+        Some((m, x)) if !x.starts_with('-') => format!("{m}e+{x}"),
+        _ => e,
     }
 }
 
@@ -293,5 +308,13 @@ mod tests {
     fn js_numbers() {
         assert_eq!(js_number(1.0), "1");
         assert_eq!(js_number(1.5), "1.5");
+        assert_eq!(js_number(-2.0), "-2");
+        assert_eq!(js_number(1e20), "100000000000000000000");
+        assert_eq!(js_number(1e21), "1e+21");
+        assert_eq!(js_number(1.5e300), "1.5e+300");
+        assert_eq!(js_number(1e-9), "1e-9");
+        assert_eq!(js_number(0.000001), "0.000001");
+        assert_eq!(js_number(2147483.647), "2147483.647");
+        assert_eq!(js_number(f64::NAN), "NaN");
     }
 }

@@ -135,7 +135,8 @@ pub fn constrained_sampling() -> Map<String, Value> {
 
 /// Runs a synchronous, filesystem-bound tool body on the blocking pool, so
 /// walking a large tree never stalls the runtime; a panic in it becomes a
-/// thrown error naming the tool.
+/// thrown error naming the tool. An abort answers at once ("Operation
+/// aborted"); the walk's thread finishes on its own and is discarded.
 pub fn run_blocking<'a>(
     name: &'static str,
     args: Value,
@@ -144,9 +145,11 @@ pub fn run_blocking<'a>(
 ) -> super::ToolFuture<'a> {
     Box::pin(async move {
         let cwd = ctx.cwd.clone();
-        tokio::task::spawn_blocking(move || body(&args, &cwd))
-            .await
-            .unwrap_or_else(|e| thrown(format!("{name} failed: {e}")))
+        let task = tokio::task::spawn_blocking(move || body(&args, &cwd));
+        tokio::select! {
+            r = task => r.unwrap_or_else(|e| thrown(format!("{name} failed: {e}"))),
+            _ = ctx.cancel.cancelled() => thrown("Operation aborted"),
+        }
     })
 }
 

@@ -57,6 +57,9 @@ fn type_matches(ty: &str, v: &Value) -> bool {
 /// AJV-style coercion of a scalar to `ty`; `None` when impossible.
 fn coerce(ty: &str, v: &Value) -> Option<Value> {
     match (ty, v) {
+        // pi 1.6.0 takes `""` as 0 (a bash timeout of "" is "Invalid
+        // timeout", not a validation error).
+        ("number" | "integer", Value::String(s)) if s.is_empty() => Some(Value::from(0)),
         ("number" | "integer", Value::String(s)) => {
             let t = s.trim();
             if t.is_empty() {
@@ -75,7 +78,10 @@ fn coerce(ty: &str, v: &Value) -> Option<Value> {
             })
         }
         ("number" | "integer", Value::Bool(b)) => Some(Value::from(*b as i64)),
-        ("number" | "integer", Value::Null) => Some(Value::from(0)),
+        // A null number passes as null, which the tools read as absent: pi
+        // 1.6.0 runs bash with `"timeout": null` without a timeout and ls
+        // with `"limit": null` with its default limit.
+        ("number" | "integer", Value::Null) => Some(Value::Null),
         ("string", Value::Number(n)) => Some(Value::String(n.to_string())),
         ("string", Value::Bool(b)) => Some(Value::String(b.to_string())),
         ("string", Value::Null) => Some(Value::String(String::new())),
@@ -250,6 +256,14 @@ mod tests {
         assert_eq!(
             validate_args("read", &schema(), &json!({"path":"a","offset":"10"})).unwrap(),
             json!({"path":"a","offset":10})
+        );
+        assert_eq!(
+            validate_args("read", &schema(), &json!({"path":"a","offset":null})).unwrap(),
+            json!({"path":"a","offset":null})
+        );
+        assert_eq!(
+            validate_args("read", &schema(), &json!({"path":"a","offset":""})).unwrap(),
+            json!({"path":"a","offset":0})
         );
         let e = validate_args("read", &schema(), &json!({"offset":"x"})).unwrap_err();
         assert!(

@@ -56,8 +56,18 @@ async fn write(args: &Value, ctx: &ToolContext) -> ToolOutput {
             return thrown(node_fs_error(&e, "mkdir", parent));
         }
     }
-    match tokio::fs::write(&abs, content.as_bytes()).await {
-        Ok(()) => text_result(format!("Successfully wrote to {path_arg}"), None),
-        Err(e) => thrown(node_fs_error(&e, "open", &abs)),
+    let target = abs.clone();
+    let bytes = content.as_bytes().to_vec();
+    let written = tokio::task::spawn_blocking(move || {
+        use crate::regular_file::{create, FileError};
+        let mut f = create(&target)?;
+        std::io::Write::write_all(&mut f, &bytes).map_err(FileError::Io)
+    })
+    .await;
+    match written {
+        Ok(Ok(())) => text_result(format!("Successfully wrote to {path_arg}"), None),
+        Ok(Err(crate::regular_file::FileError::Io(e))) => thrown(node_fs_error(&e, "open", &abs)),
+        Ok(Err(e)) => thrown(format!("Cannot write {}: {e}", abs.display())),
+        Err(e) => thrown(format!("write failed: {e}")),
     }
 }

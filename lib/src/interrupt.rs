@@ -1,0 +1,160 @@
+//! Stopping a run from outside. SIGINT, SIGTERM and SIGHUP, and a stdout
+//! nobody can write to any more, all end a run the same way: the first
+//! cause is recorded and the run's cancellation token fires, so the agent
+//! aborts the request or kills the running tools' process groups, saves the
+//! partial message as aborted, and returns; the binary then exits with the
+//! cause's code. A second signal while the run winds down exits at once.
+
+use std::sync::{Arc, Mutex};
+
+use tokio_util::sync::CancellationToken;
+
+use crate::cli::{EXIT_CLOSED_STDOUT, EXIT_FAILED, EXIT_HANGUP, EXIT_INTERRUPTED, EXIT_TERMINATED};
+
+/// Why a run was stopped.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StopReason {
+    /// SIGINT (Ctrl-C).
+    Interrupt,
+    /// SIGTERM (`kill`, a CI job's timeout).
+    Terminate,
+    /// SIGHUP (the terminal or the ssh session went away).
+    Hangup,
+    /// Writing to stdout failed with a closed pipe: nobody reads the output.
+    StdoutClosed,
+    /// Writing to stdout failed otherwise (a full disk); the error text.
+    StdoutFailed(String),
+}
+
+impl StopReason {
+    /// The exit status: 130 / 143 / 129 for the signals (128 + number),
+    /// 141 for a closed stdout, 1 for another write error.
+    pub fn exit_code(&self) -> i32 {
+        match self {
+            StopReason::Interrupt => EXIT_INTERRUPTED,
+            StopReason::Terminate => EXIT_TERMINATED,
+            StopReason::Hangup => EXIT_HANGUP,
+            StopReason::StdoutClosed => EXIT_CLOSED_STDOUT,
+            StopReason::StdoutFailed(_) => EXIT_FAILED,
+        }
+    }
+
+    /// The line for stderr.
+    pub fn message(&self) -> String {
+        match self {
+            StopReason::Interrupt => "interrupted".into(),
+            StopReason::Terminate => "terminated (SIGTERM)".into(),
+            StopReason::Hangup => "hung up (SIGHUP)".into(),
+            StopReason::StdoutClosed => "stopped: stdout was closed".into(),
+            StopReason::StdoutFailed(e) => format!("stopped: cannot write to stdout: {e}"),
+        }
+    }
+
+    /// The cause of a failed write to stdout.
+    pub fn from_write_error(e: &std::io::Error) -> Self {
+        if crate::cli::is_broken_pipe(e) {
+            StopReason::StdoutClosed
+        } else {
+            StopReason::StdoutFailed(e.to_string())
+        }
+    }
+}
+
+/// Records the first reason a run is stopped and cancels its token.
+#[derive(Clone)]
+pub struct Stopper {
+    cancel: CancellationToken,
+    reason: Arc<Mutex<Option<StopReason>>>,
+}
+
+impl Stopper {
+    /// A stopper for the run that `cancel` aborts.
+    pub fn new(cancel: CancellationToken) -> Self {
+        Stopper {
+            cancel,
+            reason: Arc::new(Mutex::new(None)),
+        }
+    }
+
+    /// Stops the run (the first reason wins) and tells whether this was
+    /// the first.
+    pub fn stop(&self, reason: StopReason) -> bool {
+        let first = {
+            let mut r = self.reason.lock().unwrap_or_else(|p| p.into_inner());
+            if r.is_none() {
+                *r = Some(reason);
+                true
+            } else {
+                false
+            }
+        };
+        self.cancel.cancel();
+        first
+    }
+
+    /// Why the run was stopped, if it was.
+    pub fn reason(&self) -> Option<StopReason> {
+        self.reason
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    /// Handles SIGINT, SIGTERM and SIGHUP from now on (call inside a tokio
+    /// runtime): the first stops the run, a second one exits at once with
+    /// the first one's code. The error names a signal that could not be
+    /// taken over.
+    pub fn watch_signals(&self) -> Result<(), String> {
+        use tokio::signal::unix::{signal, SignalKind};
+        for (kind, reason, name) in [
+            (SignalKind::interrupt(), StopReason::Interrupt, "SIGINT"),
+            (SignalKind::terminate(), StopReason::Terminate, "SIGTERM"),
+            (SignalKind::hangup(), StopReason::Hangup, "SIGHUP"),
+        ] {
+            let mut stream = signal(kind).map_err(|e| format!("cannot handle {name}: {e}"))?;
+            let me = self.clone();
+            tokio::spawn(async move {
+                while stream.recv().await.is_some() {
+                    if !me.stop(reason.clone()) {
+                        let code = me.reason().map_or(reason.exit_code(), |r| r.exit_code());
+                        std::process::exit(code);
+                    }
+                }
+            });
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn first_reason_wins_and_cancels() {
+        let cancel = CancellationToken::new();
+        let s = Stopper::new(cancel.clone());
+        assert_eq!(s.reason(), None);
+        assert!(s.stop(StopReason::Terminate));
+        assert!(cancel.is_cancelled());
+        assert!(!s.stop(StopReason::Interrupt));
+        assert_eq!(s.reason(), Some(StopReason::Terminate));
+        assert_eq!(s.reason().unwrap().exit_code(), 143);
+    }
+
+    #[test]
+    fn codes_and_write_errors() {
+        assert_eq!(StopReason::Interrupt.exit_code(), 130);
+        assert_eq!(StopReason::Hangup.exit_code(), 129);
+        let pipe = std::io::Error::from(std::io::ErrorKind::BrokenPipe);
+        assert_eq!(
+            StopReason::from_write_error(&pipe),
+            StopReason::StdoutClosed
+        );
+        assert_eq!(StopReason::StdoutClosed.exit_code(), 141);
+        let full = std::io::Error::from_raw_os_error(28);
+        let r = StopReason::from_write_error(&full);
+        assert_eq!(r.exit_code(), 1);
+        assert!(r.message().contains("No space left"), "{}", r.message());
+    }
+}
