@@ -13,11 +13,56 @@
 use serde_json::Value;
 
 /// Parses `text` as one JSON value; `Err` is V8's `JSON.parse` message.
+///
+/// A number too large for a double is valid JSON that JavaScript reads as
+/// `±Infinity` and serde_json refuses; it is read here as the largest finite
+/// double of its sign (no JSON value holds an infinity), so a tool sees an
+/// absurd number it can refuse rather than an "invalid JSON" that is not.
 pub fn parse(text: &str) -> Result<Value, String> {
     match serde_json::from_str::<Value>(text) {
         Ok(v) => Ok(v),
-        Err(e) => Err(v8_error(text).unwrap_or_else(|| e.to_string())),
+        Err(e) => {
+            let mut s = Scanner {
+                src: text,
+                b: text.as_bytes(),
+                i: 0,
+                numbers: Some(Vec::new()),
+            };
+            if let Err(found) = s.value().and_then(|()| {
+                s.ws();
+                if s.i < s.b.len() {
+                    Err(s.at("Unexpected non-whitespace character after JSON"))
+                } else {
+                    Ok(())
+                }
+            }) {
+                return Err(found.render(text));
+            }
+            let clamped = clamp_huge_numbers(text, s.numbers.as_deref().unwrap_or(&[]));
+            serde_json::from_str::<Value>(&clamped).map_err(|_| e.to_string())
+        }
     }
+}
+
+/// `text` with every number literal (byte spans from the scanner) that
+/// overflows a double replaced by the largest finite double of its sign.
+fn clamp_huge_numbers(text: &str, numbers: &[(usize, usize)]) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut last = 0;
+    for &(start, end) in numbers {
+        let lit = &text[start..end];
+        if lit.parse::<f64>().is_ok_and(f64::is_infinite) {
+            out.push_str(&text[last..start]);
+            out.push_str(if lit.starts_with('-') {
+                "-1.7976931348623157e308"
+            } else {
+                "1.7976931348623157e308"
+            });
+            last = end;
+        }
+    }
+    out.push_str(&text[last..]);
+    out
 }
 
 /// V8's message for the first syntax error in `text`; `None` when V8 would
@@ -27,6 +72,7 @@ pub fn v8_error(text: &str) -> Option<String> {
         src: text,
         b: text.as_bytes(),
         i: 0,
+        numbers: None,
     };
     let r = s.value().and_then(|()| {
         s.ws();
@@ -110,6 +156,8 @@ struct Scanner<'a> {
     src: &'a str,
     b: &'a [u8],
     i: usize,
+    /// When set, the byte span of every number literal read.
+    numbers: Option<Vec<(usize, usize)>>,
 }
 
 impl Scanner<'_> {
@@ -248,6 +296,15 @@ impl Scanner<'_> {
     }
 
     fn number(&mut self) -> Result<(), Found> {
+        let start = self.i;
+        self.number_literal()?;
+        if let Some(spans) = &mut self.numbers {
+            spans.push((start, self.i));
+        }
+        Ok(())
+    }
+
+    fn number_literal(&mut self) -> Result<(), Found> {
         if self.peek() == Some(b'-') {
             self.i += 1;
         }
@@ -299,6 +356,18 @@ mod tests {
 
     /// Messages recorded from Node 22's `JSON.parse` (the oracle test in
     /// lib/tests/providers.rs checks many more cases live).
+    #[test]
+    fn numbers_beyond_a_double_are_clamped_not_errors() {
+        let v = parse(r#"{"a": 1e400, "b": [-2E+999, 1.5], "c": "1e400"}"#).unwrap();
+        assert_eq!(v["a"].as_f64(), Some(f64::MAX));
+        assert_eq!(v["b"][0].as_f64(), Some(f64::MIN));
+        assert_eq!(v["b"][1].as_f64(), Some(1.5));
+        assert_eq!(v["c"], "1e400");
+        assert!(parse(r#"{"a": NaN}"#)
+            .unwrap_err()
+            .starts_with("Unexpected token 'N'"));
+    }
+
     #[test]
     fn v8_wording() {
         let cases = [
