@@ -63,13 +63,13 @@ pub fn parse(text: &str) -> Result<Parsed, FrontmatterError> {
     })
 }
 
-/// `\r\n` and lone `\r` to `\n`.
+/// `\r\n` and lone `\r` to `\n`. (A leading BOM is the reader's job:
+/// [`super::text`] drops exactly one, as pi does.)
 pub fn normalize_newlines(text: &str) -> String {
-    let t = text.strip_prefix('\u{feff}').unwrap_or(text);
-    if t.contains('\r') {
-        t.replace("\r\n", "\n").replace('\r', "\n")
+    if text.contains('\r') {
+        text.replace("\r\n", "\n").replace('\r', "\n")
     } else {
-        t.to_string()
+        text.to_string()
     }
 }
 
