@@ -1,0 +1,17 @@
+#![no_main]
+
+use std::path::PathBuf;
+use std::sync::OnceLock;
+
+#[path = "../checks.rs"]
+mod checks;
+
+/// One scratch folder per fuzzing process (settings are read from files).
+fn scratch() -> &'static PathBuf {
+    static DIR: OnceLock<PathBuf> = OnceLock::new();
+    DIR.get_or_init(|| {
+        std::env::temp_dir().join(format!("pi-fuzz-settings-{}", std::process::id()))
+    })
+}
+
+libfuzzer_sys::fuzz_target!(|data: &[u8]| checks::settings_json(data, scratch()));
