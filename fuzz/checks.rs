@@ -175,6 +175,54 @@ fn consistent(part: &Value, full: &Value) -> bool {
     }
 }
 
+/// Any JSON value in which no object repeats a key (else a parse error).
+struct NoDuplicateKeys;
+
+impl<'de> serde::Deserialize<'de> for NoDuplicateKeys {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        d.deserialize_any(NoDuplicateKeys)
+    }
+}
+
+impl<'de> serde::de::Visitor<'de> for NoDuplicateKeys {
+    type Value = NoDuplicateKeys;
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("JSON")
+    }
+    fn visit_bool<E>(self, _: bool) -> Result<Self, E> {
+        Ok(self)
+    }
+    fn visit_i64<E>(self, _: i64) -> Result<Self, E> {
+        Ok(self)
+    }
+    fn visit_u64<E>(self, _: u64) -> Result<Self, E> {
+        Ok(self)
+    }
+    fn visit_f64<E>(self, _: f64) -> Result<Self, E> {
+        Ok(self)
+    }
+    fn visit_str<E>(self, _: &str) -> Result<Self, E> {
+        Ok(self)
+    }
+    fn visit_unit<E>(self) -> Result<Self, E> {
+        Ok(self)
+    }
+    fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut a: A) -> Result<Self, A::Error> {
+        while a.next_element::<NoDuplicateKeys>()?.is_some() {}
+        Ok(self)
+    }
+    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut a: A) -> Result<Self, A::Error> {
+        let mut seen = std::collections::HashSet::new();
+        while let Some(k) = a.next_key::<String>()? {
+            if !seen.insert(k) {
+                return Err(serde::de::Error::custom("duplicate key"));
+            }
+            a.next_value::<NoDuplicateKeys>()?;
+        }
+        Ok(self)
+    }
+}
+
 /// The last complete element of a partial object/array may itself be cut,
 /// so only earlier ones must be equal: `consistent` checks key order and
 /// prefixes, which is what matters for streamed tool arguments.
@@ -186,6 +234,9 @@ pub fn partial_json(data: &[u8]) {
     let Ok(full) = serde_json::from_str::<Value>(&t) else {
         return;
     };
+    // With a key given twice the document keeps the first place and the
+    // last value, so its prefixes need not agree with it.
+    let unique = serde_json::from_str::<NoDuplicateKeys>(&t).is_ok();
     assert_eq!(v, full, "a complete document parses as serde_json does");
     if full.is_object() {
         assert_eq!(args, full);
@@ -196,7 +247,7 @@ pub fn partial_json(data: &[u8]) {
     let mut ends: Vec<usize> = (0..n).step_by(step).collect();
     ends.extend(n.saturating_sub(8)..n);
     for end in ends {
-        if !t.is_char_boundary(end) {
+        if !unique || !t.is_char_boundary(end) {
             continue;
         }
         let p = parse_streaming_json(&t[..end]);
@@ -344,8 +395,13 @@ pub fn template(data: &[u8]) {
         let v = args.get(1).map(String::as_str).unwrap_or("");
         if v.is_empty() { "dflt" } else { v }.to_string()
     });
-    for a in &args {
-        assert!(a.chars().any(|c| !pi_lib::prompt::expand::is_js_space(c)) || a.is_empty());
+    // Without quotes, arguments are the whitespace-separated words.
+    if !argtext.contains(['"', '\'']) {
+        let words: Vec<&str> = argtext
+            .split(pi_lib::prompt::expand::is_js_space)
+            .filter(|w| !w.is_empty())
+            .collect();
+        assert_eq!(args, words);
     }
     let (front, body) = split_frontmatter(&t);
     if front.is_some() {
@@ -370,7 +426,8 @@ pub fn template_args_round_trip(args: &[String]) {
 pub fn frontmatter(data: &[u8]) {
     use pi_lib::resources::frontmatter::{normalize_newlines, parse, parse_yaml};
     let t = text(data);
-    let lines = t.split('\n').count() + 1;
+    // Lines as the parser counts them: CRLF and lone CR end a line too.
+    let lines = normalize_newlines(&t).split('\n').count() + 1;
     match parse(&t) {
         Ok(p) => {
             if !p.has_frontmatter {
@@ -404,14 +461,22 @@ pub fn models_json(data: &[u8]) {
     }
     match parse(&t, path) {
         Ok(map) => {
-            let dir = std::env::temp_dir().join("pi-fuzz-no-agent-dir");
-            let mut reg = pi_lib::model::ModelRegistry::builtin_with_env(&dir, Default::default());
+            let mut reg = builtin_registry().clone();
             if let Err(e) = apply(&mut reg, &map, path) {
                 one_line_naming(&e.to_string(), path);
             }
         }
         Err(e) => one_line_naming(&e.to_string(), path),
     }
+}
+
+/// The built-in catalogue, parsed once per process.
+fn builtin_registry() -> &'static pi_lib::model::ModelRegistry {
+    static REG: std::sync::OnceLock<pi_lib::model::ModelRegistry> = std::sync::OnceLock::new();
+    REG.get_or_init(|| {
+        let dir = std::env::temp_dir().join("pi-fuzz-no-agent-dir");
+        pi_lib::model::ModelRegistry::builtin_with_env(&dir, Default::default())
+    })
 }
 
 fn one_line_naming(msg: &str, path: &Path) {

@@ -6,7 +6,8 @@
 # Each target starts from its committed seeds (fuzz/corpus/<target>, plus
 # pi's session fixtures and shared/golden-sse when present) and grows a
 # scratch corpus in fuzz/corpus-run/<target> (ignored by git). At the end
-# the inputs that add coverage are merged back into fuzz/corpus/<target>;
+# a covering set of everything seen replaces the generated files in
+# fuzz/corpus/<target> (the hand-written, named seeds stay);
 # crashes land in fuzz/artifacts/<target>/ — minimise one with
 # `cargo fuzz tmin`, copy it to fuzz/regressions/<target>/ (the property
 # tests replay that folder) and fix the code. One summary line per target
@@ -43,6 +44,13 @@ for t in "${TARGETS[@]}"; do
 	line="$(date -u +%F) $t: $execs executions in ${secs}s, $result"
 	echo "$line" | tee -a runs.log
 	if [ $rc -eq 0 ]; then
-		cargo fuzz run -O -s none "$t" "corpus/$t" "corpus-run/$t" -- -merge=1 >/dev/null 2>&1 || true
+		# Keep a small covering set: named seeds stay, the 40-hex-named
+		# files are replaced by libFuzzer's set cover of everything seen.
+		cover=$(mktemp -d)
+		if cargo fuzz run -O -s none "$t" "$cover" "corpus/$t" "corpus-run/$t" -- -set_cover_merge=1 >/dev/null 2>&1; then
+			find "corpus/$t" -type f -regextype posix-extended -regex '.*/[0-9a-f]{40}' -delete
+			cp "$cover"/* "corpus/$t/" 2>/dev/null || true
+		fi
+		rm -rf "$cover"
 	fi
 done

@@ -10,7 +10,14 @@ mod checks;
 fn scratch() -> &'static PathBuf {
     static DIR: OnceLock<PathBuf> = OnceLock::new();
     DIR.get_or_init(|| {
-        std::env::temp_dir().join(format!("pi-fuzz-settings-{}", std::process::id()))
+        // tmpfs when there is one: rewriting a file on ext4 flushes it.
+        let shm = std::path::Path::new("/dev/shm");
+        let base = if shm.is_dir() {
+            shm.to_path_buf()
+        } else {
+            std::env::temp_dir()
+        };
+        base.join(format!("pi-fuzz-settings-{}", std::process::id()))
     })
 }
 
