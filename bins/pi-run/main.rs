@@ -45,7 +45,7 @@ fn main() {
 fn text_or_file(v: &str, cwd: &std::path::Path) -> Result<String, CliError> {
     let p = cwd.join(v);
     if !v.contains('\n') && v.len() < 4096 && p.is_file() {
-        return std::fs::read_to_string(&p)
+        return pi_lib::resources::text::read(&p)
             .map_err(|e| CliError::input(format!("{}: {e}", p.display())));
     }
     Ok(v.to_string())

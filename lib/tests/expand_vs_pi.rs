@@ -85,7 +85,8 @@ fn templates(root: &Path, case: &Value) -> Vec<PromptTemplate> {
             "scope": "project",
         }))
         .unwrap_or_else(|e| panic!("template {name}: {e}"));
-        tpl.content = split_frontmatter(text).1;
+        // As the loader reads the file: one leading BOM dropped.
+        tpl.content = split_frontmatter(&pi_lib::resources::text::decode(text.as_bytes())).1;
         out.push(tpl);
     }
     out

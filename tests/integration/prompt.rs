@@ -195,6 +195,39 @@ fn chat_only_sends_exactly_the_context_files_and_no_tools() {
     assert_eq!(sel[0]["state"], "chat_only");
 }
 
+/// Seed 000: the Chat-only prompt is exactly the context files' contents
+/// as pi 1.6.0 loads them — one leading BOM dropped, a second one kept —
+/// joined by a blank line (tests/fixtures/resources/bom.json).
+#[test]
+fn chat_only_prompt_is_the_context_files_as_pi_loads_them() {
+    let tree = crate::resources::build("bom");
+    let sb = &tree.sb;
+    let server = ScriptServer::start(vec![Reply::Sse(sse_text("ok"))]);
+    server.configure(&sb.agent());
+    ok(&sb
+        .cmd("pi-run")
+        .current_dir(&tree.cwd)
+        .args(["-a", "--chat-only", "--no-session", "-p", "hi"])
+        .output()
+        .unwrap());
+    let (sys, _) = request(&server, 0);
+    assert_eq!(
+        sys,
+        "global rules\n\n\n\u{feff}two BOMs: the second is content\n\n\noverride rules\n"
+    );
+    let Some(o) = Oracle::find("chat_only_prompt_is_the_context_files_as_pi_loads_them") else {
+        return;
+    };
+    let pi = tree.theirs(&o);
+    let contents: Vec<&str> = pi["agentsFileContents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c.as_str().unwrap())
+        .collect();
+    assert_eq!(sys, contents.join("\n\n"), "pi 1.6.0's context files");
+}
+
 #[test]
 fn crossing_the_chat_only_boundary_keeps_the_session() {
     let sb = Sandbox::new();
@@ -350,6 +383,19 @@ fn recorded_system_message_matches_real_pi() {
             vec!["-na"],
         ),
         ("tools-subset", vec![], vec!["--tools", "read,grep,ls"]),
+        (
+            "bom-flag-files",
+            vec![
+                ("cwd/sp.md", "\u{feff}From the flag file.\n"),
+                ("cwd/ap.md", "\u{feff}Appended from a file.\n"),
+            ],
+            vec![
+                "--system-prompt",
+                "sp.md",
+                "--append-system-prompt",
+                "ap.md",
+            ],
+        ),
     ];
     for (name, files, flags) in trees {
         let sb = Sandbox::new();

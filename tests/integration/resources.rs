@@ -93,7 +93,7 @@ impl Tree {
     }
 
     /// pi 1.6.0's DefaultResourceLoader for this tree.
-    fn theirs(&self, o: &Oracle) -> Value {
+    pub(crate) fn theirs(&self, o: &Oracle) -> Value {
         let out = Command::new(&o.node22)
             .arg(repo().join("tests/oracle/resources/sdk-resources.mjs"))
             .arg("--cwd")
@@ -279,6 +279,14 @@ fn vs_pi_invalid_skills() {
 #[test]
 fn vs_pi_settings_filters() {
     compare("settings-filters");
+}
+#[test]
+fn vs_pi_bom() {
+    compare("bom");
+}
+#[test]
+fn vs_pi_agents_skills_layout() {
+    compare("agents-skills-layout");
 }
 
 /// Runs `pi-resources ARGS` in the sandbox's cwd.

@@ -145,6 +145,10 @@ pub struct CompactionEntry {
         skip_serializing_if = "Option::is_none"
     )]
     pub details: Option<Value>,
+    /// pi 1.x: usage of the summarisation call (pi writes it before
+    /// `fromHook`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub usage: Option<Usage>,
     #[serde(rename = "fromHook", default, skip_serializing_if = "Option::is_none")]
     pub from_hook: Option<bool>,
     /// pi 1.x: the replayed system prompt and tools at the compaction point.
@@ -154,9 +158,6 @@ pub struct CompactionEntry {
         skip_serializing_if = "Option::is_none"
     )]
     pub system_message: Option<AgentMessage>,
-    /// pi 1.x: usage of the summarisation call.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub usage: Option<Usage>,
     #[serde(flatten)]
     pub extra: Map<String, Value>,
 }

@@ -89,11 +89,8 @@ pub fn discover(agent_dir: &Path, cwd: &Path) -> (Vec<ContextFile>, Vec<(PathBuf
         if !seen.insert(p.clone()) {
             continue;
         }
-        match std::fs::read(&p) {
-            Ok(b) => files.push(ContextFile {
-                path: p,
-                content: String::from_utf8_lossy(&b).into_owned(),
-            }),
+        match crate::resources::text::read(&p) {
+            Ok(content) => files.push(ContextFile { path: p, content }),
             Err(e) => errors.push((p, e.to_string())),
         }
     }

@@ -214,10 +214,11 @@ pub fn find_template_command<'a, 'b>(
 /// stripped, body trimmed, wrapped in `<skill …>`; trimmed args, when any,
 /// after a blank line.
 pub fn expand_skill(skill: &Skill, args: &str) -> Result<String, ExpandError> {
-    let raw = std::fs::read_to_string(&skill.path).map_err(|source| ExpandError::SkillRead {
-        path: skill.path.clone(),
-        source,
-    })?;
+    let raw =
+        crate::resources::text::read(&skill.path).map_err(|source| ExpandError::SkillRead {
+            path: skill.path.clone(),
+            source,
+        })?;
     let (_, body) = split_frontmatter(&raw);
     let mut out = skill_block(&skill.name, &skill.path, &skill.base_dir, js_trim(&body));
     let args = js_trim(args);
@@ -237,15 +238,15 @@ pub fn skill_block(name: &str, path: &Path, base_dir: &Path, body: &str) -> Stri
     )
 }
 
-/// Splits a file the way pi reads SKILL.md and prompt templates: a leading
-/// BOM dropped, `\r\n` and lone `\r` made `\n`; when the text starts with
+/// Splits a file the way pi reads SKILL.md and prompt templates (text as
+/// [`crate::resources::text`] read it, leading BOM already dropped):
+/// `\r\n` and lone `\r` made `\n`; when the text starts with
 /// `---` and a later line starts with `---`, the part between is the
 /// frontmatter (returned raw, YAML not parsed) and the rest of the text
 /// after those three dashes, trimmed, is the body. Otherwise there is no
 /// frontmatter and the body is the whole normalised text, untrimmed.
 pub fn split_frontmatter(raw: &str) -> (Option<String>, String) {
-    let text = raw.strip_prefix('\u{feff}').unwrap_or(raw);
-    let text = text.replace("\r\n", "\n").replace('\r', "\n");
+    let text = raw.replace("\r\n", "\n").replace('\r', "\n");
     if let Some(after) = text.strip_prefix("---") {
         if let Some(end) = after.find("\n---") {
             let front = after[..end].trim_start_matches('\n').to_string();
@@ -463,7 +464,9 @@ mod tests {
     fn frontmatter_rules() {
         assert_eq!(split_frontmatter("---\na: 1\n---\n\n B \n").1, "B");
         assert_eq!(split_frontmatter("---\na: 1\nB\n").1, "---\na: 1\nB\n");
-        assert_eq!(split_frontmatter("\u{feff}x\r\ny\r").1, "x\ny\n");
+        assert_eq!(split_frontmatter("x\r\ny\r").1, "x\ny\n");
+        // A BOM left after the reader dropped one is content, as in pi.
+        assert_eq!(split_frontmatter("\u{feff}---\na\n---\nB").0, None);
         assert_eq!(split_frontmatter("---\na\n----\nB").1, "-\nB");
     }
 }

@@ -39,7 +39,7 @@ pub fn read_context_files(resources: &Resources) -> (Vec<ContextFile>, Vec<Strin
     let mut files = Vec::new();
     let mut errors = Vec::new();
     for c in &resources.context_files {
-        match std::fs::read_to_string(&c.path) {
+        match crate::resources::text::read(&c.path) {
             Ok(content) => files.push(ContextFile {
                 path: c.path.clone(),
                 content,
@@ -60,7 +60,7 @@ pub fn chat_only_prompt(files: &[ContextFile]) -> String {
 }
 
 fn read(path: &Path) -> Result<String, String> {
-    std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))
+    crate::resources::text::read(path).map_err(|e| format!("{}: {e}", path.display()))
 }
 
 /// The desired sections, in order. Errors name an unreadable prompt file.

@@ -4,7 +4,8 @@
 //! shows the best parse so far: a strict parse, else a lenient one that
 //! closes open strings, arrays and objects (keeping truncated strings and
 //! dropping a key whose value has not started), else `{}`. Malformed JSON
-//! therefore never fails a stream.
+//! therefore never fails a stream. Nesting deeper than serde_json's own
+//! limit (128) is not JSON here either: `{}`, never a stack overflow.
 
 use serde_json::{Map, Value};
 
@@ -21,6 +22,7 @@ pub fn parse_streaming_json(text: &str) -> Value {
         s: text.as_bytes(),
         src: text,
         i: 0,
+        depth: 0,
     };
     match p.value() {
         Ok(Some(v)) => {
@@ -46,10 +48,15 @@ pub fn parse_arguments(text: &str) -> Value {
 /// The text is not JSON at all (as opposed to merely cut short).
 struct Invalid;
 
+/// How deep arrays and objects may nest (serde_json's recursion limit).
+const MAX_DEPTH: usize = 128;
+
 struct Lenient<'a> {
     s: &'a [u8],
     src: &'a str,
     i: usize,
+    /// Open arrays and objects around the current position.
+    depth: usize,
 }
 
 impl Lenient<'_> {
@@ -66,8 +73,19 @@ impl Lenient<'_> {
             return Ok(None);
         };
         match c {
-            b'{' => self.object().map(Some),
-            b'[' => self.array().map(Some),
+            b'{' | b'[' => {
+                if self.depth == MAX_DEPTH {
+                    return Err(Invalid);
+                }
+                self.depth += 1;
+                let v = if c == b'{' {
+                    self.object()
+                } else {
+                    self.array()
+                };
+                self.depth -= 1;
+                v.map(Some)
+            }
             b'"' => Ok(Some(Value::String(self.string()?.0))),
             b'-' | b'0'..=b'9' => Ok(self.number()),
             b't' => self.literal("true", Value::Bool(true)),
@@ -193,6 +211,13 @@ impl Lenient<'_> {
                                             return Ok((out, false));
                                         }
                                     }
+                                } else if (0xD800..0xDC00).contains(&hi)
+                                    && b"\\u".starts_with(&self.s[self.i..])
+                                {
+                                    // The text ends inside the pair: the
+                                    // low half may still come.
+                                    self.i = self.s.len();
+                                    return Ok((out, false));
                                 } else {
                                     out.push(char::from_u32(hi).unwrap_or('\u{fffd}'));
                                 }
@@ -223,8 +248,11 @@ impl Lenient<'_> {
         Some(v)
     }
 
-    /// A number; a truncated one (`-`, `1.`, `2e`) is cut back to what
-    /// parses, or gives `None`.
+    /// A number; a truncated one (`-`, `1.`, `2e`) is cut back to its
+    /// longest prefix that is a whole JSON number, or gives `None`. One
+    /// pass and one parse, however long the digits run. A number too large
+    /// for a double is `null` (JSON has no infinity; pi's `JSON.stringify`
+    /// writes one as `null`).
     fn number(&mut self) -> Option<Value> {
         let start = self.i;
         while self.i < self.s.len()
@@ -235,14 +263,15 @@ impl Lenient<'_> {
         {
             self.i += 1;
         }
-        let mut t = &self.src[start..self.i];
-        while !t.is_empty() {
-            if let Ok(v @ Value::Number(_)) = serde_json::from_str::<Value>(t) {
-                return Some(v);
-            }
-            t = &t[..t.len() - 1];
+        let run = &self.src[start..self.i];
+        let t = &run[..number_prefix(run.as_bytes())];
+        if t.is_empty() {
+            return None;
         }
-        None
+        match serde_json::from_str::<Value>(t) {
+            Ok(v @ Value::Number(_)) => Some(v),
+            _ => Some(Value::Null),
+        }
     }
 
     fn literal(&mut self, word: &str, v: Value) -> Result<Option<Value>, Invalid> {
@@ -258,6 +287,38 @@ impl Lenient<'_> {
         }
         Err(Invalid)
     }
+}
+
+/// The length of the longest prefix of `b` that is a complete JSON number
+/// (`-`? int (`.` digits)? (`e` sign? digits)?).
+fn number_prefix(b: &[u8]) -> usize {
+    let digits = |mut j: usize| {
+        while b.get(j).is_some_and(u8::is_ascii_digit) {
+            j += 1;
+        }
+        j
+    };
+    let mut i = usize::from(b.first() == Some(&b'-'));
+    match b.get(i) {
+        Some(b'0') => i += 1,
+        Some(b'1'..=b'9') => i = digits(i),
+        _ => return 0,
+    }
+    if b.get(i) == Some(&b'.') {
+        let j = digits(i + 1);
+        if j == i + 1 {
+            return i;
+        }
+        i = j;
+    }
+    if matches!(b.get(i), Some(b'e' | b'E')) {
+        let sign = i + 1 + usize::from(matches!(b.get(i + 1), Some(b'+' | b'-')));
+        let j = digits(sign);
+        if j > sign {
+            i = j;
+        }
+    }
+    i
 }
 
 #[cfg(test)]
@@ -290,6 +351,46 @@ mod tests {
             json!({"a":"\u{e9}\n"})
         );
         assert_eq!(parse_arguments("{\"a\":\"x\",}"), json!({"a":"x"}));
+        // Cut between the halves of a surrogate pair: the high half waits
+        // (no U+FFFD that the finished text will not have).
+        assert_eq!(parse_arguments("{\"a\":\"x\\ud83d"), json!({"a":"x"}));
+        assert_eq!(parse_arguments("{\"a\":\"x\\ud83d\\"), json!({"a":"x"}));
+        assert_eq!(
+            parse_arguments("{\"a\":\"x\\ud83d\\ude00"),
+            json!({"a":"x\u{1f600}"})
+        );
+        // A lone high half followed by something else is U+FFFD.
+        assert_eq!(
+            parse_arguments("{\"a\":\"\\ud83dz"),
+            json!({"a":"\u{fffd}z"})
+        );
+    }
+
+    #[test]
+    fn numbers_cut_to_their_longest_whole_prefix() {
+        for (t, v) in [
+            ("[1.5e", json!([1.5])),
+            ("[-", json!([])),
+            ("[01", json!([0])),
+            ("[1.e5", json!([1])),
+            ("[12-3", json!([12])),
+            ("[2E+", json!([2])),
+            ("[2E+7", json!([2e7])),
+            ("[1e400", json!([null])),
+        ] {
+            assert_eq!(parse_streaming_json(t), v, "{t}");
+        }
+        // One pass: 200k digits take no time.
+        let long = format!("[{}", "9".repeat(200_000));
+        assert_eq!(parse_streaming_json(&long), json!([null]));
+    }
+
+    #[test]
+    fn nesting_past_the_limit_is_not_json() {
+        let ok = format!("{}1", "[".repeat(MAX_DEPTH));
+        assert!(parse_streaming_json(&ok).is_array());
+        let deep = format!("{{\"a\":{}", "[".repeat(100_000));
+        assert_eq!(parse_arguments(&deep), json!({}));
     }
 
     #[test]

@@ -31,6 +31,9 @@ pub struct SseEvent {
 #[derive(Debug, Default)]
 pub struct SseDecoder {
     buf: Vec<u8>,
+    /// How much of `buf` is known to hold no line end (so a long line that
+    /// arrives in many chunks is scanned once, not once per chunk).
+    scanned: usize,
     /// The previous chunk ended in `\r`: a leading `\n` belongs to it.
     skip_lf: bool,
     event: String,
@@ -61,7 +64,7 @@ impl SseDecoder {
         }
         self.buf.extend_from_slice(bytes);
         let mut start = 0;
-        let mut i = 0;
+        let mut i = self.scanned;
         while i < self.buf.len() {
             match self.buf[i] {
                 b'\n' => {
@@ -85,6 +88,7 @@ impl SseDecoder {
             }
         }
         self.buf.drain(..start);
+        self.scanned = self.buf.len();
         out
     }
 
@@ -97,6 +101,7 @@ impl SseDecoder {
             let len = self.buf.len();
             self.line_end(0, len, &mut out);
             self.buf.clear();
+            self.scanned = 0;
         }
         self.dispatch(&mut out);
         out

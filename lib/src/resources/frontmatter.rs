@@ -63,13 +63,13 @@ pub fn parse(text: &str) -> Result<Parsed, FrontmatterError> {
     })
 }
 
-/// `\r\n` and lone `\r` to `\n`.
+/// `\r\n` and lone `\r` to `\n`. (A leading BOM is the reader's job:
+/// [`super::text`] drops exactly one, as pi does.)
 pub fn normalize_newlines(text: &str) -> String {
-    let t = text.strip_prefix('\u{feff}').unwrap_or(text);
-    if t.contains('\r') {
-        t.replace("\r\n", "\n").replace('\r', "\n")
+    if text.contains('\r') {
+        text.replace("\r\n", "\n").replace('\r', "\n")
     } else {
-        t.to_string()
+        text.to_string()
     }
 }
 
@@ -102,12 +102,25 @@ pub fn parse_yaml(yaml: &str) -> Result<Map<String, Value>, FrontmatterError> {
     if lines[pos].text.starts_with("- ") || lines[pos].text == "-" {
         return Err(err("frontmatter is not a mapping", lines[pos].no));
     }
-    let map = parse_map(&lines, &mut pos, indent)?;
+    let map = parse_map(&lines, &mut pos, indent, 0)?;
     skip_blank(&lines, &mut pos);
     if pos < lines.len() {
         return Err(err("bad indentation of a mapping entry", lines[pos].no));
     }
     Ok(map)
+}
+
+/// How deep collections may nest; deeper is an error, not a stack overflow.
+const MAX_DEPTH: usize = 100;
+const TOO_DEEP: &str = "collections nested too deeply";
+
+/// Fails when a collection starting at line index `pos` is too deep.
+fn nest(lines: &[Line], pos: usize, depth: usize) -> Result<(), FrontmatterError> {
+    if depth > MAX_DEPTH {
+        let no = lines.get(pos).map_or(1, |l| l.no);
+        return Err(err(TOO_DEEP, no));
+    }
+    Ok(())
 }
 
 fn err(message: &str, line: usize) -> FrontmatterError {
@@ -156,7 +169,9 @@ fn parse_map(
     lines: &[Line],
     pos: &mut usize,
     indent: usize,
+    depth: usize,
 ) -> Result<Map<String, Value>, FrontmatterError> {
+    nest(lines, *pos, depth)?;
     let mut map = Map::new();
     loop {
         skip_blank(lines, pos);
@@ -174,7 +189,7 @@ fn parse_map(
             return Err(err("duplicated mapping key", line.no));
         }
         *pos += 1;
-        let value = parse_value(lines, pos, indent, rest, line.no)?;
+        let value = parse_value(lines, pos, indent, rest, line.no, depth)?;
         map.insert(key, value);
     }
 }
@@ -187,6 +202,7 @@ fn parse_value(
     parent_indent: usize,
     rest: &str,
     no: usize,
+    depth: usize,
 ) -> Result<Value, FrontmatterError> {
     let rest = strip_comment(rest);
     if rest.starts_with('|') || rest.starts_with('>') {
@@ -202,17 +218,17 @@ fn parse_value(
         let is_seq = l.text.starts_with("- ") || l.text == "-";
         if l.indent == parent_indent && is_seq {
             *pos = p;
-            return parse_seq(lines, pos, l.indent).map(Value::Array);
+            return parse_seq(lines, pos, l.indent, depth + 1).map(Value::Array);
         }
         if l.indent <= parent_indent {
             return Ok(Value::Null);
         }
         *pos = p;
         if is_seq {
-            return parse_seq(lines, pos, l.indent).map(Value::Array);
+            return parse_seq(lines, pos, l.indent, depth + 1).map(Value::Array);
         }
         if split_key(l.text).is_some() {
-            return parse_map(lines, pos, l.indent).map(Value::Object);
+            return parse_map(lines, pos, l.indent, depth + 1).map(Value::Object);
         }
         // A plain scalar starting on the next line.
         return plain_multiline(lines, pos, parent_indent, "", no);
@@ -220,7 +236,7 @@ fn parse_value(
     match rest.as_bytes()[0] {
         b'"' | b'\'' => quoted(lines, pos, parent_indent, rest, no),
         b'[' | b'{' => {
-            let (v, used) = flow(rest, no)?;
+            let (v, used) = flow(rest, no, depth + 1)?;
             if !strip_comment(&rest[used..]).trim().is_empty() {
                 return Err(err("unexpected text after a flow collection", no));
             }
@@ -335,14 +351,18 @@ fn quoted(
 ) -> Result<Value, FrontmatterError> {
     let q = first.as_bytes()[0] as char;
     let mut raw = first[1..].to_string();
+    let mut scanned = 0;
     loop {
-        if let Some(end) = find_close(&raw, q) {
-            let after = strip_comment(&raw[end + 1..]);
-            if !after.is_empty() {
-                return Err(err("unexpected text after a quoted scalar", no));
+        match find_close_from(&raw, q, scanned) {
+            Ok(end) => {
+                let after = strip_comment(&raw[end + 1..]);
+                if !after.is_empty() {
+                    return Err(err("unexpected text after a quoted scalar", no));
+                }
+                raw.truncate(end);
+                break;
             }
-            raw.truncate(end);
-            break;
+            Err(resume) => scanned = resume,
         }
         if *pos >= lines.len()
             || (lines[*pos].indent <= parent_indent && !lines[*pos].text.is_empty())
@@ -368,8 +388,15 @@ fn quoted(
 
 /// The index of the closing quote in `s` (after the opening one).
 fn find_close(s: &str, q: char) -> Option<usize> {
+    find_close_from(s, q, 0).ok()
+}
+
+/// [`find_close`] starting at byte `from`; `Err(resume)` when there is
+/// none yet: the offset to resume at once more text is appended (so a
+/// scalar over many lines is scanned once, not once per line).
+fn find_close_from(s: &str, q: char, from: usize) -> Result<usize, usize> {
     let b = s.as_bytes();
-    let mut i = 0;
+    let mut i = from;
     while i < b.len() {
         let c = b[i] as char;
         if q == '"' && c == '\\' {
@@ -381,11 +408,11 @@ fn find_close(s: &str, q: char) -> Option<usize> {
                 i += 2;
                 continue;
             }
-            return Some(i);
+            return Ok(i);
         }
         i += 1;
     }
-    None
+    Err(i)
 }
 
 fn unescape_double(s: &str, no: usize) -> Result<String, FrontmatterError> {
@@ -516,7 +543,9 @@ fn parse_seq(
     lines: &[Line],
     pos: &mut usize,
     indent: usize,
+    depth: usize,
 ) -> Result<Vec<Value>, FrontmatterError> {
+    nest(lines, *pos, depth)?;
     let mut out = Vec::new();
     loop {
         skip_blank(lines, pos);
@@ -538,19 +567,22 @@ fn parse_seq(
             // `- key: value` starts a map item.
             let item_indent = indent + 2;
             let mut map = Map::new();
-            let first = parse_value(lines, pos, item_indent, v, l.no)?;
+            let first = parse_value(lines, pos, item_indent, v, l.no, depth + 1)?;
             map.insert(k, first);
-            let more = parse_map(lines, pos, item_indent)?;
+            let more = parse_map(lines, pos, item_indent, depth + 1)?;
             map.extend(more);
             out.push(Value::Object(map));
         } else {
-            out.push(parse_value(lines, pos, indent, rest, l.no)?);
+            out.push(parse_value(lines, pos, indent, rest, l.no, depth + 1)?);
         }
     }
 }
 
 /// A flow collection; returns the value and the bytes consumed.
-fn flow(s: &str, no: usize) -> Result<(Value, usize), FrontmatterError> {
+fn flow(s: &str, no: usize, depth: usize) -> Result<(Value, usize), FrontmatterError> {
+    if depth > MAX_DEPTH {
+        return Err(err(TOO_DEEP, no));
+    }
     let b = s.as_bytes();
     let (open, close) = (b[0], if b[0] == b'[' { b']' } else { b'}' });
     let mut i = 1;
@@ -574,7 +606,7 @@ fn flow(s: &str, no: usize) -> Result<(Value, usize), FrontmatterError> {
             break;
         }
         let (item, used) = if b[i] == b'[' || b[i] == b'{' {
-            flow(&s[i..], no)?
+            flow(&s[i..], no, depth + 1)?
         } else if b[i] == b'"' || b[i] == b'\'' {
             let q = b[i] as char;
             let end = find_close(&s[i + 1..], q).ok_or_else(|| err("missing closing quote", no))?;
@@ -607,7 +639,7 @@ fn flow(s: &str, no: usize) -> Result<(Value, usize), FrontmatterError> {
                     i += 1;
                 }
                 let (v, used) = if i < b.len() && (b[i] == b'[' || b[i] == b'{') {
-                    flow(&s[i..], no)?
+                    flow(&s[i..], no, depth + 1)?
                 } else {
                     let mut j = i;
                     while j < b.len() && b[j] != b',' && b[j] != close {
@@ -656,6 +688,31 @@ mod tests {
         assert_eq!(m["a"], "folded line one line two\n");
         assert_eq!(m["b"], "lit one\nlit two\n");
         assert_eq!(m["c"], "first continued plain");
+    }
+
+    #[test]
+    fn deep_nesting_is_an_error_and_long_quotes_scan_once() {
+        let deep = format!("---\na: {}\n---\n", "[".repeat(10_000));
+        assert_eq!(parse(&deep).unwrap_err().message, TOO_DEEP);
+        let indented: String = (0..500)
+            .map(|i| format!("{}k{i}:\n", " ".repeat(i)))
+            .collect();
+        let e = parse(&format!("---\n{indented}---\n")).unwrap_err();
+        assert_eq!((e.message.as_str(), e.line), (TOO_DEEP, 103));
+        assert!(parse(&format!(
+            "---\na: {}1{}\n---\n",
+            "[".repeat(50),
+            "]".repeat(50)
+        ))
+        .is_ok());
+        // A quoted scalar over several lines; a backslash ending a line
+        // escapes the space the fold inserts.
+        assert_eq!(fm("---\na: \"x\\\n  \"\n---\n")["a"], "x ");
+        assert_eq!(fm("---\na: 'it''\n  s'\n---\n")["a"], "it' s");
+        assert_eq!(
+            fm("---\na: \"one\n  two\n  three\"\n---\n")["a"],
+            "one two three"
+        );
     }
 
     #[test]

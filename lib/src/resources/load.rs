@@ -11,6 +11,7 @@ use serde_json::{Map, Value};
 
 use super::{dedupe_real, frontmatter, scan, Candidate, Kind, Resources};
 use crate::format::resources::{Extension, PromptTemplate, ResourceDiagnostic, Skill, Theme};
+use crate::prompt::expand::js_trim;
 
 fn diag(kind: &str, rt: Kind, message: String, path: &Path) -> ResourceDiagnostic {
     ResourceDiagnostic {
@@ -146,8 +147,8 @@ fn extension_name(p: &Path) -> String {
 }
 
 fn read(c: &Candidate, kind: Kind, diags: &mut Vec<ResourceDiagnostic>) -> Option<String> {
-    match std::fs::read(&c.path) {
-        Ok(b) => Some(String::from_utf8_lossy(&b).into_owned()),
+    match super::text::read(&c.path) {
+        Ok(t) => Some(t),
         Err(e) => {
             diags.push(diag(
                 "warning",
@@ -191,25 +192,30 @@ pub fn validate_skill_name(name: &str) -> Vec<String> {
 
 fn load_skill(c: &Candidate, diags: &mut Vec<ResourceDiagnostic>) -> Option<Skill> {
     let text = read(c, Kind::Skill, diags)?;
+    // A loose `.md` file is only maybe a skill: pi 1.6.0 drops one with
+    // broken frontmatter (or no description) silently, and warns only
+    // about a SKILL.md.
+    let is_skill_md = c.path.file_name().is_some_and(|n| n == "SKILL.md");
     let parsed = match frontmatter::parse(&text) {
         Ok(p) => p,
         Err(e) => {
-            diags.push(diag("warning", Kind::Skill, e.to_string(), &c.path));
+            if is_skill_md {
+                diags.push(diag("warning", Kind::Skill, e.to_string(), &c.path));
+            }
             return None;
         }
     };
-    let is_skill_md = c.path.file_name().is_some_and(|n| n == "SKILL.md");
     let base_dir = c.path.parent().map(Path::to_path_buf).unwrap_or_default();
     let mut fm: Map<String, Value> = parsed.fields;
     let name = match fm.remove("name") {
-        Some(Value::String(s)) if !s.trim().is_empty() => s,
+        Some(Value::String(s)) if !js_trim(&s).is_empty() => s,
         _ => base_dir
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_default(),
     };
     let description = match fm.remove("description") {
-        Some(Value::String(s)) if !s.trim().is_empty() => s,
+        Some(Value::String(s)) if !js_trim(&s).is_empty() => s,
         _ => {
             if is_skill_md {
                 diags.push(diag(
@@ -292,7 +298,7 @@ fn load_prompt(c: &Candidate, diags: &mut Vec<ResourceDiagnostic>) -> Option<Pro
 
 /// The first non-empty line, cut to 60 characters plus `...`.
 fn first_line_description(content: &str) -> String {
-    let Some(line) = content.lines().find(|l| !l.trim().is_empty()) else {
+    let Some(line) = content.lines().find(|l| !js_trim(l).is_empty()) else {
         return String::new();
     };
     if line.chars().count() > 60 {
@@ -305,7 +311,7 @@ fn first_line_description(content: &str) -> String {
 
 fn load_theme(c: &Candidate, diags: &mut Vec<ResourceDiagnostic>) -> Option<Theme> {
     let text = read(c, Kind::Theme, diags)?;
-    let v: Value = match serde_json::from_str(text.trim_start_matches('\u{feff}')) {
+    let v: Value = match serde_json::from_str(&text) {
         Ok(v) => v,
         Err(e) => {
             diags.push(diag(

@@ -23,6 +23,7 @@ pub mod frontmatter;
 mod load;
 mod packages;
 pub mod scan;
+pub mod text;
 
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
@@ -163,18 +164,33 @@ pub(crate) struct Candidate {
     pub package: Option<String>,
 }
 
-/// Files a path contributes for `kind`. `explicit`: listed in settings or
-/// on the command line (folders are then searched deeper for prompts and
-/// themes than the conventional folders are).
-pub(crate) fn expand_path(kind: Kind, p: &Path, explicit: bool) -> Vec<PathBuf> {
+/// How a folder was reached, which decides how deep it is searched.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Reached {
+    /// Listed in settings, a package or on the command line: prompt and
+    /// theme folders are searched recursively.
+    Explicit,
+    /// A conventional folder (`.pi/<kind>`, `<agentDir>/<kind>`): prompt
+    /// and theme folders are searched flat.
+    Conventional,
+    /// An auto-discovered `.agents/skills` folder (project or home).
+    AgentSkills,
+}
+
+/// Files a path contributes for `kind`.
+pub(crate) fn expand_path(kind: Kind, p: &Path, how: Reached) -> Vec<PathBuf> {
     let Ok(meta) = std::fs::metadata(p) else {
         return Vec::new();
     };
     if meta.is_file() {
         return vec![p.to_path_buf()];
     }
+    let explicit = how == Reached::Explicit;
     match kind {
-        Kind::Skill => scan::skill_files(p),
+        Kind::Skill if how == Reached::AgentSkills => {
+            scan::skill_files(p, scan::SkillLayout::AgentSkills)
+        }
+        Kind::Skill => scan::skill_files(p, scan::SkillLayout::Pi),
         Kind::Prompt if explicit => scan::files_recursive(p, &|n| n.ends_with(".md")),
         Kind::Prompt => scan::files_flat(p, &|n| n.ends_with(".md")),
         Kind::Theme if explicit => scan::files_recursive(p, &|n| n.ends_with(".json")),
@@ -198,22 +214,25 @@ fn strings(settings: &Map<String, Value>, key: &str) -> Vec<String> {
 }
 
 /// The auto-discovery folders of one scope for `kind`.
-fn auto_dirs(kind: Kind, opts: &DiscoverOptions, project: bool) -> Vec<PathBuf> {
-    if project {
-        let mut v = vec![opts.cwd.join(".pi").join(kind.key())];
-        if kind == Kind::Skill {
-            v.extend(project_agents_skills(&opts.cwd, opts.home.as_deref()));
-        }
-        v
+fn auto_dirs(kind: Kind, opts: &DiscoverOptions, project: bool) -> Vec<(PathBuf, Reached)> {
+    let own = if project {
+        opts.cwd.join(".pi").join(kind.key())
     } else {
-        let mut v = vec![opts.agent_dir.join(kind.key())];
-        if kind == Kind::Skill {
-            if let Some(h) = &opts.home {
-                v.push(h.join(".agents").join("skills"));
-            }
-        }
-        v
+        opts.agent_dir.join(kind.key())
+    };
+    let mut v = vec![(own, Reached::Conventional)];
+    if kind == Kind::Skill {
+        let agents = if project {
+            project_agents_skills(&opts.cwd, opts.home.as_deref())
+        } else {
+            opts.home
+                .iter()
+                .map(|h| h.join(".agents").join("skills"))
+                .collect()
+        };
+        v.extend(agents.into_iter().map(|d| (d, Reached::AgentSkills)));
     }
+    v
 }
 
 /// `.agents/skills` in the cwd and each ancestor up to the git root (the
@@ -257,7 +276,7 @@ fn scope_candidates(
         Source::UserSettings
     };
     for p in &spec.paths {
-        for f in expand_path(kind, p, true) {
+        for f in expand_path(kind, p, Reached::Explicit) {
             if spec.enabled(&f, &base, true) {
                 out.push(Candidate {
                     path: f,
@@ -276,8 +295,8 @@ fn scope_candidates(
     } else {
         Source::User
     };
-    for d in auto_dirs(kind, opts, project) {
-        for f in expand_path(kind, &d, false) {
+    for (d, how) in auto_dirs(kind, opts, project) {
+        for f in expand_path(kind, &d, how) {
             if spec.enabled(&f, &base, false) {
                 out.push(Candidate {
                     path: f,
@@ -351,7 +370,7 @@ pub fn discover(opts: &DiscoverOptions, trusted: bool) -> Result<Resources, Sett
                     name: None,
                 });
             }
-            for f in expand_path(kind, &p, true) {
+            for f in expand_path(kind, &p, Reached::Explicit) {
                 cli_cands.push(Candidate {
                     path: f,
                     source: Source::Cli,
@@ -458,7 +477,7 @@ impl Resources {
                 R::Extension(e) => r.extensions.push(e),
                 R::Skill(s) => r.skills.push(s),
                 R::Prompt(mut p) => {
-                    if let Ok(text) = std::fs::read_to_string(&p.path) {
+                    if let Ok(text) = text::read(&p.path) {
                         p.content = crate::prompt::expand::split_frontmatter(&text).1;
                     }
                     r.prompts.push(p)
@@ -519,5 +538,24 @@ mod tests {
         let r = discover(&opts, false).unwrap();
         assert_eq!(r.skills[0].description, "user");
         assert!(r.diagnostics.is_empty());
+    }
+
+    #[test]
+    fn a_cli_folder_named_agents_skills_is_laid_out_like_pi_skills() {
+        let t = tempfile::tempdir().unwrap();
+        let dir = t.path().join("x/.agents/skills");
+        w(&dir.join("top.md"), "---\nname: top\ndescription: d\n---\n");
+        w(&dir.join("sub/loose.md"), "---\ndescription: d\n---\n");
+        let cwd = t.path().join("cwd");
+        std::fs::create_dir_all(cwd.join(".git")).unwrap();
+        let opts = DiscoverOptions {
+            cwd,
+            agent_dir: t.path().join("agent"),
+            skills: vec![dir],
+            ..Default::default()
+        };
+        let r = discover(&opts, true).unwrap();
+        let names: Vec<&str> = r.skills.iter().map(|s| s.name.as_str()).collect();
+        assert_eq!(names, ["top"]);
     }
 }

@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 use serde_json::{Map, Value};
 
 use super::filter::{self, PathSpec};
-use super::{expand_path, scan, Candidate, DiscoverOptions, Kind};
+use super::{expand_path, scan, Candidate, DiscoverOptions, Kind, Reached};
 use crate::format::resources::{ResourceDiagnostic, Scope, Source};
 
 /// A package found on disk.
@@ -206,7 +206,7 @@ pub(crate) fn candidates(pkg: &Package, kind: Kind, out: &mut Vec<Candidate>) {
             Some(v) => manifest_files(&pkg.root, kind, &string_list(v)),
             None => Vec::new(),
         },
-        None => expand_path(kind, &pkg.root.join(kind.key()), true),
+        None => expand_path(kind, &pkg.root.join(kind.key()), Reached::Explicit),
     };
     let narrowed = pkg
         .filters
@@ -247,7 +247,7 @@ fn manifest_files(root: &Path, kind: Kind, entries: &[String]) -> Vec<PathBuf> {
     let spec = PathSpec::parse(entries, root, None);
     let mut files = Vec::new();
     for p in &spec.paths {
-        files.extend(expand_path(kind, p, true));
+        files.extend(expand_path(kind, p, Reached::Explicit));
     }
     if !spec.includes.is_empty() {
         let all = scan::files_recursive(root, &|_| true);
@@ -283,7 +283,7 @@ fn manifest_files(root: &Path, kind: Kind, entries: &[String]) -> Vec<PathBuf> {
                         .to_string_lossy()
                         .into_owned();
                     if m.is_match(&drel) && dirs_done.insert(dir.to_path_buf()) {
-                        files.extend(expand_path(kind, dir, true));
+                        files.extend(expand_path(kind, dir, Reached::Explicit));
                     }
                     d = dir.parent();
                 }

@@ -120,16 +120,38 @@ pub fn files_flat(dir: &Path, want: &dyn Fn(&str) -> bool) -> Vec<PathBuf> {
         .collect()
 }
 
-/// Skill discovery in a skills directory: a `SKILL.md` makes its folder a
-/// skill root (no deeper recursion); otherwise `*.md` files directly in the
-/// top folder are skills and subfolders are searched for `SKILL.md`.
-pub fn skill_files(dir: &Path) -> Vec<PathBuf> {
+/// The two ways pi 1.6.0 lays out a skills folder (observed with the
+/// oracle; tests/oracle/FINDINGS.md §9). In both, a folder holding a
+/// `SKILL.md` is one skill (its other files and subfolders are not
+/// searched), folders without one are searched deeper, and entries are
+/// visited in sorted order, files and folders interleaved.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SkillLayout {
+    /// pi's own folders (`.pi/skills`, `<agentDir>/skills`, settings, CLI
+    /// and package paths): a `*.md` file directly in the top folder is a
+    /// skill; loose `.md` files deeper down are not.
+    Pi,
+    /// The Agent Skills folders pi discovers by itself (`.agents/skills` in
+    /// the project and its ancestors, `~/.agents/skills`): loose `.md` files
+    /// in the top folder are ignored; in every deeper folder without a
+    /// `SKILL.md`, each `*.md` file is a skill.
+    AgentSkills,
+}
+
+/// The skill files of the skills folder `dir` laid out as `layout`.
+pub fn skill_files(dir: &Path, layout: SkillLayout) -> Vec<PathBuf> {
     let mut out = Vec::new();
-    skill_walk(dir, &IgnoreStack::default(), true, &mut out);
+    skill_walk(dir, &IgnoreStack::default(), true, layout, &mut out);
     out
 }
 
-fn skill_walk(dir: &Path, parent: &IgnoreStack, root: bool, out: &mut Vec<PathBuf>) {
+fn skill_walk(
+    dir: &Path,
+    parent: &IgnoreStack,
+    root: bool,
+    layout: SkillLayout,
+    out: &mut Vec<PathBuf>,
+) {
     let ignores = parent.enter(dir);
     let Some(entries) = list(dir, &ignores) else {
         return;
@@ -138,10 +160,14 @@ fn skill_walk(dir: &Path, parent: &IgnoreStack, root: bool, out: &mut Vec<PathBu
         out.push(s.path.clone());
         return;
     }
+    let loose_md = match layout {
+        SkillLayout::Pi => root,
+        SkillLayout::AgentSkills => !root,
+    };
     for e in entries {
         if e.is_dir {
-            skill_walk(&e.path, &ignores, false, out);
-        } else if root && e.name.ends_with(".md") {
+            skill_walk(&e.path, &ignores, false, layout, out);
+        } else if loose_md && e.name.ends_with(".md") {
             out.push(e.path);
         }
     }
@@ -150,4 +176,57 @@ fn skill_walk(dir: &Path, parent: &IgnoreStack, root: bool, out: &mut Vec<PathBu
 /// The realpath of `p`, or `p` itself when it cannot be resolved.
 pub fn real(p: &Path) -> PathBuf {
     std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn w(p: &Path) {
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(p, "x").unwrap();
+    }
+
+    #[test]
+    fn the_two_skill_layouts() {
+        let t = tempfile::tempdir().unwrap();
+        let d = t.path();
+        for f in [
+            "a-top.md",
+            "folder/SKILL.md",
+            "folder/extra.md",
+            "folder/sub/SKILL.md",
+            "loose/aa.md",
+            "loose/b/SKILL.md",
+            "loose/cc.md",
+            "loose/deeper/x.md",
+            "loose/UPPER.MD",
+        ] {
+            w(&d.join(f));
+        }
+        let rel = |v: Vec<PathBuf>| -> Vec<String> {
+            v.iter()
+                .map(|p| p.strip_prefix(d).unwrap().display().to_string())
+                .collect()
+        };
+        assert_eq!(
+            rel(skill_files(d, SkillLayout::Pi)),
+            ["a-top.md", "folder/SKILL.md", "loose/b/SKILL.md"]
+        );
+        assert_eq!(
+            rel(skill_files(d, SkillLayout::AgentSkills)),
+            [
+                "folder/SKILL.md",
+                "loose/aa.md",
+                "loose/b/SKILL.md",
+                "loose/cc.md",
+                "loose/deeper/x.md"
+            ]
+        );
+        // A SKILL.md at the top makes the whole folder one skill.
+        w(&d.join("SKILL.md"));
+        for layout in [SkillLayout::Pi, SkillLayout::AgentSkills] {
+            assert_eq!(rel(skill_files(d, layout)), ["SKILL.md"]);
+        }
+    }
 }

@@ -8,7 +8,8 @@
 //
 // --time prints `reload_ms=N` (the in-process reload() only) on stderr, for bench/resources.sh.
 //
-// Prints one JSON object: skills, prompts, themes, extensions (path, errors), agentsFiles,
+// Prints one JSON object: skills, prompts, themes, extensions (path, errors), agentsFiles (paths;
+// agentsFileContents: their contents as pi loaded them),
 // systemPrompt/appendSystemPrompt sources, and every diagnostic — paths as pi reports them.
 // Built-in extensions (`builtin:*`) are left out of the extension list.
 import { loadSdk } from "../sdk.mjs";
@@ -86,6 +87,7 @@ const out = {
 	extensionErrors: ext.errors,
 	extensionWarnings: ext.warnings ?? [],
 	agentsFiles: loader.getAgentsFiles().agentsFiles.map((f) => f.path),
+	agentsFileContents: loader.getAgentsFiles().agentsFiles.map((f) => f.content),
 	systemPrompt: loader.getSystemPromptSource()?.path ?? null,
 	appendSystemPrompt: loader.getAppendSystemPromptSources().map((s) => s.path),
 };

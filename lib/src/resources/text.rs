@@ -1,0 +1,37 @@
+//! The one reader for text resources — context files (AGENTS.md /
+//! CLAUDE.md / AGENTS.override.md), SKILL.md, prompt templates, themes,
+//! SYSTEM.md / APPEND_SYSTEM.md and `--system-prompt` /
+//! `--append-system-prompt` files. pi 1.6.0 reads all of them the same way
+//! (checked with the oracle): one leading UTF-8 byte-order mark is dropped
+//! (a second one, or one later in the file, is content), and invalid UTF-8
+//! becomes U+FFFD instead of failing the file. Reading them all here keeps
+//! what reaches the model, what is recorded and what `pi-resources` reports
+//! in agreement.
+
+use std::path::Path;
+
+/// Decodes file bytes as pi does: lossy UTF-8, one leading BOM removed.
+pub fn decode(bytes: &[u8]) -> String {
+    let bytes = bytes.strip_prefix(b"\xef\xbb\xbf").unwrap_or(bytes);
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+/// Reads a text resource (see the module docs).
+pub fn read(path: &Path) -> std::io::Result<String> {
+    std::fs::read(path).map(|b| decode(&b))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn one_leading_bom_is_dropped_and_bad_utf8_is_replaced() {
+        assert_eq!(decode(b"\xef\xbb\xbfrules\n"), "rules\n");
+        assert_eq!(decode(b"\xef\xbb\xbf\xef\xbb\xbfx"), "\u{feff}x");
+        assert_eq!(decode(b"a\xef\xbb\xbfb"), "a\u{feff}b");
+        assert_eq!(decode(b"a\xffb"), "a\u{fffd}b");
+        assert_eq!(decode(b""), "");
+        assert_eq!(decode(b"\xef\xbb"), "\u{fffd}");
+    }
+}
