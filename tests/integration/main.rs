@@ -11,3 +11,4 @@ mod roundtrip;
 mod run;
 mod run_vs_pi;
 mod session_cmds;
+mod session_store;

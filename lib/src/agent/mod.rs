@@ -115,12 +115,16 @@ impl Agent {
     }
 
     fn append(&mut self, entry: Entry, emit: Option<&mut dyn FnMut(&Value)>) -> Result<(), String> {
+        // The store decides the parent under the file's lock; report the
+        // entry as written.
+        let entry = self
+            .store
+            .append(entry)
+            .map_err(|e| io_error(e, &self.store))?;
         if let Some(emit) = emit {
             emit(&json!({ "type": "entry_appended", "entry": entry }));
         }
-        self.store
-            .append(entry)
-            .map_err(|e| io_error(e, &self.store))
+        Ok(())
     }
 
     fn append_message(&mut self, m: AgentMessage) -> Result<(), String> {

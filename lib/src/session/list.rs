@@ -16,8 +16,13 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use memchr::memmem;
 use serde_json::Value;
 
+use crate::format::entry::header_version;
 use crate::format::{AgentMessage, Usage};
 use crate::timefmt::parse_iso_ms;
+
+use super::file::open_regular;
+pub use super::file::Skipped;
+use super::load::{parse_json, Diagnostic, Diagnostics};
 
 /// What `ls` shows of one session.
 #[derive(Debug, Clone, PartialEq, Default)]
@@ -40,15 +45,18 @@ pub struct SessionSummary {
     pub tokens: u64,
     pub cost: f64,
     pub bytes: u64,
-    /// Damaged lines skipped while scanning (1-based line numbers).
-    pub bad_lines: Vec<usize>,
+    /// Damaged lines skipped while scanning (the first few, and a count).
+    pub problems: Diagnostics,
 }
 
-/// Why a file was left out of a listing.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Skipped {
-    pub path: PathBuf,
-    pub reason: String,
+impl SessionSummary {
+    fn bad_line(&mut self, line: usize) {
+        self.problems.push(Diagnostic {
+            path: PathBuf::new(),
+            line,
+            message: "damaged line skipped".into(),
+        });
+    }
 }
 
 /// Scans `files` in parallel; results keep the input order.
@@ -107,7 +115,7 @@ pub fn scan_file(path: &Path, buf: &mut Vec<u8>) -> Result<SessionSummary, Skipp
         reason,
     };
     buf.clear();
-    let mut f = std::fs::File::open(path).map_err(|e| skip(e.to_string()))?;
+    let mut f = open_regular(path, false).map_err(|e| skip(e.to_string()))?;
     let meta = f.metadata().map_err(|e| skip(e.to_string()))?;
     buf.reserve(meta.len() as usize + 1);
     f.read_to_end(buf).map_err(|e| skip(e.to_string()))?;
@@ -119,6 +127,7 @@ pub fn scan_file(path: &Path, buf: &mut Vec<u8>) -> Result<SessionSummary, Skipp
         .unwrap_or(0);
     let mut s = summarize(buf).map_err(skip)?;
     s.path = path.to_path_buf();
+    s.problems.set_path(path);
     s.mtime_ms = mtime_ms;
     s.bytes = buf.len() as u64;
     Ok(s)
@@ -142,8 +151,7 @@ pub fn summarize(bytes: &[u8]) -> Result<SessionSummary, String> {
             Some((_, l)) => break l,
         }
     };
-    let h: Value = serde_json::from_slice(header)
-        .map_err(|e| format!("line 1: not a session header ({e})"))?;
+    let (h, _) = parse_json(header).map_err(|e| format!("line 1: not a session header ({e})"))?;
     if h.get("type").and_then(Value::as_str) != Some("session") {
         return Err("line 1: not a session header (type is not \"session\")".into());
     }
@@ -152,10 +160,7 @@ pub fn summarize(bytes: &[u8]) -> Result<SessionSummary, String> {
         .and_then(Value::as_str)
         .ok_or("line 1: session header has no id")?
         .to_string();
-    let version = h.get("version").and_then(Value::as_u64).unwrap_or(1);
-    if version > crate::format::CURRENT_SESSION_VERSION {
-        return Err(format!("line 1: unsupported session version {version}"));
-    }
+    header_version(h.get("version")).map_err(|e| format!("line 1: {e}"))?;
     s.cwd = h
         .get("cwd")
         .and_then(Value::as_str)
@@ -183,15 +188,17 @@ pub fn summarize(bytes: &[u8]) -> Result<SessionSummary, String> {
             Some(b"message") => {
                 let Some(role) = quick_role(line) else {
                     // Unusual layout: parse the whole line.
-                    match serde_json::from_slice::<Value>(line) {
-                        Ok(v) => handle_value(&mut s, v, &mut first_user_found, &mut last_activity),
-                        Err(_) => s.bad_lines.push(no),
+                    match parse_json(line) {
+                        Ok((v, _)) => {
+                            handle_value(&mut s, v, &mut first_user_found, &mut last_activity)
+                        }
+                        Err(_) => s.bad_line(no),
                     }
                     continue;
                 };
                 if !line.ends_with(b"}") {
                     // A torn line (crash mid-write): not an entry.
-                    s.bad_lines.push(no);
+                    s.bad_line(no);
                     continue;
                 }
                 s.message_count += 1;
@@ -211,7 +218,7 @@ pub fn summarize(bytes: &[u8]) -> Result<SessionSummary, String> {
                                 }
                                 None => {
                                     s.message_count -= 1;
-                                    s.bad_lines.push(no);
+                                    s.bad_line(no);
                                 }
                             }
                         }
@@ -226,7 +233,7 @@ pub fn summarize(bytes: &[u8]) -> Result<SessionSummary, String> {
                                 Some(_) => {}
                                 None => {
                                     s.message_count -= 1;
-                                    s.bad_lines.push(no);
+                                    s.bad_line(no);
                                 }
                             }
                         }
@@ -234,9 +241,9 @@ pub fn summarize(bytes: &[u8]) -> Result<SessionSummary, String> {
                     _ => {}
                 }
             }
-            Some(b"session_info") => match serde_json::from_slice::<Value>(line) {
-                Ok(v) => set_name(&mut s, &v),
-                Err(_) => s.bad_lines.push(no),
+            Some(b"session_info") => match parse_json(line) {
+                Ok((v, _)) => set_name(&mut s, &v),
+                Err(_) => s.bad_line(no),
             },
             Some(b"usage") | Some(b"compaction") | Some(b"branch_summary") => {
                 add_usage(&mut s, line, &finder);
@@ -244,9 +251,11 @@ pub fn summarize(bytes: &[u8]) -> Result<SessionSummary, String> {
             Some(_) => {}
             None => {
                 // Not pi's usual key order (or not JSON at all).
-                match serde_json::from_slice::<Value>(line) {
-                    Ok(v) => handle_value(&mut s, v, &mut first_user_found, &mut last_activity),
-                    Err(_) => s.bad_lines.push(no),
+                match parse_json(line) {
+                    Ok((v, _)) => {
+                        handle_value(&mut s, v, &mut first_user_found, &mut last_activity)
+                    }
+                    Err(_) => s.bad_line(no),
                 }
             }
         }
@@ -386,7 +395,7 @@ fn add_usage(s: &mut SessionSummary, line: &[u8], finder: &memmem::FinderRev<'_>
 }
 
 fn full_message(line: &[u8]) -> Option<AgentMessage> {
-    let v: Value = serde_json::from_slice(line).ok()?;
+    let (v, _) = parse_json(line).ok()?;
     let Value::Object(mut map) = v else {
         return None;
     };
@@ -479,6 +488,7 @@ mod tests {
             "assistant usage + a usage entry in another key order"
         );
         assert!((s.cost - 0.4).abs() < 1e-12);
-        assert_eq!(s.bad_lines, vec![7]);
+        let bad: Vec<usize> = s.problems.iter().map(|d| d.line).collect();
+        assert_eq!(bad, vec![7]);
     }
 }

@@ -1,16 +1,24 @@
 //! Reading a session file: header check, line-by-line parsing that survives
-//! damage, and migration of version 1 and 2 files (in memory; only
-//! `pi-session migrate` writes the result).
+//! damage, and migration of version 1 and 2 files (in memory; the file is
+//! rewritten only before something is appended to it, see `write`).
+//!
+//! Memory stays proportional to the file: each line becomes its entry at
+//! once (no second copy of the whole file as JSON values), lines that are
+//! not entries (`{}`, `[1]`, bad JSON) are dropped, and at most
+//! [`MAX_KEPT_DIAGNOSTICS`] problems are kept per file; the rest are counted.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::fmt;
+use std::io::Read;
 use std::path::{Path, PathBuf};
 
 use serde_json::{Map, Value};
 
+use crate::format::entry::{header_version, VersionError};
 use crate::format::{Entry, SessionHeader, CURRENT_SESSION_VERSION};
 
-use super::ids::new_entry_id;
+use super::file::open_regular;
+use super::ids::derived_entry_id;
 
 /// A problem found while reading, tied to a file and line. The command still
 /// serves the rest of the file.
@@ -32,6 +40,70 @@ impl fmt::Display for Diagnostic {
     }
 }
 
+/// How many problems of one file are kept (and shown); the rest are counted.
+pub const MAX_KEPT_DIAGNOSTICS: usize = 20;
+
+/// The problems of one file: the first [`MAX_KEPT_DIAGNOSTICS`], and how
+/// many there were in all. Every command reports them through
+/// [`Diagnostics::warn`], so a file of a million bad lines costs a few lines
+/// of stderr and no memory.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Diagnostics {
+    kept: Vec<Diagnostic>,
+    total: usize,
+}
+
+impl Diagnostics {
+    /// Records a problem (kept if there is room, counted always).
+    pub fn push(&mut self, d: Diagnostic) {
+        self.total += 1;
+        if self.kept.len() < MAX_KEPT_DIAGNOSTICS {
+            self.kept.push(d);
+        }
+    }
+
+    /// The kept problems, in the order found.
+    pub fn iter(&self) -> std::slice::Iter<'_, Diagnostic> {
+        self.kept.iter()
+    }
+
+    /// How many problems there were (kept or not).
+    pub fn len(&self) -> usize {
+        self.total
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.total == 0
+    }
+
+    /// Names the file in every kept problem.
+    pub fn set_path(&mut self, path: &Path) {
+        for d in &mut self.kept {
+            d.path = path.to_path_buf();
+        }
+    }
+
+    /// Prints the kept problems as warnings, then one line counting the
+    /// others.
+    pub fn warn(&self, prog: &str) {
+        for d in &self.kept {
+            crate::cli::warn(prog, &d.to_string());
+        }
+        let more = self.total - self.kept.len();
+        if more > 0 {
+            let path = self.kept.first().map(|d| d.path.display().to_string());
+            crate::cli::warn(
+                prog,
+                &format!(
+                    "{}: {more} more problem(s) not shown (only the first {} are)",
+                    path.unwrap_or_default(),
+                    self.kept.len()
+                ),
+            );
+        }
+    }
+}
+
 /// Why a file could not be used as a session at all.
 #[derive(Debug, thiserror::Error)]
 pub enum LoadError {
@@ -47,8 +119,23 @@ pub enum LoadError {
         line: usize,
         reason: String,
     },
-    #[error("{path}:1: unsupported session version {version} (this pi-session reads versions 1 to {max})", max = CURRENT_SESSION_VERSION)]
-    UnsupportedVersion { path: PathBuf, version: u64 },
+    #[error("{path}:{line}: {reason}")]
+    BadVersion {
+        path: PathBuf,
+        line: usize,
+        reason: VersionError,
+    },
+}
+
+/// Where the in-memory copy stands against the file: how many bytes and
+/// newlines of it were read, and which file (device, inode) it was. Appends
+/// use this to read only what other processes added since.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) struct DiskState {
+    pub len: u64,
+    pub newlines: usize,
+    pub dev: u64,
+    pub ino: u64,
 }
 
 /// A loaded session: header, entries in file order, and what went wrong.
@@ -57,149 +144,207 @@ pub struct Session {
     pub path: PathBuf,
     pub header: SessionHeader,
     pub entries: Vec<Entry>,
-    /// The 1-based file line of each entry (parallel to `entries`).
+    /// The 1-based file line of each entry (parallel to `entries`; 0 for
+    /// entries not yet written).
     pub lines: Vec<usize>,
-    pub diagnostics: Vec<Diagnostic>,
+    pub diagnostics: Diagnostics,
     /// The version the file had on disk, when it was migrated in memory.
     pub migrated_from: Option<u64>,
     /// Whether the file ended without a newline (a crash mid-write).
     pub missing_final_newline: bool,
     index: HashMap<String, usize>,
+    /// `None`: this copy was not read from the file (new, or not yet read).
+    pub(crate) disk: Option<DiskState>,
 }
 
 impl Session {
-    /// Reads and parses a session file.
+    /// Reads and parses a session file (never blocking: a FIFO or device is
+    /// refused with an error saying what it is).
     pub fn load(path: &Path) -> Result<Session, LoadError> {
-        let bytes = std::fs::read(path).map_err(|source| LoadError::Io {
+        let io = |source| LoadError::Io {
             path: path.to_path_buf(),
             source,
-        })?;
-        Session::parse(path, &bytes)
+        };
+        let mut f = open_regular(path, false).map_err(io)?;
+        Session::load_from(path, &mut f)
+    }
+
+    /// Parses the whole of an open session file.
+    pub(crate) fn load_from(path: &Path, f: &mut std::fs::File) -> Result<Session, LoadError> {
+        use std::os::unix::fs::MetadataExt;
+        let io = |source| LoadError::Io {
+            path: path.to_path_buf(),
+            source,
+        };
+        let meta = f.metadata().map_err(io)?;
+        let mut bytes = Vec::with_capacity(meta.len() as usize + 1);
+        std::io::Seek::rewind(f).map_err(io)?;
+        f.read_to_end(&mut bytes).map_err(io)?;
+        let mut s = Session::parse(path, &bytes)?;
+        if let Some(d) = &mut s.disk {
+            d.dev = meta.dev();
+            d.ino = meta.ino();
+        }
+        Ok(s)
     }
 
     /// Parses the bytes of a session file that lives at `path`.
     pub fn parse(path: &Path, bytes: &[u8]) -> Result<Session, LoadError> {
-        let mut diagnostics = Vec::new();
-        let mut header: Option<SessionHeader> = None;
-        let mut raw: Vec<(usize, Map<String, Value>)> = Vec::new();
-        let missing_final_newline = !bytes.is_empty() && !bytes.ends_with(b"\n");
-        let total_lines = bytes.split(|b| *b == b'\n').count();
-        for (i, line) in bytes.split(|b| *b == b'\n').enumerate() {
-            let lineno = i + 1;
-            let trimmed = trim_ascii(line);
-            if trimmed.is_empty() {
-                continue;
-            }
-            let is_last = lineno == total_lines;
-            let value: Value = match serde_json::from_slice(trimmed) {
-                Ok(v) => v,
-                Err(e) => {
-                    let what = if is_last && missing_final_newline {
-                        "truncated last line (the file ends mid-entry), skipped".to_string()
-                    } else {
-                        format!("invalid JSON ({e}), line skipped")
-                    };
-                    if header.is_none() && raw.is_empty() {
-                        return Err(LoadError::NotASession {
-                            path: path.to_path_buf(),
-                            line: lineno,
-                            reason: format!("first line is not JSON ({e})"),
-                        });
-                    }
-                    diagnostics.push(Diagnostic {
+        let mut lines = Lines::new(bytes, 0);
+        // The header: the first non-blank line.
+        let (lineno, header_line) = loop {
+            match lines.next() {
+                None => {
+                    return Err(LoadError::NotASession {
                         path: path.to_path_buf(),
-                        line: lineno,
-                        message: what,
-                    });
-                    continue;
+                        line: 1,
+                        reason: "the file is empty".into(),
+                    })
                 }
-            };
-            let Value::Object(map) = value else {
-                diagnostics.push(Diagnostic {
-                    path: path.to_path_buf(),
-                    line: lineno,
-                    message: "line is not a JSON object, skipped".into(),
-                });
-                continue;
-            };
-            if header.is_none() {
-                let h = SessionHeader::from_map(map).map_err(|reason| LoadError::NotASession {
-                    path: path.to_path_buf(),
-                    line: lineno,
-                    reason,
-                })?;
-                if h.version() > CURRENT_SESSION_VERSION {
-                    return Err(LoadError::UnsupportedVersion {
-                        path: path.to_path_buf(),
-                        version: h.version(),
-                    });
-                }
-                header = Some(h);
-                continue;
+                Some((_, l, _)) if trim_ascii(l).is_empty() => continue,
+                Some((n, l, _)) => break (n, trim_ascii(l)),
             }
-            if map.get("type").and_then(Value::as_str) == Some("session") {
-                diagnostics.push(Diagnostic {
-                    path: path.to_path_buf(),
-                    line: lineno,
-                    message: "second session header, skipped".into(),
-                });
-                continue;
-            }
-            raw.push((lineno, map));
-        }
-        let Some(mut header) = header else {
-            return Err(LoadError::NotASession {
-                path: path.to_path_buf(),
-                line: 1,
-                reason: "the file is empty".into(),
-            });
         };
-        let version = header.version();
-        let migrated_from = (version < CURRENT_SESSION_VERSION).then_some(version);
-        if version < 2 {
-            migrate_v1_to_v2(&mut raw);
-        }
-        if version < 3 {
-            migrate_v2_to_v3(&mut raw);
-        }
-        if migrated_from.is_some() {
-            header.version = Some(crate::format::Num::int(CURRENT_SESSION_VERSION));
-        }
-        let mut entries = Vec::with_capacity(raw.len());
-        let mut lines = Vec::with_capacity(raw.len());
-        for (lineno, map) in raw {
-            entries.push(Entry::from_map(map));
-            lines.push(lineno);
-        }
-        let mut s = Session {
+        let not_session = |reason: String| LoadError::NotASession {
             path: path.to_path_buf(),
-            header,
-            entries,
-            lines,
-            diagnostics,
-            migrated_from,
-            missing_final_newline,
-            index: HashMap::new(),
+            line: lineno,
+            reason,
         };
-        s.reindex();
-        s.check_links();
+        let map = match parse_json(header_line) {
+            Ok((Value::Object(map), _)) => map,
+            Ok(_) => return Err(not_session("first line is not a JSON object".into())),
+            Err(e) => return Err(not_session(format!("first line is not JSON ({e})"))),
+        };
+        let is_header = map.get("type").and_then(Value::as_str) == Some("session")
+            && map.get("id").is_some_and(Value::is_string);
+        let version = if is_header {
+            header_version(map.get("version")).map_err(|reason| LoadError::BadVersion {
+                path: path.to_path_buf(),
+                line: lineno,
+                reason,
+            })?
+        } else {
+            CURRENT_SESSION_VERSION
+        };
+        let header = SessionHeader::from_map(map).map_err(not_session)?;
+        let mut s = Session::empty(path.to_path_buf(), header);
+        s.migrated_from = (version < CURRENT_SESSION_VERSION).then_some(version);
+        s.missing_final_newline = !bytes.is_empty() && !bytes.ends_with(b"\n");
+        for (lineno, line, unterminated) in lines {
+            s.ingest(lineno, line, unterminated);
+        }
+        if s.migrated_from.is_some() {
+            s.header.version = Some(crate::format::Num::int(CURRENT_SESSION_VERSION));
+        }
+        s.check_links(0);
+        s.disk = Some(DiskState {
+            len: bytes.len() as u64,
+            newlines: memchr::memchr_iter(b'\n', bytes).count(),
+            dev: 0,
+            ino: 0,
+        });
         Ok(s)
     }
 
-    fn reindex(&mut self) {
-        self.index.clear();
-        for (i, e) in self.entries.iter().enumerate() {
-            let id = e.id();
-            if !id.is_empty() {
-                self.index.entry(id.to_string()).or_insert(i);
+    /// Reads one entry line (`lineno` 1-based). `torn` marks the unfinished
+    /// end of the file (no newline after it).
+    fn ingest(&mut self, lineno: usize, line: &[u8], torn: bool) {
+        let trimmed = trim_ascii(line);
+        if trimmed.is_empty() {
+            return;
+        }
+        let (value, lossy) = match parse_json(trimmed) {
+            Ok(v) => v,
+            Err(e) => {
+                let what = if torn {
+                    "truncated last line (the file ends mid-entry), skipped".to_string()
+                } else {
+                    format!("invalid JSON ({e}), line skipped")
+                };
+                self.diag(lineno, what);
+                return;
+            }
+        };
+        if lossy {
+            self.diag(
+                lineno,
+                "invalid UTF-8 replaced by U+FFFD (the entry is kept)".into(),
+            );
+        }
+        let Value::Object(mut map) = value else {
+            self.diag(lineno, "line is not a JSON object, skipped".into());
+            return;
+        };
+        match map.get("type").and_then(Value::as_str) {
+            Some("session") => {
+                self.diag(lineno, "second session header, skipped".into());
+                return;
+            }
+            Some(_) => {}
+            None => {
+                self.diag(
+                    lineno,
+                    "line has no entry \"type\", skipped (not an entry)".into(),
+                );
+                return;
             }
         }
+        match self.migrated_from {
+            Some(1) => {
+                self.migrate_v1_entry(&mut map);
+                migrate_v2_entry(&mut map);
+            }
+            Some(2) => migrate_v2_entry(&mut map),
+            _ => {}
+        }
+        self.push_at(Entry::from_map(map), lineno);
     }
 
-    fn check_links(&mut self) {
-        let mut seen: HashSet<&str> = HashSet::new();
+    fn diag(&mut self, line: usize, message: String) {
+        self.diagnostics.push(Diagnostic {
+            path: self.path.clone(),
+            line,
+            message,
+        });
+    }
+
+    /// v1 → v2 for one entry: a deterministic id, the previous entry as
+    /// parent, `firstKeptEntryIndex` (counting the header as 0) becomes
+    /// `firstKeptEntryId`.
+    fn migrate_v1_entry(&mut self, map: &mut Map<String, Value>) {
+        let n = self.entries.len();
+        let id = derived_entry_id(&self.header.id, n, |id| self.index.contains_key(id));
+        let prev = self.entries.last().map(|e| e.id().to_string());
+        let mut out = Map::with_capacity(map.len() + 2);
+        if let Some(t) = map.shift_remove("type") {
+            out.insert("type".into(), t);
+        }
+        out.insert("id".into(), Value::String(id));
+        out.insert(
+            "parentId".into(),
+            prev.map(Value::String).unwrap_or(Value::Null),
+        );
+        map.shift_remove("id");
+        map.shift_remove("parentId");
+        if let Some(idx) = map.shift_remove("firstKeptEntryIndex") {
+            let kept = idx
+                .as_u64()
+                .and_then(|k| (k as usize).checked_sub(1))
+                .and_then(|k| self.entries.get(k))
+                .map(|e| e.id().to_string());
+            if let Some(k) = kept {
+                map.insert("firstKeptEntryId".into(), Value::String(k));
+            }
+        }
+        out.extend(std::mem::take(map));
+        *map = out;
+    }
+
+    /// Reports entries without ids, duplicate ids and dangling parents among
+    /// the entries from `from` on.
+    pub(crate) fn check_links(&mut self, from: usize) {
         let mut found: Vec<(usize, String)> = Vec::new();
-        for (e, &line) in self.entries.iter().zip(&self.lines) {
+        for (i, (e, &line)) in self.entries.iter().zip(&self.lines).enumerate().skip(from) {
             if e.id().is_empty() {
                 found.push((
                     line,
@@ -207,7 +352,7 @@ impl Session {
                 ));
                 continue;
             }
-            if !seen.insert(e.id()) {
+            if self.index.get(e.id()) != Some(&i) {
                 found.push((
                     line,
                     format!("duplicate entry id {}; the first one is used", e.id()),
@@ -222,13 +367,9 @@ impl Session {
                 }
             }
         }
-        let path = self.path.clone();
-        self.diagnostics
-            .extend(found.into_iter().map(|(line, message)| Diagnostic {
-                path: path.clone(),
-                line,
-                message,
-            }));
+        for (line, message) in found {
+            self.diag(line, message);
+        }
     }
 
     /// A session with no entries (not yet on disk).
@@ -238,10 +379,11 @@ impl Session {
             header,
             entries: Vec::new(),
             lines: Vec::new(),
-            diagnostics: Vec::new(),
+            diagnostics: Diagnostics::default(),
             migrated_from: None,
             missing_final_newline: false,
             index: HashMap::new(),
+            disk: None,
         }
     }
 
@@ -255,14 +397,14 @@ impl Session {
         self.index.get(id).copied()
     }
 
+    /// Whether an entry has this id.
+    pub fn has_id(&self, id: &str) -> bool {
+        self.index.contains_key(id)
+    }
+
     /// The entry with this id.
     pub fn get(&self, id: &str) -> Option<&Entry> {
         self.index_of(id).map(|i| &self.entries[i])
-    }
-
-    /// All entry ids (for drawing fresh ones).
-    pub fn id_set(&self) -> HashSet<String> {
-        self.index.keys().cloned().collect()
     }
 
     /// Finds an entry by full id or unique prefix.
@@ -304,12 +446,35 @@ impl Session {
 
     /// Appends an entry in memory (the caller persists it).
     pub fn push(&mut self, entry: Entry) {
-        let id = entry.id().to_string();
-        self.entries.push(entry);
-        self.lines.push(0);
-        if !id.is_empty() {
-            self.index.entry(id).or_insert(self.entries.len() - 1);
+        self.push_at(entry, 0);
+    }
+
+    pub(crate) fn push_at(&mut self, entry: Entry, line: usize) {
+        let id = entry.id();
+        if !id.is_empty() && !self.index.contains_key(id) {
+            self.index.insert(id.to_string(), self.entries.len());
         }
+        self.entries.push(entry);
+        self.lines.push(line);
+    }
+
+    /// Reads lines that follow what this copy already holds (`bytes` start
+    /// right after its last read byte; `first_line` is their first line
+    /// number), as entries. Used to catch up with other writers.
+    pub(crate) fn ingest_tail(&mut self, bytes: &[u8], first_line: usize) {
+        let from = self.entries.len();
+        let mut lines = Lines::new(bytes, first_line - 1);
+        if self.missing_final_newline {
+            // The first piece ends the torn line already reported.
+            lines.next();
+        }
+        for (lineno, line, unterminated) in lines {
+            self.ingest(lineno, line, unterminated);
+        }
+        if !bytes.is_empty() {
+            self.missing_final_newline = !bytes.ends_with(b"\n");
+        }
+        self.check_links(from);
     }
 
     /// The whole file as pi writes it: header line, then one line per entry.
@@ -324,76 +489,68 @@ impl Session {
     }
 }
 
-fn trim_ascii(b: &[u8]) -> &[u8] {
-    let mut s = b;
-    while let [first, rest @ ..] = s {
-        if first.is_ascii_whitespace() {
-            s = rest;
-        } else {
-            break;
-        }
-    }
-    while let [rest @ .., last] = s {
-        if last.is_ascii_whitespace() {
-            s = rest;
-        } else {
-            break;
-        }
-    }
-    s
-}
-
-/// v1 → v2: a linear chain of fresh ids; `firstKeptEntryIndex` (counting the
-/// header as 0) becomes `firstKeptEntryId`.
-fn migrate_v1_to_v2(raw: &mut [(usize, Map<String, Value>)]) {
-    let mut taken = HashSet::new();
-    let mut ids = Vec::with_capacity(raw.len());
-    for _ in 0..raw.len() {
-        let id = new_entry_id(&taken);
-        taken.insert(id.clone());
-        ids.push(id);
-    }
-    let mut prev: Option<String> = None;
-    for (i, (_, map)) in raw.iter_mut().enumerate() {
-        let id = ids[i].clone();
-        let mut out = Map::with_capacity(map.len() + 2);
-        if let Some(t) = map.shift_remove("type") {
-            out.insert("type".into(), t);
-        }
-        out.insert("id".into(), Value::String(id.clone()));
-        out.insert(
-            "parentId".into(),
-            prev.clone().map(Value::String).unwrap_or(Value::Null),
-        );
-        map.shift_remove("id");
-        map.shift_remove("parentId");
-        if let Some(idx) = map.shift_remove("firstKeptEntryIndex") {
-            let kept = idx
-                .as_u64()
-                .and_then(|n| (n as usize).checked_sub(1))
-                .and_then(|n| ids.get(n).cloned());
-            if let Some(k) = kept {
-                map.insert("firstKeptEntryId".into(), Value::String(k));
-            }
-        }
-        out.extend(std::mem::take(map));
-        *map = out;
-        prev = Some(id);
+/// Parses one JSON line. Invalid UTF-8 is replaced by U+FFFD, as pi (which
+/// reads files as UTF-8 text) does; the flag says it happened.
+pub(crate) fn parse_json(line: &[u8]) -> Result<(Value, bool), serde_json::Error> {
+    match serde_json::from_slice(line) {
+        Ok(v) => Ok((v, false)),
+        Err(e) => match std::str::from_utf8(line) {
+            Ok(_) => Err(e),
+            Err(_) => serde_json::from_str(&String::from_utf8_lossy(line)).map(|v| (v, true)),
+        },
     }
 }
 
 /// v2 → v3: message role `hookMessage` is renamed `custom`.
-fn migrate_v2_to_v3(raw: &mut [(usize, Map<String, Value>)]) {
-    for (_, map) in raw.iter_mut() {
-        if map.get("type").and_then(Value::as_str) != Some("message") {
-            continue;
-        }
-        if let Some(Value::Object(msg)) = map.get_mut("message") {
-            if msg.get("role").and_then(Value::as_str) == Some("hookMessage") {
-                msg.insert("role".into(), Value::String("custom".into()));
-            }
+fn migrate_v2_entry(map: &mut Map<String, Value>) {
+    if map.get("type").and_then(Value::as_str) != Some("message") {
+        return;
+    }
+    if let Some(Value::Object(msg)) = map.get_mut("message") {
+        if msg.get("role").and_then(Value::as_str) == Some("hookMessage") {
+            msg.insert("role".into(), Value::String("custom".into()));
         }
     }
+}
+
+/// The lines of a byte buffer with their 1-based numbers (after `before`
+/// lines), found with `memchr`, and whether the line lacks its newline (the
+/// final piece of a file that ends mid-line).
+struct Lines<'a> {
+    bytes: &'a [u8],
+    pos: usize,
+    no: usize,
+}
+
+impl<'a> Lines<'a> {
+    fn new(bytes: &'a [u8], before: usize) -> Self {
+        Lines {
+            bytes,
+            pos: 0,
+            no: before,
+        }
+    }
+}
+
+impl<'a> Iterator for Lines<'a> {
+    type Item = (usize, &'a [u8], bool);
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.pos >= self.bytes.len() {
+            return None;
+        }
+        let rest = &self.bytes[self.pos..];
+        let (end, unterminated) = match memchr::memchr(b'\n', rest) {
+            Some(e) => (e, false),
+            None => (rest.len(), true),
+        };
+        self.pos += end + 1;
+        self.no += 1;
+        Some((self.no, &rest[..end], unterminated))
+    }
+}
+
+fn trim_ascii(b: &[u8]) -> &[u8] {
+    b.trim_ascii()
 }
 
 #[cfg(test)]
