@@ -325,3 +325,348 @@ fn concurrent_runs_creating_one_new_session_all_continue_it() {
         .collect();
     assert!(leftovers.is_empty(), "{leftovers:?}");
 }
+
+/// A session file in the sandbox with these entry lines after the header.
+fn session_file(sb: &Sandbox, name: &str, header: &str, lines: &[&str]) -> PathBuf {
+    let p = sb.root().join(name);
+    let mut text = format!("{header}\n");
+    for l in lines {
+        text.push_str(l);
+        text.push('\n');
+    }
+    std::fs::write(&p, text).unwrap();
+    p
+}
+
+#[test]
+fn a_million_problems_cost_a_few_warning_lines() {
+    let sb = Sandbox::new();
+    let mut lines: Vec<&str> = vec![USER];
+    lines.extend(std::iter::repeat_n("not json", 3000));
+    lines.extend(std::iter::repeat_n("{}", 3000));
+    lines.push(ASSISTANT);
+    let p = session_file(&sb, "bad.jsonl", HEADER, &lines);
+    let f = p.to_str().unwrap();
+    let dir = sb.root().join("store/--p--");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::copy(
+        &p,
+        dir.join(format!("2026-01-01T00-00-00-000Z_{SID}.jsonl")),
+    )
+    .unwrap();
+    let store = sb.root().join("store");
+    let mut outs = vec![
+        ("show", sb.session(&["show", f, "--format", "jsonl"])),
+        ("stats", sb.session(&["stats", f, "--format", "jsonl"])),
+        ("search", sb.session(&["search", "hello", "--session", f])),
+        (
+            "ls",
+            sb.session(&["ls", "--all", "--session-dir", store.to_str().unwrap()]),
+        ),
+    ];
+    let script = faux_script(&sb, &[json!({"text": "ok"}), json!({"text": "ok"})]);
+    outs.push((
+        "pi-run",
+        sb.cmd("pi-run")
+            .args([
+                "--provider",
+                "faux",
+                "--model",
+                &script,
+                "--session",
+                f,
+                "-p",
+                "x",
+            ])
+            .output()
+            .unwrap(),
+    ));
+    for (what, out) in outs {
+        assert!(out.status.success(), "{what}: {}", stderr(&out));
+        let err = stderr(&out);
+        let n = err.lines().count();
+        assert!((2..=22).contains(&n), "{what}: {n} warning lines:\n{err}");
+        assert!(
+            err.contains("5980 more problem(s) not shown (only the first 20 are)"),
+            "{what}: {err}"
+        );
+    }
+    // The `{}` lines are not entries: show prints only the two real ones.
+    let shown = jsonl(&sb.session(&["show", f, "--format", "jsonl"]));
+    assert!(shown.len() >= 3 && shown.iter().all(|e| e["type"].is_string()));
+}
+
+#[test]
+fn version_one_ids_are_the_same_on_every_load_and_usable_in_edits() {
+    let sb = Sandbox::new();
+    let v1 = session_file(
+        &sb,
+        "v1.jsonl",
+        r#"{"type":"session","id":"v1-session","timestamp":"2026-01-01T00:00:00.000Z","cwd":"/p"}"#,
+        &[
+            r#"{"type":"message","timestamp":"2026-01-01T00:00:01.000Z","message":{"role":"user","content":"first","timestamp":1}}"#,
+            r#"{"type":"message","timestamp":"2026-01-01T00:00:02.000Z","message":{"role":"user","content":"second","timestamp":2}}"#,
+        ],
+    );
+    let f = v1.to_str().unwrap();
+    let ids = |out: &Output| -> Vec<String> {
+        jsonl(out)[1..]
+            .iter()
+            .map(|e| e["id"].as_str().unwrap().to_string())
+            .collect()
+    };
+    let first = ids(&sb.session(&["show", f, "--format", "jsonl"]));
+    assert_eq!(first, ids(&sb.session(&["show", f, "--format", "jsonl"])));
+    let out = sb.session(&["label", f, &first[0], "start"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("migrated version 1 → 3"),
+        "{}",
+        stderr(&out)
+    );
+    assert!(sb.root().join("v1.jsonl.v1.bak").exists());
+    let tree = jsonl(&sb.session(&["tree", f, "--format", "jsonl"]));
+    let labelled = tree.iter().find(|n| n["id"] == first[0].as_str()).unwrap();
+    assert_eq!(labelled["label"], "start");
+    let after = ids(&sb.session(&["show", f, "--format", "jsonl"]));
+    assert_eq!(
+        &after[..2],
+        &first[..],
+        "the ids show printed are on disk now"
+    );
+}
+
+#[test]
+fn a_parent_cycle_is_reported_and_its_entries_shown() {
+    let sb = Sandbox::new();
+    let p = session_file(
+        &sb,
+        "cycle.jsonl",
+        HEADER,
+        &[
+            r#"{"type":"message","id":"c1","parentId":"c2","timestamp":"2026-01-01T00:00:01.000Z","message":{"role":"user","content":"one","timestamp":1}}"#,
+            r#"{"type":"message","id":"c2","parentId":"c1","timestamp":"2026-01-01T00:00:02.000Z","message":{"role":"user","content":"two","timestamp":2}}"#,
+        ],
+    );
+    let f = p.to_str().unwrap();
+    let out = sb.session(&["tree", f, "--format", "jsonl"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let ids: Vec<Value> = jsonl(&out).iter().map(|n| n["id"].clone()).collect();
+    assert_eq!(ids, [json!("c1"), json!("c2")]);
+    assert!(
+        stderr(&out).contains("entries c1, c2 form a parentId cycle"),
+        "{}",
+        stderr(&out)
+    );
+    let text = sb.session(&["tree", f, "--format", "text"]);
+    assert_eq!(stdout(&text).lines().count(), 2, "{}", stdout(&text));
+}
+
+#[test]
+fn odd_header_versions_get_the_same_verdict_from_every_command() {
+    let cases = [
+        (r#""3""#, r#"invalid session version "3""#),
+        ("1e300", "unsupported session version 1e+300"),
+        ("-1", "invalid session version -1"),
+        ("2.5", "invalid session version 2.5"),
+    ];
+    for (v, verdict) in cases {
+        let sb = Sandbox::new();
+        let header = HEADER.replace("\"version\":3", &format!("\"version\":{v}"));
+        let dir = sb.agent().join("sessions/--p--");
+        std::fs::create_dir_all(&dir).unwrap();
+        let p = dir.join(format!("2026-01-01T00-00-00-000Z_{SID}.jsonl"));
+        std::fs::write(&p, format!("{header}\n{USER}\n")).unwrap();
+        let before = std::fs::read(&p).unwrap();
+        let f = p.to_str().unwrap();
+        let script = faux_script(&sb, &[json!({"text": "ok"})]);
+        let outs = [
+            ("show", sb.session(&["show", f])),
+            ("label", sb.session(&["label", f, "e1", "x"])),
+            ("ls", sb.session(&["ls", "--all"])),
+            (
+                "pi-run",
+                sb.cmd("pi-run")
+                    .args([
+                        "--provider",
+                        "faux",
+                        "--model",
+                        &script,
+                        "--session",
+                        f,
+                        "-p",
+                        "x",
+                    ])
+                    .output()
+                    .unwrap(),
+            ),
+        ];
+        for (what, out) in outs {
+            assert!(!out.status.success(), "{what} {v}: accepted");
+            assert!(
+                stderr(&out).contains(verdict),
+                "{what} {v}: {}",
+                stderr(&out)
+            );
+        }
+        assert_eq!(std::fs::read(&p).unwrap(), before, "{v}: file untouched");
+    }
+}
+
+#[test]
+fn paths_that_are_not_session_files_say_what_they_are() {
+    let sb = Sandbox::new();
+    let root = sb.root();
+    std::fs::create_dir_all(root.join("dir.jsonl")).unwrap();
+    mkfifo(&root.join("fifo.jsonl"));
+    std::os::unix::fs::symlink(root.join("loop-b.jsonl"), root.join("loop-a.jsonl")).unwrap();
+    std::os::unix::fs::symlink(root.join("loop-a.jsonl"), root.join("loop-b.jsonl")).unwrap();
+    std::fs::write(root.join("plain"), "x").unwrap();
+    let cases = [
+        ("dir.jsonl", "is a directory"),
+        ("fifo.jsonl", "is a FIFO (named pipe), not a session file"),
+        ("loop-a.jsonl", "is a symbolic link loop"),
+        ("plain/s.jsonl", "a parent of it is not a directory"),
+    ];
+    let script = faux_script(&sb, &[json!({"text": "ok"})]);
+    for (name, what) in cases {
+        let p = root.join(name);
+        let f = p.to_str().unwrap();
+        let mut show = sb.cmd("pi-session");
+        show.args(["show", f]);
+        let mut run = sb.cmd("pi-run");
+        run.args([
+            "--provider",
+            "faux",
+            "--model",
+            &script,
+            "--session",
+            f,
+            "-p",
+            "x",
+        ]);
+        for (prog, cmd) in [("pi-session", show), ("pi-run", run)] {
+            let out = run_within(cmd, 20);
+            assert_eq!(
+                out.status.code(),
+                Some(2),
+                "{prog} {name}: {}",
+                stderr(&out)
+            );
+            let err = stderr(&out);
+            assert!(err.contains(what), "{prog} {name}: {err}");
+            assert!(
+                !err.contains("no such file or session id"),
+                "{prog} {name}: {err}"
+            );
+        }
+    }
+}
+
+#[test]
+fn max_turns_zero_is_a_usage_error() {
+    let sb = Sandbox::new();
+    let script = faux_script(&sb, &[json!({"text": "ok"})]);
+    let out = sb
+        .cmd("pi-run")
+        .args([
+            "--provider",
+            "faux",
+            "--model",
+            &script,
+            "--max-turns",
+            "0",
+            "-p",
+            "x",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(stderr(&out).contains("--max-turns"), "{}", stderr(&out));
+    assert!(out.stdout.is_empty());
+}
+
+#[test]
+fn invalid_utf8_inside_an_entry_keeps_the_entry_as_pi_does() {
+    let sb = Sandbox::new();
+    let p = sb.root().join("utf8.jsonl");
+    let mut bytes = format!("{HEADER}\n").into_bytes();
+    bytes.extend_from_slice(
+        br#"{"type":"message","id":"e1","parentId":null,"timestamp":"2026-01-01T00:00:01.000Z","message":{"role":"user","content":"caf"#,
+    );
+    bytes.extend_from_slice(b"\xff\xfe");
+    bytes.extend_from_slice(b"\xc3 ok\",\"timestamp\":1767225601000}}\n");
+    bytes.extend_from_slice(format!("{ASSISTANT}\n").as_bytes());
+    std::fs::write(&p, &bytes).unwrap();
+    let f = p.to_str().unwrap();
+    let out = sb.session(&["context", f, "--format", "jsonl"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("invalid UTF-8 replaced by U+FFFD"),
+        "{}",
+        stderr(&out)
+    );
+    let ours: Vec<Value> = jsonl(&out)[1..]
+        .iter()
+        .map(|r| r["message"].clone())
+        .collect();
+    assert_eq!(ours.len(), 2, "the entry is kept");
+    assert_eq!(ours[0]["content"], "caf\u{fffd}\u{fffd}\u{fffd} ok");
+    let ls = jsonl(&sb.session(&["ls", "--session-dir", sb.root().to_str().unwrap()]));
+    assert_eq!(ls[0]["firstMessage"], "caf\u{fffd}\u{fffd}\u{fffd} ok");
+    let Some(o) = Oracle::find("invalid_utf8_inside_an_entry_keeps_the_entry_as_pi_does") else {
+        return;
+    };
+    let live: Value = serde_json::from_slice(&o.node("sdk-context.mjs", &[f]).stdout).unwrap();
+    assert_eq!(Value::Array(ours), live["messages"]);
+}
+
+#[test]
+fn session_text_sent_to_a_terminal_carries_no_escape_sequences() {
+    // `script` gives the command a terminal; without it there is nothing
+    // to check here (the cleaning itself is unit-tested in out.rs).
+    if Command::new("script").arg("--version").output().is_err() {
+        eprintln!("SKIP session_text_sent_to_a_terminal_carries_no_escape_sequences: no `script` (util-linux)");
+        return;
+    }
+    let sb = Sandbox::new();
+    let evil = r#"{"type":"message","id":"e1","parentId":null,"timestamp":"2026-01-01T00:00:01.000Z","message":{"role":"user","content":"hi\u001b]0;pwned\u0007\u001b[2J\u009b31m there","timestamp":1767225601000}}"#;
+    let p = session_file(&sb, "evil.jsonl", HEADER, &[evil, ASSISTANT]);
+    let f = p.to_str().unwrap();
+    for args in [
+        vec!["context", f, "--format", "text"],
+        vec!["export", f, "--format", "md"],
+        vec!["show", f, "--format", "text"],
+    ] {
+        let line = std::iter::once(bin("pi-session").display().to_string())
+            .chain(args.iter().map(|a| a.to_string()))
+            .collect::<Vec<_>>()
+            .join(" ");
+        let out = sb
+            .cmd("pi-session")
+            .args::<[&str; 0], &str>([])
+            .output()
+            .map(|_| ())
+            .and_then(|_| {
+                let mut c = Command::new("script");
+                c.args(["-qec", &line, "/dev/null"])
+                    .env("PI_CODING_AGENT_DIR", sb.agent())
+                    .env("HOME", sb.root().join("home"))
+                    .current_dir(sb.cwd())
+                    .stdin(Stdio::null());
+                c.output()
+            })
+            .unwrap();
+        let text = stdout(&out);
+        assert!(text.contains("hi"), "{args:?}: {text}");
+        assert!(!text.contains('\u{1b}'), "{args:?} sent ESC: {text:?}");
+        assert!(
+            !text.contains('\u{9b}') && !text.contains('\u{7}'),
+            "{args:?}: {text:?}"
+        );
+        assert!(text.contains("␛]0;pwned␇"), "{args:?} shows them: {text:?}");
+    }
+    // Into a pipe the export stays verbatim (it is a document).
+    let out = sb.session(&["export", f, "--format", "md"]);
+    assert!(stdout(&out).contains("\u{1b}]0;pwned"));
+}

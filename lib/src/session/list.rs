@@ -188,11 +188,11 @@ pub fn summarize(bytes: &[u8]) -> Result<SessionSummary, String> {
             Some(b"message") => {
                 let Some(role) = quick_role(line) else {
                     // Unusual layout: parse the whole line.
-                    match parse_json(line) {
-                        Ok((v, _)) => {
-                            handle_value(&mut s, v, &mut first_user_found, &mut last_activity)
-                        }
-                        Err(_) => s.bad_line(no),
+                    let entry = parse_json(line).is_ok_and(|(v, _)| {
+                        handle_value(&mut s, v, &mut first_user_found, &mut last_activity)
+                    });
+                    if !entry {
+                        s.bad_line(no);
                     }
                     continue;
                 };
@@ -251,11 +251,11 @@ pub fn summarize(bytes: &[u8]) -> Result<SessionSummary, String> {
             Some(_) => {}
             None => {
                 // Not pi's usual key order (or not JSON at all).
-                match parse_json(line) {
-                    Ok((v, _)) => {
-                        handle_value(&mut s, v, &mut first_user_found, &mut last_activity)
-                    }
-                    Err(_) => s.bad_line(no),
+                let entry = parse_json(line).is_ok_and(|(v, _)| {
+                    handle_value(&mut s, v, &mut first_user_found, &mut last_activity)
+                });
+                if !entry {
+                    s.bad_line(no);
                 }
             }
         }
@@ -294,14 +294,19 @@ fn set_name(s: &mut SessionSummary, v: &Value) {
         .map(str::to_string);
 }
 
+/// Takes one fully parsed line into the summary; false when it is not an
+/// entry at all (not an object, or no `type`), which the loader skips too.
 fn handle_value(
     s: &mut SessionSummary,
     v: Value,
     first_user_found: &mut bool,
     last_activity: &mut i64,
-) {
-    let Value::Object(mut map) = v else { return };
+) -> bool {
+    let Value::Object(mut map) = v else {
+        return false;
+    };
     match map.get("type").and_then(Value::as_str) {
+        None => return false,
         Some("message") => {
             let entry_ts = map
                 .get("timestamp")
@@ -344,6 +349,7 @@ fn handle_value(
         }
         _ => {}
     }
+    true
 }
 
 const TIMESTAMP_KEY: &[u8] = b"\"timestamp\":";

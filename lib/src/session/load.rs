@@ -367,6 +367,24 @@ impl Session {
                 }
             }
         }
+        if from == 0 {
+            for cycle in self.cycles() {
+                let ids: Vec<&str> = cycle
+                    .iter()
+                    .take(5)
+                    .map(|&i| self.entries[i].id())
+                    .collect();
+                let more = if cycle.len() > 5 { ", …" } else { "" };
+                found.push((
+                    self.lines[cycle[0]],
+                    format!(
+                        "entries {}{more} form a parentId cycle (no root above them); shown from {}",
+                        ids.join(", "),
+                        ids[0]
+                    ),
+                ));
+            }
+        }
         for (line, message) in found {
             self.diag(line, message);
         }

@@ -67,6 +67,38 @@ impl Session {
         })?
     }
 
+    /// The parentId cycles of the tree (each as entry indices, starting
+    /// with its first entry in file order); normally none.
+    pub fn cycles(&self) -> Vec<Vec<usize>> {
+        // 0 = not seen, 1 = on the walk in progress, 2 = done.
+        let mut state = vec![0u8; self.entries.len()];
+        let mut out = Vec::new();
+        let mut walk = Vec::new();
+        for start in 0..self.entries.len() {
+            let mut cur = Some(start);
+            while let Some(i) = cur.filter(|&i| state[i] == 0) {
+                state[i] = 1;
+                walk.push(i);
+                cur = self.entries[i]
+                    .parent_id()
+                    .and_then(|p| self.index_of(p))
+                    .filter(|&p| p != i);
+            }
+            if let Some(i) = cur.filter(|&i| state[i] == 1) {
+                if let Some(pos) = walk.iter().position(|&w| w == i) {
+                    let mut cycle = walk[pos..].to_vec();
+                    cycle.sort_unstable();
+                    out.push(cycle);
+                }
+            }
+            for &w in &walk {
+                state[w] = 2;
+            }
+            walk.clear();
+        }
+        out
+    }
+
     /// Children of each entry index, in file order; roots under `None`.
     pub fn children(&self) -> (Vec<usize>, Vec<Vec<usize>>) {
         let mut roots = Vec::new();
@@ -107,7 +139,24 @@ impl Session {
             }
         }
         let mut visited = HashSet::new();
-        while let Some((i, depth, lead, cont)) = stack.pop() {
+        // Entries in a parentId cycle have no root above them: each cycle is
+        // shown from its first entry in file order, after the real roots.
+        let mut extra_roots = self
+            .entries
+            .iter()
+            .enumerate()
+            .filter(|(i, e)| !e.id().is_empty() && self.index_of(e.id()) == Some(*i))
+            .map(|(i, _)| i);
+        loop {
+            let Some((i, depth, lead, cont)) = stack.pop() else {
+                match extra_roots.find(|i| !visited.contains(i)) {
+                    Some(r) => {
+                        stack.push((r, 0, String::new(), String::new()));
+                        continue;
+                    }
+                    None => break,
+                }
+            };
             if !visited.insert(i) {
                 continue;
             }
