@@ -119,14 +119,14 @@ pub fn fork(s: &Session, at: Option<&str>, format: Option<OutputFormat>) -> Resu
         let id = new_entry_id(|id| s.has_id(id) || taken.contains(id));
         taken.insert(id.clone());
         let parent = kept.last().map(|p| p.id().to_string());
-        kept.push(Entry::Label(pi_lib::format::entry::LabelEntry {
+        kept.push(Entry::Label(Box::new(pi_lib::format::entry::LabelEntry {
             id,
             parent_id: parent,
             timestamp: now_iso(),
             target_id: target,
             label: Some(text),
             extra: Map::new(),
-        }));
+        })));
     }
     let id = new_session_id();
     let ts = now_iso();
@@ -189,7 +189,7 @@ pub fn branch(
         .append_with(true, |s: &Session| {
             let old_leaf = s.leaf_id().map(str::to_string);
             let entry = match &summary {
-                Some(text) => Entry::BranchSummary(BranchSummaryEntry {
+                Some(text) => Entry::BranchSummary(Box::new(BranchSummaryEntry {
                     id: s.fresh_id(),
                     parent_id: Some(target.clone()),
                     timestamp: now_iso(),
@@ -199,7 +199,7 @@ pub fn branch(
                     from_hook: None,
                     usage: None,
                     extra: Map::new(),
-                }),
+                })),
                 None if old_leaf.as_deref() == Some(target.as_str()) => return Ok(Vec::new()),
                 None => s.new_custom(
                     Some(&target),

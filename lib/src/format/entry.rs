@@ -339,17 +339,17 @@ pub struct ContextEditEntry {
 tagged_enum! {
     /// One entry line of a session file.
     pub enum Entry tag "type" {
-        Message(MessageEntry) = "message",
-        ThinkingLevelChange(ThinkingLevelChangeEntry) = "thinking_level_change",
-        ModelChange(ModelChangeEntry) = "model_change",
-        Compaction(CompactionEntry) = "compaction",
-        BranchSummary(BranchSummaryEntry) = "branch_summary",
-        Custom(CustomEntry) = "custom",
-        CustomMessage(CustomMessageEntry) = "custom_message",
-        Label(LabelEntry) = "label",
-        SessionInfo(SessionInfoEntry) = "session_info",
-        Usage(UsageEntry) = "usage",
-        ContextEdit(ContextEditEntry) = "context_edit",
+        Message(Box<MessageEntry>) = "message",
+        ThinkingLevelChange(Box<ThinkingLevelChangeEntry>) = "thinking_level_change",
+        ModelChange(Box<ModelChangeEntry>) = "model_change",
+        Compaction(Box<CompactionEntry>) = "compaction",
+        BranchSummary(Box<BranchSummaryEntry>) = "branch_summary",
+        Custom(Box<CustomEntry>) = "custom",
+        CustomMessage(Box<CustomMessageEntry>) = "custom_message",
+        Label(Box<LabelEntry>) = "label",
+        SessionInfo(Box<SessionInfoEntry>) = "session_info",
+        Usage(Box<UsageEntry>) = "usage",
+        ContextEdit(Box<ContextEditEntry>) = "context_edit",
     }
 }
 

@@ -7,9 +7,8 @@
 //! not entries (`{}`, `[1]`, bad JSON) are dropped, and at most
 //! [`MAX_KEPT_DIAGNOSTICS`] problems are kept per file; the rest are counted.
 
-use std::collections::HashMap;
 use std::fmt;
-use std::io::Read;
+use std::hash::BuildHasher;
 use std::path::{Path, PathBuf};
 
 use serde_json::{Map, Value};
@@ -127,9 +126,11 @@ pub enum LoadError {
     },
 }
 
-/// Where the in-memory copy stands against the file: how many bytes and
-/// newlines of it were read, and which file (device, inode) it was. Appends
-/// use this to read only what other processes added since.
+/// Where the in-memory copy stands against the file: the bytes and newlines
+/// up to the end of its last complete line, and which file (device, inode)
+/// it was. Appends use this to read only what other processes added since;
+/// an unfinished last line is read again then (its writer may have finished
+/// it meanwhile).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub(crate) struct DiskState {
     pub len: u64,
@@ -152,7 +153,7 @@ pub struct Session {
     pub migrated_from: Option<u64>,
     /// Whether the file ended without a newline (a crash mid-write).
     pub missing_final_newline: bool,
-    index: HashMap<String, usize>,
+    index: IdIndex,
     /// `None`: this copy was not read from the file (new, or not yet read).
     pub(crate) disk: Option<DiskState>,
 }
@@ -169,7 +170,8 @@ impl Session {
         Session::load_from(path, &mut f)
     }
 
-    /// Parses the whole of an open session file.
+    /// Parses the whole of an open session file, line by line (memory: the
+    /// entries plus the longest line, never the whole file at once).
     pub(crate) fn load_from(path: &Path, f: &mut std::fs::File) -> Result<Session, LoadError> {
         use std::os::unix::fs::MetadataExt;
         let io = |source| LoadError::Io {
@@ -177,10 +179,8 @@ impl Session {
             source,
         };
         let meta = f.metadata().map_err(io)?;
-        let mut bytes = Vec::with_capacity(meta.len() as usize + 1);
         std::io::Seek::rewind(f).map_err(io)?;
-        f.read_to_end(&mut bytes).map_err(io)?;
-        let mut s = Session::parse(path, &bytes)?;
+        let mut s = Session::read(path, std::io::BufReader::with_capacity(1 << 16, f))?;
         if let Some(d) = &mut s.disk {
             d.dev = meta.dev();
             d.ino = meta.ino();
@@ -190,27 +190,70 @@ impl Session {
 
     /// Parses the bytes of a session file that lives at `path`.
     pub fn parse(path: &Path, bytes: &[u8]) -> Result<Session, LoadError> {
-        let mut lines = Lines::new(bytes, 0);
-        // The header: the first non-blank line.
-        let (lineno, header_line) = loop {
-            match lines.next() {
-                None => {
-                    return Err(LoadError::NotASession {
-                        path: path.to_path_buf(),
-                        line: 1,
-                        reason: "the file is empty".into(),
-                    })
-                }
-                Some((_, l, _)) if trim_ascii(l).is_empty() => continue,
-                Some((n, l, _)) => break (n, trim_ascii(l)),
-            }
+        Session::read(path, bytes)
+    }
+
+    /// Reads a session from `r`, one line at a time.
+    fn read(path: &Path, mut r: impl std::io::BufRead) -> Result<Session, LoadError> {
+        let io = |source| LoadError::Io {
+            path: path.to_path_buf(),
+            source,
         };
+        let mut buf = Vec::new();
+        let mut lineno = 0;
+        // Bytes and newlines up to the end of the last complete line.
+        let (mut complete, mut newlines) = (0u64, 0usize);
+        let mut session: Option<Session> = None;
+        loop {
+            buf.clear();
+            let n = r.read_until(b'\n', &mut buf).map_err(io)?;
+            if n == 0 {
+                break;
+            }
+            lineno += 1;
+            let unterminated = buf.last() != Some(&b'\n');
+            if !unterminated {
+                buf.pop();
+                complete += n as u64;
+                newlines += 1;
+            }
+            match &mut session {
+                Some(s) => s.ingest(lineno, &buf, unterminated),
+                None if trim_ascii(&buf).is_empty() => {}
+                None => session = Some(Session::from_header_line(path, lineno, &buf)?),
+            }
+            if let Some(s) = &mut session {
+                s.missing_final_newline = unterminated;
+            }
+        }
+        let Some(mut s) = session else {
+            return Err(LoadError::NotASession {
+                path: path.to_path_buf(),
+                line: 1,
+                reason: "the file is empty".into(),
+            });
+        };
+        if s.migrated_from.is_some() {
+            s.header.version = Some(crate::format::Num::int(CURRENT_SESSION_VERSION));
+        }
+        s.check_links(0);
+        s.disk = Some(DiskState {
+            len: complete,
+            newlines,
+            dev: 0,
+            ino: 0,
+        });
+        Ok(s)
+    }
+
+    /// An empty session from its header line (the first non-blank line).
+    fn from_header_line(path: &Path, lineno: usize, line: &[u8]) -> Result<Session, LoadError> {
         let not_session = |reason: String| LoadError::NotASession {
             path: path.to_path_buf(),
             line: lineno,
             reason,
         };
-        let map = match parse_json(header_line) {
+        let map = match parse_json(trim_ascii(line)) {
             Ok((Value::Object(map), _)) => map,
             Ok(_) => return Err(not_session("first line is not a JSON object".into())),
             Err(e) => return Err(not_session(format!("first line is not JSON ({e})"))),
@@ -229,20 +272,6 @@ impl Session {
         let header = SessionHeader::from_map(map).map_err(not_session)?;
         let mut s = Session::empty(path.to_path_buf(), header);
         s.migrated_from = (version < CURRENT_SESSION_VERSION).then_some(version);
-        s.missing_final_newline = !bytes.is_empty() && !bytes.ends_with(b"\n");
-        for (lineno, line, unterminated) in lines {
-            s.ingest(lineno, line, unterminated);
-        }
-        if s.migrated_from.is_some() {
-            s.header.version = Some(crate::format::Num::int(CURRENT_SESSION_VERSION));
-        }
-        s.check_links(0);
-        s.disk = Some(DiskState {
-            len: bytes.len() as u64,
-            newlines: memchr::memchr_iter(b'\n', bytes).count(),
-            dev: 0,
-            ino: 0,
-        });
         Ok(s)
     }
 
@@ -313,7 +342,7 @@ impl Session {
     /// `firstKeptEntryId`.
     fn migrate_v1_entry(&mut self, map: &mut Map<String, Value>) {
         let n = self.entries.len();
-        let id = derived_entry_id(&self.header.id, n, |id| self.index.contains_key(id));
+        let id = derived_entry_id(&self.header.id, n, |id| self.has_id(id));
         let prev = self.entries.last().map(|e| e.id().to_string());
         let mut out = Map::with_capacity(map.len() + 2);
         if let Some(t) = map.shift_remove("type") {
@@ -352,14 +381,14 @@ impl Session {
                 ));
                 continue;
             }
-            if self.index.get(e.id()) != Some(&i) {
+            if self.index_of(e.id()) != Some(i) {
                 found.push((
                     line,
                     format!("duplicate entry id {}; the first one is used", e.id()),
                 ));
             }
             if let Some(p) = e.parent_id() {
-                if !self.index.contains_key(p) {
+                if !self.has_id(p) {
                     found.push((
                         line,
                         format!("entry {} has parentId {p}, which is not in the file; treated as a root", e.id()),
@@ -400,7 +429,7 @@ impl Session {
             diagnostics: Diagnostics::default(),
             migrated_from: None,
             missing_final_newline: false,
-            index: HashMap::new(),
+            index: IdIndex::default(),
             disk: None,
         }
     }
@@ -412,12 +441,12 @@ impl Session {
 
     /// The index of the entry with this id.
     pub fn index_of(&self, id: &str) -> Option<usize> {
-        self.index.get(id).copied()
+        self.index.get(&self.entries, id)
     }
 
     /// Whether an entry has this id.
     pub fn has_id(&self, id: &str) -> bool {
-        self.index.contains_key(id)
+        self.index_of(id).is_some()
     }
 
     /// The entry with this id.
@@ -468,30 +497,23 @@ impl Session {
     }
 
     pub(crate) fn push_at(&mut self, entry: Entry, line: usize) {
-        let id = entry.id();
-        if !id.is_empty() && !self.index.contains_key(id) {
-            self.index.insert(id.to_string(), self.entries.len());
-        }
+        let new = !entry.id().is_empty() && !self.has_id(entry.id());
         self.entries.push(entry);
         self.lines.push(line);
+        if new {
+            self.index.insert(&self.entries, self.entries.len() - 1);
+        }
     }
 
     /// Reads lines that follow what this copy already holds (`bytes` start
-    /// right after its last read byte; `first_line` is their first line
-    /// number), as entries. Used to catch up with other writers.
+    /// at the start of a line; `first_line` is its number), as entries.
+    /// Used to catch up with other writers.
     pub(crate) fn ingest_tail(&mut self, bytes: &[u8], first_line: usize) {
         let from = self.entries.len();
-        let mut lines = Lines::new(bytes, first_line - 1);
-        if self.missing_final_newline {
-            // The first piece ends the torn line already reported.
-            lines.next();
-        }
-        for (lineno, line, unterminated) in lines {
+        for (lineno, line, unterminated) in Lines::new(bytes, first_line - 1) {
             self.ingest(lineno, line, unterminated);
         }
-        if !bytes.is_empty() {
-            self.missing_final_newline = !bytes.ends_with(b"\n");
-        }
+        self.missing_final_newline = !bytes.is_empty() && !bytes.ends_with(b"\n");
         self.check_links(from);
     }
 
@@ -504,6 +526,41 @@ impl Session {
             out.push('\n');
         }
         out
+    }
+}
+
+/// Entry positions by id: a hash table of indices into `entries`, hashed
+/// and compared through the ids the entries hold, so the index costs a few
+/// bytes per entry instead of a copy of every id. The first entry with an
+/// id wins (duplicates are reported, not indexed).
+#[derive(Debug, Clone, Default)]
+struct IdIndex {
+    table: hashbrown::HashTable<u32>,
+    hasher: foldhash::fast::RandomState,
+}
+
+impl IdIndex {
+    fn get(&self, entries: &[Entry], id: &str) -> Option<usize> {
+        let hash = self.hasher.hash_one(id);
+        self.table
+            .find(hash, |&i| {
+                entries.get(i as usize).is_some_and(|e| e.id() == id)
+            })
+            .map(|&i| i as usize)
+    }
+
+    fn insert(&mut self, entries: &[Entry], i: usize) {
+        let Ok(pos) = u32::try_from(i) else {
+            return;
+        };
+        let Some(e) = entries.get(i) else {
+            return;
+        };
+        let hasher = &self.hasher;
+        let hash = hasher.hash_one(e.id());
+        self.table.insert_unique(hash, pos, |&j| {
+            hasher.hash_one(entries.get(j as usize).map(Entry::id).unwrap_or(""))
+        });
     }
 }
 

@@ -141,35 +141,35 @@ impl SessionStore {
 
     /// A `message` entry for `message`, child of the leaf.
     pub fn message_entry(&self, message: AgentMessage) -> Entry {
-        Entry::Message(MessageEntry {
+        Entry::Message(Box::new(MessageEntry {
             id: self.session.fresh_id(),
             parent_id: self.session.leaf_id().map(str::to_string),
             timestamp: now_iso(),
             message,
             extra: Map::new(),
-        })
+        }))
     }
 
     /// A `model_change` entry, child of the leaf.
     pub fn model_change_entry(&self, provider: &str, model_id: &str) -> Entry {
-        Entry::ModelChange(ModelChangeEntry {
+        Entry::ModelChange(Box::new(ModelChangeEntry {
             id: self.session.fresh_id(),
             parent_id: self.session.leaf_id().map(str::to_string),
             timestamp: now_iso(),
             provider: provider.to_string(),
             model_id: model_id.to_string(),
             extra: Map::new(),
-        })
+        }))
     }
 
     /// A `thinking_level_change` entry, child of the leaf.
     pub fn thinking_entry(&self, level: &str) -> Entry {
-        Entry::ThinkingLevelChange(ThinkingLevelChangeEntry {
+        Entry::ThinkingLevelChange(Box::new(ThinkingLevelChangeEntry {
             id: self.session.fresh_id(),
             parent_id: self.session.leaf_id().map(str::to_string),
             timestamp: now_iso(),
             thinking_level: level.to_string(),
             extra: Map::new(),
-        })
+        }))
     }
 }

@@ -141,37 +141,37 @@ impl Session {
 
     /// Builds a `label` entry on `target` (`None` clears), child of the leaf.
     pub fn new_label(&self, target: &str, label: Option<String>) -> Entry {
-        Entry::Label(LabelEntry {
+        Entry::Label(Box::new(LabelEntry {
             id: self.fresh_id(),
             parent_id: self.leaf_id().map(str::to_string),
             timestamp: now_iso(),
             target_id: target.to_string(),
             label,
             extra: Map::new(),
-        })
+        }))
     }
 
     /// Builds a `session_info` entry naming the session, child of the leaf.
     pub fn new_session_info(&self, name: &str) -> Entry {
-        Entry::SessionInfo(SessionInfoEntry {
+        Entry::SessionInfo(Box::new(SessionInfoEntry {
             id: self.fresh_id(),
             parent_id: self.leaf_id().map(str::to_string),
             timestamp: now_iso(),
             name: Some(name.trim().to_string()),
             extra: Map::new(),
-        })
+        }))
     }
 
     /// Builds a `custom` entry with `parent` as its parent.
     pub fn new_custom(&self, parent: Option<&str>, custom_type: &str, data: Value) -> Entry {
-        Entry::Custom(CustomEntry {
+        Entry::Custom(Box::new(CustomEntry {
             custom_type: custom_type.to_string(),
             data: Some(data),
             id: self.fresh_id(),
             parent_id: parent.map(str::to_string),
             timestamp: now_iso(),
             extra: Map::new(),
-        })
+        }))
     }
 
     /// Appends the entries `build` makes, under the file's exclusive lock.
@@ -197,6 +197,8 @@ impl Session {
         if entries.is_empty() {
             return Ok(entries);
         }
+        // The file's size with the lock held, just before our write.
+        let size_before = f.metadata()?.len();
         let mut buf = String::new();
         let torn = self.missing_final_newline;
         if torn {
@@ -219,9 +221,10 @@ impl Session {
             self.push_at(e.clone(), line);
         }
         self.missing_final_newline = false;
-        // A writer that ignores the lock (an older tool) may have written
-        // meanwhile: then re-read the whole file next time.
-        self.disk = (end == d.len + buf.len() as u64).then_some(DiskState {
+        // Our bytes start after everything read (the unfinished line, if
+        // any, included). A writer that ignores the lock (an older tool) may
+        // have written meanwhile: then re-read the whole file next time.
+        self.disk = (end == size_before + buf.len() as u64).then_some(DiskState {
             len: end,
             newlines: d.newlines + usize::from(torn) + entries.len(),
             ..d
@@ -322,6 +325,7 @@ impl Session {
             }
         };
         if meta.len() == d.len {
+            self.missing_final_newline = false;
             return Ok(());
         }
         let mut tail = Vec::with_capacity((meta.len() - d.len) as usize);
@@ -329,9 +333,10 @@ impl Session {
         Read::by_ref(f)
             .take(meta.len() - d.len)
             .read_to_end(&mut tail)?;
+        let complete = memchr::memrchr(b'\n', &tail).map_or(0, |i| i + 1);
         self.ingest_tail(&tail, d.newlines + 1);
         self.disk = Some(DiskState {
-            len: d.len + tail.len() as u64,
+            len: d.len + complete as u64,
             newlines: d.newlines + memchr::memchr_iter(b'\n', &tail).count(),
             ..d
         });
@@ -395,6 +400,32 @@ mod tests {
         let w = mine.append_children(vec![x, y], false).unwrap();
         assert_eq!(w[0].parent_id(), Some(written[0].id()));
         assert_eq!(w[1].parent_id(), Some(w[0].id()));
+    }
+
+    #[test]
+    fn a_line_seen_half_written_is_read_again_once_finished() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("s.jsonl");
+        let b = label_line("b", "a");
+        let (head, rest) = b.split_at(20);
+        std::fs::write(&p, format!("{HDR}\n{}\n{head}", label_line("a", "r"))).unwrap();
+        // Loaded while another writer was mid-line…
+        let mut s = Session::load(&p).unwrap();
+        assert_eq!(s.entries.len(), 1);
+        // …which then finished it.
+        std::fs::OpenOptions::new()
+            .append(true)
+            .open(&p)
+            .unwrap()
+            .write_all(format!("{rest}\n").as_bytes())
+            .unwrap();
+        let w = s
+            .append_children(vec![s.new_label("a", Some("c".into()))], false)
+            .unwrap();
+        assert_eq!(w[0].parent_id(), Some("b"), "the finished line is an entry");
+        let fresh = Session::load(&p).unwrap();
+        assert_eq!(fresh.entries.len(), 3);
+        assert_eq!(fresh.diagnostics.len(), 1, "only a's dangling parent r");
     }
 
     #[test]
