@@ -64,7 +64,7 @@ EOF
 # The faux provider answers pi-run's continuation offline.
 printf '{"text":"ok"}\n%.0s' $(seq 1 8) > "$DATA/faux.jsonl"
 
-printf '\n%-15s %-22s %9s %9s %11s %9s %12s\n' file command "size MB" seconds "peak RSS MB" "RSS/size" "stderr lines"
+printf '\n%-9s %-8s %8s %8s %8s %12s %9s %7s\n' file command "size MB" "wall s" "user s" "peak RSS MB" "RSS/size" stderr
 for f in empties chain bad; do
     file="$DATA/$f.jsonl"
     size=$(stat -c %s "$file")
@@ -79,9 +79,10 @@ for f in empties chain bad; do
             pi-run) args=("$PR" --provider faux --model "$DATA/faux.jsonl" --session "$copy" -p more) ;;
             *) args=("$PS" "$cmd" "$copy" --format jsonl) ;;
         esac
-        /usr/bin/time -f "%e %M" -o "$DATA/time.txt" "${args[@]}" > /dev/null 2> "$DATA/err.txt" || true
-        read -r secs rss < "$DATA/time.txt"
-        printf '%-15s %-22s %9.1f %9s %11.1f %9.1f %12s\n' "$f" "$cmd" "$(echo "$size / 1048576" | bc -l)" "$secs" \
+        # (search finds nothing and exits 1; GNU time then adds a line first)
+        /usr/bin/time -f "%e %U %M" -o "$DATA/time.txt" "${args[@]}" > /dev/null 2> "$DATA/err.txt" || true
+        read -r secs user rss < <(tail -1 "$DATA/time.txt")
+        printf '%-9s %-8s %8.1f %8s %8s %12.1f %9.1f %7s\n' "$f" "$cmd" "$(echo "$size / 1048576" | bc -l)" "$secs" "$user" \
             "$(echo "$rss / 1024" | bc -l)" "$(echo "$rss * 1024 / $size" | bc -l)" "$(wc -l < "$DATA/err.txt")"
     done
 done

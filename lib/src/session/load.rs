@@ -204,6 +204,7 @@ impl Session {
         // Bytes and newlines up to the end of the last complete line.
         let (mut complete, mut newlines) = (0u64, 0usize);
         let mut session: Option<Session> = None;
+        let mut later = Vec::new();
         loop {
             buf.clear();
             let n = r.read_until(b'\n', &mut buf).map_err(io)?;
@@ -218,7 +219,7 @@ impl Session {
                 newlines += 1;
             }
             match &mut session {
-                Some(s) => s.ingest(lineno, &buf, unterminated),
+                Some(s) => s.ingest(lineno, &buf, unterminated, &mut later),
                 None if trim_ascii(&buf).is_empty() => {}
                 None => session = Some(Session::from_header_line(path, lineno, &buf)?),
             }
@@ -236,7 +237,7 @@ impl Session {
         if s.migrated_from.is_some() {
             s.header.version = Some(crate::format::Num::int(CURRENT_SESSION_VERSION));
         }
-        s.check_links(0);
+        s.check_links(later, true);
         s.disk = Some(DiskState {
             len: complete,
             newlines,
@@ -277,7 +278,8 @@ impl Session {
 
     /// Reads one entry line (`lineno` 1-based). `torn` marks the unfinished
     /// end of the file (no newline after it).
-    fn ingest(&mut self, lineno: usize, line: &[u8], torn: bool) {
+    /// Entries whose parent is not (yet) known are added to `later`.
+    fn ingest(&mut self, lineno: usize, line: &[u8], torn: bool, later: &mut Vec<usize>) {
         let trimmed = trim_ascii(line);
         if trimmed.is_empty() {
             return;
@@ -326,7 +328,30 @@ impl Session {
             Some(2) => migrate_v2_entry(&mut map),
             _ => {}
         }
-        self.push_at(Entry::from_map(map), lineno);
+        let entry = Entry::from_map(map);
+        // Links are checked now, while the entry is in cache; a parent that
+        // comes later in the file is checked at the end.
+        if entry.id().is_empty() {
+            self.diag(
+                lineno,
+                format!(
+                    "{} entry has no id; it is not part of the tree",
+                    entry.kind()
+                ),
+            );
+        } else if self.has_id(entry.id()) {
+            self.diag(
+                lineno,
+                format!("duplicate entry id {}; the first one is used", entry.id()),
+            );
+        }
+        let orphan = entry
+            .parent_id()
+            .is_some_and(|p| p == entry.id() || !self.has_id(p));
+        self.push_at(entry, lineno);
+        if orphan {
+            later.push(self.entries.len() - 1);
+        }
     }
 
     fn diag(&mut self, line: usize, message: String) {
@@ -369,34 +394,28 @@ impl Session {
         *map = out;
     }
 
-    /// Reports entries without ids, duplicate ids and dangling parents among
-    /// the entries from `from` on.
-    pub(crate) fn check_links(&mut self, from: usize) {
+    /// Reports dangling parents among the entries in `later` (those whose
+    /// parent was unknown when read) and, with `cycles`, parentId cycles
+    /// (only possible when a parent comes at or after its child).
+    pub(crate) fn check_links(&mut self, later: Vec<usize>, cycles: bool) {
         let mut found: Vec<(usize, String)> = Vec::new();
-        for (i, (e, &line)) in self.entries.iter().zip(&self.lines).enumerate().skip(from) {
-            if e.id().is_empty() {
+        let mut backward = false;
+        for i in later {
+            let e = &self.entries[i];
+            let Some(p) = e.parent_id() else { continue };
+            if self.has_id(p) {
+                backward = true;
+            } else {
                 found.push((
-                    line,
-                    format!("{} entry has no id; it is not part of the tree", e.kind()),
+                    self.lines[i],
+                    format!(
+                        "entry {} has parentId {p}, which is not in the file; treated as a root",
+                        e.id()
+                    ),
                 ));
-                continue;
-            }
-            if self.index_of(e.id()) != Some(i) {
-                found.push((
-                    line,
-                    format!("duplicate entry id {}; the first one is used", e.id()),
-                ));
-            }
-            if let Some(p) = e.parent_id() {
-                if !self.has_id(p) {
-                    found.push((
-                        line,
-                        format!("entry {} has parentId {p}, which is not in the file; treated as a root", e.id()),
-                    ));
-                }
             }
         }
-        if from == 0 {
+        if cycles && backward {
             for cycle in self.cycles() {
                 let ids: Vec<&str> = cycle
                     .iter()
@@ -497,10 +516,10 @@ impl Session {
     }
 
     pub(crate) fn push_at(&mut self, entry: Entry, line: usize) {
-        let new = !entry.id().is_empty() && !self.has_id(entry.id());
+        let indexed = !entry.id().is_empty();
         self.entries.push(entry);
         self.lines.push(line);
-        if new {
+        if indexed {
             self.index.insert(&self.entries, self.entries.len() - 1);
         }
     }
@@ -509,12 +528,12 @@ impl Session {
     /// at the start of a line; `first_line` is its number), as entries.
     /// Used to catch up with other writers.
     pub(crate) fn ingest_tail(&mut self, bytes: &[u8], first_line: usize) {
-        let from = self.entries.len();
+        let mut later = Vec::new();
         for (lineno, line, unterminated) in Lines::new(bytes, first_line - 1) {
-            self.ingest(lineno, line, unterminated);
+            self.ingest(lineno, line, unterminated, &mut later);
         }
         self.missing_final_newline = !bytes.is_empty() && !bytes.ends_with(b"\n");
-        self.check_links(from);
+        self.check_links(later, false);
     }
 
     /// The whole file as pi writes it: header line, then one line per entry.
@@ -549,18 +568,21 @@ impl IdIndex {
             .map(|&i| i as usize)
     }
 
+    /// Indexes entry `i` unless an earlier entry has its id (one probe).
     fn insert(&mut self, entries: &[Entry], i: usize) {
-        let Ok(pos) = u32::try_from(i) else {
+        let (Ok(pos), Some(e)) = (u32::try_from(i), entries.get(i)) else {
             return;
         };
-        let Some(e) = entries.get(i) else {
-            return;
-        };
+        let id = e.id();
         let hasher = &self.hasher;
-        let hash = hasher.hash_one(e.id());
-        self.table.insert_unique(hash, pos, |&j| {
-            hasher.hash_one(entries.get(j as usize).map(Entry::id).unwrap_or(""))
-        });
+        let id_of = |j: u32| entries.get(j as usize).map(Entry::id).unwrap_or("");
+        let hash = hasher.hash_one(id);
+        if let hashbrown::hash_table::Entry::Vacant(v) =
+            self.table
+                .entry(hash, |&j| id_of(j) == id, |&j| hasher.hash_one(id_of(j)))
+        {
+            v.insert(pos);
+        }
     }
 }
 
