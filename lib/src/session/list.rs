@@ -178,8 +178,9 @@ pub fn summarize(bytes: &[u8]) -> Result<SessionSummary, String> {
     s.modified_ms = parse_iso_ms(&s.created).unwrap_or(0);
     let mut first_user_found = false;
     let mut last_activity: i64 = 0;
-    let finder = memmem::FinderRev::new(USAGE_KEY);
-    let ts_finder = memmem::FinderRev::new(TIMESTAMP_KEY);
+    let f = finders();
+    let finder = &f.usage;
+    let ts_finder = &f.timestamp;
     for (no, line) in lines {
         if line.is_empty() {
             continue;
@@ -204,7 +205,7 @@ pub fn summarize(bytes: &[u8]) -> Result<SessionSummary, String> {
                 s.message_count += 1;
                 match role {
                     b"user" => {
-                        if let Some(ts) = activity_time(line, &ts_finder) {
+                        if let Some(ts) = activity_time(line, ts_finder) {
                             last_activity = last_activity.max(ts);
                         }
                         if !first_user_found {
@@ -224,10 +225,10 @@ pub fn summarize(bytes: &[u8]) -> Result<SessionSummary, String> {
                         }
                     }
                     b"assistant" => {
-                        if let Some(ts) = activity_time(line, &ts_finder) {
+                        if let Some(ts) = activity_time(line, ts_finder) {
                             last_activity = last_activity.max(ts);
                         }
-                        if !add_usage(&mut s, line, &finder) {
+                        if !add_usage(&mut s, line, finder) {
                             match full_message(line) {
                                 Some(AgentMessage::Assistant(a)) => add(&mut s, &a.usage),
                                 Some(_) => {}
@@ -246,7 +247,7 @@ pub fn summarize(bytes: &[u8]) -> Result<SessionSummary, String> {
                 Err(_) => s.bad_line(no),
             },
             Some(b"usage") | Some(b"compaction") | Some(b"branch_summary") => {
-                add_usage(&mut s, line, &finder);
+                add_usage(&mut s, line, finder);
             }
             Some(_) => {}
             None => {
@@ -357,6 +358,15 @@ const TIMESTAMP_KEY: &[u8] = b"\"timestamp\":";
 /// A message's activity time: its own epoch-ms `timestamp` (the last
 /// `"timestamp":` key of the line), else the entry's ISO timestamp.
 fn activity_time(line: &[u8], finder: &memmem::FinderRev<'_>) -> Option<i64> {
+    // pi ends a message line with its own `"timestamp":<ms>}}`: read it
+    // straight from the end.
+    if let Some(body) = line.strip_suffix(b"}}") {
+        let digits = body.iter().rev().take_while(|c| c.is_ascii_digit()).count();
+        let (head, num) = body.split_at(body.len() - digits);
+        if (1..=15).contains(&digits) && head.ends_with(TIMESTAMP_KEY) {
+            return Some(num.iter().fold(0i64, |n, d| n * 10 + i64::from(d - b'0')));
+        }
+    }
     let pos = finder.rfind(line)?;
     let rest = &line[pos + TIMESTAMP_KEY.len()..];
     match rest.first()? {
@@ -384,12 +394,38 @@ fn add(s: &mut SessionSummary, u: &Usage) {
     s.cost += u.cost.total.as_f64();
 }
 
-/// Finds the last structural `"usage":{` of the line and parses that object.
+/// The substring searchers of the scan, built once (building one costs more
+/// than a search in a short line).
+struct Finders {
+    usage: memmem::FinderRev<'static>,
+    timestamp: memmem::FinderRev<'static>,
+    role: memmem::Finder<'static>,
+    entry_timestamp: memmem::Finder<'static>,
+}
+
+fn finders() -> &'static Finders {
+    static F: std::sync::OnceLock<Finders> = std::sync::OnceLock::new();
+    F.get_or_init(|| Finders {
+        usage: memmem::FinderRev::new(USAGE_KEY),
+        timestamp: memmem::FinderRev::new(TIMESTAMP_KEY),
+        role: memmem::Finder::new(ROLE_KEY),
+        entry_timestamp: memmem::Finder::new(ENTRY_TIMESTAMP_KEY),
+    })
+}
+
+/// Finds the last structural `"usage":{` of the line and adds that object:
+/// read directly when it has pi's shape (numbers, and `cost` holding
+/// numbers), else through serde.
 fn add_usage(s: &mut SessionSummary, line: &[u8], finder: &memmem::FinderRev<'_>) -> bool {
     let Some(pos) = finder.rfind(line) else {
         return false;
     };
     let start = pos + USAGE_KEY.len() - 1;
+    if let Some((tokens, cost)) = fast_usage(&line[start..]) {
+        s.tokens += tokens;
+        s.cost += cost;
+        return true;
+    }
     let mut it = serde_json::Deserializer::from_slice(&line[start..]).into_iter::<Usage>();
     match it.next() {
         Some(Ok(u)) => {
@@ -397,6 +433,199 @@ fn add_usage(s: &mut SessionSummary, line: &[u8], finder: &memmem::FinderRev<'_>
             true
         }
         _ => false,
+    }
+}
+
+/// Tokens and cost of a usage object written as pi writes it:
+/// `{"input":N,…,"totalTokens":N,"cost":{…,"total":F}}` with number values
+/// only (any key order, unknown number keys ignored). `None` for anything
+/// else (strings, nesting, duplicates, bad numbers): the caller falls back
+/// to serde, so this is only ever a faster route to the same totals as
+/// [`Usage`] gives.
+fn fast_usage(obj: &[u8]) -> Option<(u64, f64)> {
+    const TOKEN_KEYS: [&[u8]; 5] = [
+        b"input",
+        b"output",
+        b"cacheRead",
+        b"cacheWrite",
+        b"totalTokens",
+    ];
+    let mut tokens: [Option<u64>; 5] = [None; 5];
+    let mut cost_total: Option<f64> = None;
+    let mut seen_cost = false;
+    let mut p = Cursor { b: obj, i: 0 };
+    p.eat(b'{')?;
+    if p.peek()? == b'}' {
+        return Some((0, 0.0));
+    }
+    loop {
+        let key = p.key()?;
+        if key == b"cost" {
+            if std::mem::replace(&mut seen_cost, true) {
+                return None;
+            }
+            p.eat(b'{')?;
+            if p.peek()? != b'}' {
+                loop {
+                    let k = p.key()?;
+                    let n = p.number()?;
+                    if k == b"total" {
+                        if cost_total.is_some() {
+                            return None;
+                        }
+                        cost_total = Some(n.as_f64());
+                    }
+                    if !p.next_or_end()? {
+                        break;
+                    }
+                }
+            } else {
+                p.i += 1;
+            }
+        } else {
+            let n = p.number()?;
+            if let Some(k) = TOKEN_KEYS.iter().position(|t| *t == key) {
+                if tokens[k].replace(n.as_u64()).is_some() {
+                    return None;
+                }
+            }
+        }
+        if !p.next_or_end()? {
+            break;
+        }
+    }
+    let [input, output, cache_read, cache_write, total] = tokens.map(|t| t.unwrap_or(0));
+    let tokens = if total > 0 {
+        total
+    } else {
+        input + output + cache_read + cache_write
+    };
+    Some((tokens, cost_total.unwrap_or(0.0)))
+}
+
+/// A JSON number token (checked against JSON's grammar, finite), converted
+/// as [`crate::format::Num`] does.
+struct NumTok<'a>(&'a [u8]);
+
+impl NumTok<'_> {
+    fn is_integer(&self) -> bool {
+        self.0.iter().all(u8::is_ascii_digit)
+    }
+
+    fn as_f64(&self) -> f64 {
+        std::str::from_utf8(self.0)
+            .ok()
+            .and_then(|t| t.parse().ok())
+            .unwrap_or(0.0)
+    }
+
+    fn as_u64(&self) -> u64 {
+        if self.is_integer() && self.0.len() <= 19 {
+            return self
+                .0
+                .iter()
+                .fold(0u64, |n, d| n * 10 + u64::from(d - b'0'));
+        }
+        let f = self.as_f64();
+        if f.is_finite() && f > 0.0 {
+            f as u64
+        } else {
+            0
+        }
+    }
+}
+
+/// A tiny reader for [`fast_usage`]: no whitespace (pi writes none; any
+/// makes it give up), keys without escapes, plain numbers.
+struct Cursor<'a> {
+    b: &'a [u8],
+    i: usize,
+}
+
+impl<'a> Cursor<'a> {
+    fn peek(&self) -> Option<u8> {
+        self.b.get(self.i).copied()
+    }
+
+    fn eat(&mut self, c: u8) -> Option<()> {
+        (self.peek()? == c).then(|| self.i += 1)
+    }
+
+    /// `"key":` → `key`.
+    fn key(&mut self) -> Option<&'a [u8]> {
+        self.eat(b'"')?;
+        let rest = &self.b[self.i..];
+        let end = memchr::memchr2(b'"', b'\\', rest)?;
+        if rest[end] != b'"' {
+            return None;
+        }
+        self.i += end + 1;
+        self.eat(b':')?;
+        Some(&rest[..end])
+    }
+
+    /// A number that JSON allows (and serde reads: finite), as its text.
+    fn number(&mut self) -> Option<NumTok<'a>> {
+        let rest = &self.b[self.i..];
+        let end = rest
+            .iter()
+            .position(|c| !(c.is_ascii_digit() || matches!(c, b'-' | b'+' | b'.' | b'e' | b'E')))?;
+        let text = &rest[..end];
+        self.i += end;
+        let tok = NumTok(text);
+        let digits = text.strip_prefix(b"-").unwrap_or(text);
+        let int_len = digits
+            .iter()
+            .position(|c| !c.is_ascii_digit())
+            .unwrap_or(digits.len());
+        let (int, tail) = digits.split_at(int_len);
+        if int.is_empty() || (int.len() > 1 && int[0] == b'0') {
+            return None;
+        }
+        if tail.is_empty() && int.len() <= 19 {
+            return Some(tok);
+        }
+        // Fractions and exponents: JSON's grammar (Rust's parser is laxer:
+        // "1.", "1e"), and a finite value (serde refuses "1e400").
+        let mut t = tail;
+        if let Some(frac) = t.strip_prefix(b".") {
+            let n = frac.iter().take_while(|c| c.is_ascii_digit()).count();
+            if n == 0 {
+                return None;
+            }
+            t = &frac[n..];
+        }
+        let mut huge = int.len() > 300;
+        if let Some(exp) = t.strip_prefix(b"e").or_else(|| t.strip_prefix(b"E")) {
+            let exp = exp
+                .strip_prefix(b"+")
+                .or_else(|| exp.strip_prefix(b"-"))
+                .unwrap_or(exp);
+            if exp.is_empty() || !exp.iter().all(u8::is_ascii_digit) {
+                return None;
+            }
+            t = &[];
+            huge = true;
+        }
+        if !t.is_empty() || (huge && !tok.as_f64().is_finite()) {
+            return None;
+        }
+        Some(tok)
+    }
+
+    /// After a value: `,` → true (more), `}` → false (end of object).
+    fn next_or_end(&mut self) -> Option<bool> {
+        match self.peek()? {
+            b',' => {
+                self.i += 1;
+                Some(true)
+            }
+            b'}' => {
+                self.i += 1;
+                Some(false)
+            }
+            _ => None,
+        }
     }
 }
 
@@ -418,22 +647,23 @@ fn quick_type(line: &[u8]) -> Option<&[u8]> {
     Some(&rest[..end])
 }
 
+const ROLE_KEY: &[u8] = b"\"message\":{\"role\":\"";
+const ENTRY_TIMESTAMP_KEY: &[u8] = b"\"timestamp\":\"";
+
 /// The role of a `message` entry written in pi's key order.
 fn quick_role(line: &[u8]) -> Option<&[u8]> {
-    const KEY: &[u8] = b"\"message\":{\"role\":\"";
     let window = &line[..line.len().min(512)];
-    let pos = memmem::find(window, KEY)?;
-    let rest = &line[pos + KEY.len()..];
+    let pos = finders().role.find(window)?;
+    let rest = &line[pos + ROLE_KEY.len()..];
     let end = memchr::memchr(b'"', rest)?;
     Some(&rest[..end])
 }
 
 /// The entry timestamp (`"timestamp":"…"` before the message) in epoch ms.
 fn message_timestamp(line: &[u8]) -> Option<i64> {
-    const KEY: &[u8] = b"\"timestamp\":\"";
     let window = &line[..line.len().min(256)];
-    let pos = memmem::find(window, KEY)?;
-    let rest = &window[pos + KEY.len()..];
+    let pos = finders().entry_timestamp.find(window)?;
+    let rest = &window[pos + ENTRY_TIMESTAMP_KEY.len()..];
     let end = memchr::memchr(b'"', rest)?;
     parse_iso_ms(std::str::from_utf8(&rest[..end]).ok()?)
 }
@@ -465,6 +695,46 @@ impl<'a> Iterator for LineIter<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_fast_usage_reader_agrees_with_serde_or_steps_aside() {
+        let cases = [
+            r#"{"input":10,"output":5,"cacheRead":0,"cacheWrite":0,"totalTokens":15,"cost":{"input":0.1,"output":0.2,"cacheRead":0,"cacheWrite":0,"total":0.3}}"#,
+            r#"{"input":10,"output":5,"cacheRead":3,"cacheWrite":2,"totalTokens":0,"cost":{"total":1e-7}}"#,
+            r#"{"totalTokens":12.9,"reasoning":4,"cost":{"total":-1}}"#,
+            r#"{"input":-5,"output":18446744073709551615,"cost":{}}"#,
+            r#"{}"#,
+            r#"{"cost":{"total":2},"input":1,"output":1}"#,
+            r#"{"input":1e400}"#,
+            r#"{"input":01}"#,
+            r#"{"input":1.}"#,
+            r#"{"input":"7"}"#,
+            r#"{"input":1,"input":2}"#,
+            r#"{"input": 1}"#,
+            r#"{"cost":{"total":1,"total":2}}"#,
+            r#"{"input":1,"extra":{"a":1}}"#,
+            r#"{"in"put":1}"#,
+            r#"{"input":1"#,
+        ];
+        for c in cases {
+            let serde = serde_json::Deserializer::from_slice(c.as_bytes())
+                .into_iter::<Usage>()
+                .next()
+                .and_then(Result::ok)
+                .map(|u| {
+                    let mut s = SessionSummary::default();
+                    add(&mut s, &u);
+                    (s.tokens, s.cost)
+                });
+            match fast_usage(c.as_bytes()) {
+                Some(fast) => assert_eq!(Some(fast), serde, "{c}"),
+                None => {} // serde decides
+            }
+        }
+        assert_eq!(fast_usage(cases[0].as_bytes()), Some((15, 0.3)));
+        assert_eq!(fast_usage(cases[1].as_bytes()), Some((20, 1e-7)));
+        assert_eq!(fast_usage(cases[6].as_bytes()), None);
+    }
 
     #[test]
     fn summarises_counts_names_usage() {
