@@ -435,6 +435,16 @@ mod tests {
     }
 
     #[test]
+    fn numbers_survive_a_round_trip_digit_for_digit() {
+        // pi writes costs as JavaScript prints sums; a parser that is not
+        // correctly rounded reads a neighbouring float and writes it back
+        // shorter (0.0218885): serde_json's float_roundtrip feature.
+        let line = r#"{"type":"usage","id":"u","parentId":null,"timestamp":"t","kind":"k","provider":"p","model":"m","usage":{"input":1,"output":2,"cacheRead":0,"cacheWrite":0,"totalTokens":3,"cost":{"input":0.040370249999999996,"output":0.022981750000000002,"cacheRead":0,"cacheWrite":0,"total":0.021888499999999998}}}"#;
+        let e: Entry = serde_json::from_str(line).unwrap();
+        assert_eq!(e.to_line(), line);
+    }
+
+    #[test]
     fn custom_entry_keeps_pi_key_order() {
         let out = rt(
             r#"{"type":"custom","id":"a","parentId":null,"timestamp":"t","customType":"x","data":{"v":1}}"#,
