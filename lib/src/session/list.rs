@@ -417,7 +417,7 @@ fn finders() -> &'static Finders {
 /// read directly when it has pi's shape (numbers, and `cost` holding
 /// numbers), else through serde.
 fn add_usage(s: &mut SessionSummary, line: &[u8], finder: &memmem::FinderRev<'_>) -> bool {
-    let Some(pos) = finder.rfind(line) else {
+    let Some(pos) = rfind_usage(line, finder) else {
         return false;
     };
     let start = pos + USAGE_KEY.len() - 1;
@@ -434,6 +434,27 @@ fn add_usage(s: &mut SessionSummary, line: &[u8], finder: &memmem::FinderRev<'_>
         }
         _ => false,
     }
+}
+
+/// The last `"usage":{` of a line. The key holds one `g`, and nothing pi
+/// writes after an assistant message's usage (`stopReason`, `timestamp`,
+/// the cost keys) has one, so jumping between `g`s from the end (`memrchr`,
+/// vectorised) finds it in a few steps; a reverse substring search walks
+/// every byte. Same result as `finder.rfind`, which lines without a `g`
+/// fall back to.
+fn rfind_usage(line: &[u8], finder: &memmem::FinderRev<'_>) -> Option<usize> {
+    const G: usize = 4; // USAGE_KEY[4] == b'g'
+    let mut end = line.len();
+    for _ in 0..8 {
+        let g = memchr::memrchr(b'g', &line[..end])?;
+        if g >= G && line[g - G..].starts_with(USAGE_KEY) {
+            return Some(g - G);
+        }
+        end = g;
+    }
+    // Many `g`s (an error message after the usage): the plain search, over
+    // the part not yet ruled out (an occurrence may straddle `end`).
+    finder.rfind(&line[..(end + USAGE_KEY.len()).min(line.len())])
 }
 
 /// Tokens and cost of a usage object written as pi writes it:
@@ -555,7 +576,8 @@ impl<'a> Cursor<'a> {
     fn key(&mut self) -> Option<&'a [u8]> {
         self.eat(b'"')?;
         let rest = &self.b[self.i..];
-        let end = memchr::memchr2(b'"', b'\\', rest)?;
+        // Keys are a few letters: a plain loop beats a vectorised search.
+        let end = rest.iter().position(|&c| c == b'"' || c == b'\\')?;
         if rest[end] != b'"' {
             return None;
         }
@@ -695,6 +717,32 @@ impl<'a> Iterator for LineIter<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn usage_is_found_as_a_reverse_search_finds_it() {
+        let finder = memmem::FinderRev::new(USAGE_KEY);
+        let mut cases: Vec<String> = vec![
+            r#"{"usage":{"input":1},"stopReason":"stop","timestamp":1}}"#.into(),
+            r#"no key at all, no letter"#.into(),
+            r#"{"a":"usage","usage":{}}"#.into(),
+            r#""usage":{"#.into(),
+            r#"sage":{"#.into(),
+        ];
+        let gs = "g".repeat(20);
+        cases.push(format!(
+            r#"{{"usage":{{"input":1}},"errorMessage":"{gs}"}}"#
+        ));
+        cases.push(format!(
+            r#"{{"usage":{{"x":1}},"e":"a{gs}b","usage":{{"y":2}},"f":"{gs}"}}"#
+        ));
+        for c in &cases {
+            assert_eq!(
+                rfind_usage(c.as_bytes(), &finder),
+                finder.rfind(c.as_bytes()),
+                "{c}"
+            );
+        }
+    }
 
     #[test]
     fn the_fast_usage_reader_agrees_with_serde_or_steps_aside() {
