@@ -421,7 +421,8 @@ fn add_usage(s: &mut SessionSummary, line: &[u8], finder: &memmem::FinderRev<'_>
         return false;
     };
     let start = pos + USAGE_KEY.len() - 1;
-    if let Some((tokens, cost)) = fast_usage(&line[start..]) {
+    if let Some((tokens, cost)) = exact_usage(&line[start..]).or_else(|| fast_usage(&line[start..]))
+    {
         s.tokens += tokens;
         s.cost += cost;
         return true;
@@ -455,6 +456,90 @@ fn rfind_usage(line: &[u8], finder: &memmem::FinderRev<'_>) -> Option<usize> {
     // Many `g`s (an error message after the usage): the plain search, over
     // the part not yet ruled out (an occurrence may straddle `end`).
     finder.rfind(&line[..(end + USAGE_KEY.len()).min(line.len())])
+}
+
+/// [`fast_usage`] for the one layout pi writes, key for key:
+/// `{"input":I,"output":I,"cacheRead":I,"cacheWrite":I,"totalTokens":I,
+/// "cost":{"input":F,"output":F,"cacheRead":F,"cacheWrite":F,"total":F}}`
+/// with plain integers and exponent-free decimals; one pass, no lookups.
+/// `None` for anything else.
+fn exact_usage(obj: &[u8]) -> Option<(u64, f64)> {
+    const INT_KEYS: [&[u8]; 5] = [
+        b"{\"input\":",
+        b",\"output\":",
+        b",\"cacheRead\":",
+        b",\"cacheWrite\":",
+        b",\"totalTokens\":",
+    ];
+    const COST_KEYS: [&[u8]; 4] = [
+        b",\"cost\":{\"input\":",
+        b",\"output\":",
+        b",\"cacheRead\":",
+        b",\"cacheWrite\":",
+    ];
+    let mut p = obj;
+    let mut ints = [0u64; 5];
+    for (key, slot) in INT_KEYS.iter().zip(&mut ints) {
+        p = p.strip_prefix(*key)?;
+        let (v, n) = plain_int(p)?;
+        *slot = v;
+        p = &p[n..];
+    }
+    for key in COST_KEYS {
+        p = p.strip_prefix(key)?;
+        p = &p[plain_decimal(p)?..];
+    }
+    p = p.strip_prefix(b",\"total\":")?;
+    let n = plain_decimal(p)?;
+    if p.get(n..n + 2) != Some(b"}}") {
+        return None;
+    }
+    let total_cost: f64 = std::str::from_utf8(&p[..n]).ok()?.parse().ok()?;
+    let [input, output, cache_read, cache_write, total] = ints;
+    let tokens = if total > 0 {
+        total
+    } else {
+        input + output + cache_read + cache_write
+    };
+    Some((tokens, total_cost))
+}
+
+/// A JSON integer without sign (`0` or no leading zero, at most 19 digits,
+/// not followed by a fraction or exponent): its value and length.
+fn plain_int(b: &[u8]) -> Option<(u64, usize)> {
+    let n = b.iter().take_while(|c| c.is_ascii_digit()).count();
+    if n == 0 || n > 19 || (n > 1 && b[0] == b'0') {
+        return None;
+    }
+    if matches!(b.get(n), Some(b'.' | b'e' | b'E')) {
+        return None;
+    }
+    Some((
+        b[..n].iter().fold(0, |v, d| v * 10 + u64::from(d - b'0')),
+        n,
+    ))
+}
+
+/// The length of a JSON number without exponent (`-`, `0` or no leading
+/// zero, an optional fraction with digits): always finite.
+fn plain_decimal(b: &[u8]) -> Option<usize> {
+    let neg = usize::from(b.first() == Some(&b'-'));
+    let int = b[neg..].iter().take_while(|c| c.is_ascii_digit()).count();
+    if int == 0 || int > 300 || (int > 1 && b[neg] == b'0') {
+        return None;
+    }
+    let mut n = neg + int;
+    if b.get(n) == Some(&b'.') {
+        let frac = b[n + 1..].iter().take_while(|c| c.is_ascii_digit()).count();
+        if frac == 0 {
+            return None;
+        }
+        n += 1 + frac;
+    }
+    if matches!(b.get(n), Some(b'e' | b'E')) {
+        return None;
+    }
+    Some(n)
 }
 
 /// Tokens and cost of a usage object written as pi writes it:
@@ -749,6 +834,11 @@ mod tests {
         let cases = [
             r#"{"input":10,"output":5,"cacheRead":0,"cacheWrite":0,"totalTokens":15,"cost":{"input":0.1,"output":0.2,"cacheRead":0,"cacheWrite":0,"total":0.3}}"#,
             r#"{"input":10,"output":5,"cacheRead":3,"cacheWrite":2,"totalTokens":0,"cost":{"total":1e-7}}"#,
+            r#"{"input":0,"output":0,"cacheRead":0,"cacheWrite":0,"totalTokens":0,"cost":{"input":0,"output":-0.5,"cacheRead":0.0,"cacheWrite":0,"total":0.021888499999999998}}"#,
+            r#"{"input":1,"output":2,"cacheRead":0,"cacheWrite":0,"totalTokens":3,"cost":{"input":0,"output":0,"cacheRead":0,"cacheWrite":0,"total":1e-7}}"#,
+            r#"{"input":1,"output":2,"cacheRead":0,"cacheWrite":0,"totalTokens":3.5,"cost":{"input":0,"output":0,"cacheRead":0,"cacheWrite":0,"total":1}}"#,
+            r#"{"input":01,"output":2,"cacheRead":0,"cacheWrite":0,"totalTokens":3,"cost":{"input":0,"output":0,"cacheRead":0,"cacheWrite":0,"total":1}}"#,
+            r#"{"input":1,"output":2,"cacheRead":0,"cacheWrite":0,"totalTokens":3,"cost":{"input":0,"output":0,"cacheRead":0,"cacheWrite":0,"total":1.}}"#,
             r#"{"totalTokens":12.9,"reasoning":4,"cost":{"total":-1}}"#,
             r#"{"input":-5,"output":18446744073709551615,"cost":{}}"#,
             r#"{}"#,
@@ -778,10 +868,19 @@ mod tests {
             if let Some(fast) = fast_usage(c.as_bytes()) {
                 assert_eq!(Some(fast), serde, "{c}");
             }
+            if let Some(exact) = exact_usage(c.as_bytes()) {
+                assert_eq!(Some(exact), serde, "{c}");
+            }
         }
         assert_eq!(fast_usage(cases[0].as_bytes()), Some((15, 0.3)));
+        assert_eq!(exact_usage(cases[0].as_bytes()), Some((15, 0.3)));
+        assert_eq!(exact_usage(cases[1].as_bytes()), None, "not pi's layout");
         assert_eq!(fast_usage(cases[1].as_bytes()), Some((20, 1e-7)));
-        assert_eq!(fast_usage(cases[6].as_bytes()), None);
+        assert_eq!(fast_usage(cases[11].as_bytes()), None);
+        assert_eq!(
+            exact_usage(cases[2].as_bytes()),
+            Some((0, 0.021888499999999998))
+        );
     }
 
     #[test]
