@@ -154,6 +154,10 @@ pub struct Session {
     /// Whether the file ended without a newline (a crash mid-write).
     pub missing_final_newline: bool,
     index: IdIndex,
+    /// Per entry: its parent's position ([`NO_PARENT`] for a root, a
+    /// dangling or a self reference), and [`DUPLICATE`] set when an earlier
+    /// entry has the same id. Walks use it instead of looking ids up.
+    links: Vec<u32>,
     /// `None`: this copy was not read from the file (new, or not yet read).
     pub(crate) disk: Option<DiskState>,
 }
@@ -339,18 +343,19 @@ impl Session {
                     entry.kind()
                 ),
             );
-        } else if self.has_id(entry.id()) {
+        }
+        let has_parent = entry.parent_id().is_some();
+        self.push_at(entry, lineno);
+        let i = self.entries.len() - 1;
+        if self.links[i] & DUPLICATE != 0 {
+            let id = self.entries[i].id();
             self.diag(
                 lineno,
-                format!("duplicate entry id {}; the first one is used", entry.id()),
+                format!("duplicate entry id {id}; the first one is used"),
             );
         }
-        let orphan = entry
-            .parent_id()
-            .is_some_and(|p| p == entry.id() || !self.has_id(p));
-        self.push_at(entry, lineno);
-        if orphan {
-            later.push(self.entries.len() - 1);
+        if has_parent && self.links[i] & !DUPLICATE == NO_PARENT {
+            later.push(i);
         }
     }
 
@@ -403,8 +408,13 @@ impl Session {
         for i in later {
             let e = &self.entries[i];
             let Some(p) = e.parent_id() else { continue };
-            if self.has_id(p) {
+            if let Some(pi) = self.index_of(p) {
                 backward = true;
+                if pi != i {
+                    if let Some(l) = self.links.get_mut(i) {
+                        *l = (*l & DUPLICATE) | pi as u32;
+                    }
+                }
             } else {
                 found.push((
                     self.lines[i],
@@ -449,6 +459,7 @@ impl Session {
             migrated_from: None,
             missing_final_newline: false,
             index: IdIndex::default(),
+            links: Vec::new(),
             disk: None,
         }
     }
@@ -516,11 +527,49 @@ impl Session {
     }
 
     pub(crate) fn push_at(&mut self, entry: Entry, line: usize) {
+        let parent = entry
+            .parent_id()
+            .and_then(|p| self.index_of(p))
+            .and_then(|p| u32::try_from(p).ok())
+            .unwrap_or(NO_PARENT);
         let indexed = !entry.id().is_empty();
         self.entries.push(entry);
         self.lines.push(line);
-        if indexed {
-            self.index.insert(&self.entries, self.entries.len() - 1);
+        let new = indexed && self.index.insert(&self.entries, self.entries.len() - 1);
+        self.links.push(if indexed && !new {
+            parent | DUPLICATE
+        } else {
+            parent
+        });
+    }
+
+    /// The position of entry `i`'s parent (`None` for a root, and for a
+    /// parent that is not in the file).
+    pub fn parent_index(&self, i: usize) -> Option<usize> {
+        match self.links.get(i) {
+            Some(&l) if self.links.len() == self.entries.len() => {
+                let p = l & !DUPLICATE;
+                (p != NO_PARENT).then_some(p as usize)
+            }
+            // `entries` was changed directly: look the parent up.
+            _ => {
+                let p = self.entries.get(i)?.parent_id()?;
+                self.index_of(p).filter(|&p| p != i)
+            }
+        }
+    }
+
+    /// Whether entry `i` holds the first use of its id (entries without an
+    /// id and later duplicates are not part of the tree).
+    pub fn is_tree_node(&self, i: usize) -> bool {
+        let Some(e) = self.entries.get(i) else {
+            return false;
+        };
+        match self.links.get(i) {
+            Some(&l) if self.links.len() == self.entries.len() => {
+                !e.id().is_empty() && l & DUPLICATE == 0
+            }
+            _ => !e.id().is_empty() && self.index_of(e.id()) == Some(i),
         }
     }
 
@@ -548,6 +597,11 @@ impl Session {
     }
 }
 
+/// [`Session::links`]: no parent (or none in the file).
+const NO_PARENT: u32 = u32::MAX >> 1;
+/// [`Session::links`]: an earlier entry has this entry's id.
+const DUPLICATE: u32 = 1 << 31;
+
 /// Entry positions by id: a hash table of indices into `entries`, hashed
 /// and compared through the ids the entries hold, so the index costs a few
 /// bytes per entry instead of a copy of every id. The first entry with an
@@ -568,10 +622,11 @@ impl IdIndex {
             .map(|&i| i as usize)
     }
 
-    /// Indexes entry `i` unless an earlier entry has its id (one probe).
-    fn insert(&mut self, entries: &[Entry], i: usize) {
+    /// Indexes entry `i` unless an earlier entry has its id (one probe);
+    /// whether it was indexed.
+    fn insert(&mut self, entries: &[Entry], i: usize) -> bool {
         let (Ok(pos), Some(e)) = (u32::try_from(i), entries.get(i)) else {
-            return;
+            return false;
         };
         let id = e.id();
         let hasher = &self.hasher;
@@ -582,7 +637,9 @@ impl IdIndex {
                 .entry(hash, |&j| id_of(j) == id, |&j| hasher.hash_one(id_of(j)))
         {
             v.insert(pos);
+            return true;
         }
+        false
     }
 }
 
