@@ -3,7 +3,7 @@
 
 Usage:
     gen-sessions.py OUTDIR [--sessions 10000] [--total-bytes 2G] [--seed 1]
-                           [--cwds 60] [--jobs N]
+                           [--cwds 60] [--jobs N] [--line-mix default|small]
 
 Writes OUTDIR/sessions/--<encoded cwd>--/<iso-ts>_<uuid>.jsonl, i.e. OUTDIR is
 usable as PI_CODING_AGENT_DIR.  Python 3.11 standard library only.
@@ -27,6 +27,14 @@ Realism goals (what a listing implementation has to chew through):
     bashExecution messages;
   * session sizes heavy-tailed (most 50-300 KB, a few several MB) and scaled
     so the total is about --total-bytes.
+
+--line-mix small draws every content size (tool results, edits, thinking,
+text, pastes, signatures) at 1/100 of the default and makes thinking and
+side text rarer, and sizes sessions evenly around total/count with no
+multi-MB tail: the shape of real pi sessions, hundreds of short lines
+(3000 sessions / 300M gives ~100 KB sessions of ~190 lines, ~550 B a line;
+pi's own assistant line with usage and cost is ~600 B, a short tool result
+~300 B). The default mix is unchanged, byte for byte.
 """
 
 from __future__ import annotations
@@ -67,6 +75,18 @@ def parse_size(s: str) -> int:
             s = s[: -len(suf)]
             break
     return int(float(s) * mult)
+
+
+# Line-size mix (--line-mix): content sizes drawn for messages are multiplied by SCALE.
+# 1.0 is the original mix (a few huge tool results and edits per session); "small" makes the
+# many-short-lines sessions real pi usage is mostly made of.
+LINE_MIXES = {"default": 1.0, "small": 0.01}
+SCALE = 1.0
+
+
+def sz(n: int) -> int:
+    """A drawn content size under the current line mix (identity for the default mix)."""
+    return n if SCALE == 1.0 else max(8, int(n * SCALE))
 
 
 _TS_CACHE: dict[int, str] = {}
@@ -416,15 +436,15 @@ class Session:
         text = jstr(p)[1:-1]
         r = rng.random()
         if r < 0.08:  # pasted code / logs
-            text += b"\\n\\n```\\n" + CODE.take(rng, int(rng.paretovariate(1.2) * 1500)) + b"```"
+            text += b"\\n\\n```\\n" + CODE.take(rng, sz(int(rng.paretovariate(1.2) * 1500))) + b"```"
         elif r < 0.25:
-            text += b" " + PROSE.take(rng, rng.randint(50, 600))
+            text += b" " + PROSE.take(rng, sz(rng.randint(50, 600)))
         if rng.random() < 0.2:
             content = b'"' + text + b'"'
         else:
             content = b'[{"type":"text","text":"' + text + b'"}'
             if rng.random() < 0.015:  # screenshot
-                n = min(len(B64), int(rng.paretovariate(1.3) * 40000)) & ~3
+                n = min(len(B64), sz(int(rng.paretovariate(1.3) * 40000))) & ~3
                 content += b',{"type":"image","data":"' + B64[:n] + b'","mimeType":"image/png"}'
             content += b"]"
         self.emit(b"{%s,\"message\":{\"role\":\"user\",\"content\":%s,\"timestamp\":%d}}" % (head, content, self.t))
@@ -449,12 +469,13 @@ class Session:
         m = self.model
         head, _ = self.base("message", 1500, 90000)
         blocks = []
-        if self.thinking != "off" and rng.random() < 0.8:
-            th = PROSE.take(rng, int(rng.paretovariate(1.5) * 300))
-            sig = B64[rng.randrange(0, 4096):][: rng.randint(200, 1600)] if m[0] == "anthropic" else b""
+        # (the small mix thinks out loud less often: one extra draw, only there)
+        if self.thinking != "off" and rng.random() < 0.8 and (SCALE == 1.0 or rng.random() < 0.25):
+            th = PROSE.take(rng, sz(int(rng.paretovariate(1.5) * 300)))
+            sig = B64[rng.randrange(0, 4096):][: sz(rng.randint(200, 1600))] if m[0] == "anthropic" else b""
             blocks.append(b'{"type":"thinking","thinking":"' + th + b'","thinkingSignature":"' + sig + b'"}')
-        if final or rng.random() < 0.5:
-            blocks.append(b'{"type":"text","text":"' + PROSE.take(rng, int(rng.paretovariate(1.3) * 250)) + b'"}')
+        if final or (rng.random() < 0.5 and (SCALE == 1.0 or rng.random() < 0.4)):
+            blocks.append(b'{"type":"text","text":"' + PROSE.take(rng, sz(int(rng.paretovariate(1.3) * 250))) + b'"}')
         calls = []
         if not final:
             for _ in range(1 if rng.random() < 0.75 else rng.randint(2, 4)):
@@ -470,10 +491,10 @@ class Session:
                         "git status && git diff --stat", f"cat {path} | head -100", "npm run check",
                         f"python3 -c 'import json; print(json.load(open(\"{path}\")))'"])})
                 elif name == "edit":
-                    args = (b'{"path":"' + path.encode() + b'","oldText":"' + CODE.take(rng, rng.randint(60, 1500))
-                            + b'","newText":"' + CODE.take(rng, rng.randint(60, 2500)) + b'"}')
+                    args = (b'{"path":"' + path.encode() + b'","oldText":"' + CODE.take(rng, sz(rng.randint(60, 1500)))
+                            + b'","newText":"' + CODE.take(rng, sz(rng.randint(60, 2500))) + b'"}')
                 elif name == "write":
-                    args = b'{"path":"' + path.encode() + b'","content":"' + CODE.take(rng, int(rng.paretovariate(1.2) * 2000)) + b'"}'
+                    args = b'{"path":"' + path.encode() + b'","content":"' + CODE.take(rng, sz(int(rng.paretovariate(1.2) * 2000))) + b'"}'
                 elif name == "grep":
                     args = jb({"pattern": rng.choice(IDENTS) + "\\(", "path": "src", "ignoreCase": rng.random() < 0.3})
                 elif name == "find":
@@ -508,6 +529,7 @@ class Session:
             n = rng.randint(4000, 20000)
         else:
             n = rng.randint(20000, 50000)
+        n = sz(n)
         # don't overshoot the planned session size by a whole big tool result
         n = min(n, max(20, self.target - self.size))
         if name in ("edit", "write"):
@@ -518,7 +540,7 @@ class Session:
         is_err = rng.random() < 0.05
         details = b""
         if name == "edit" and not is_err:
-            details = b',"details":{"diff":"' + CODE.take(rng, rng.randint(200, 3000)) + b'","firstChangedLine":%d}' % rng.randint(1, 900)
+            details = b',"details":{"diff":"' + CODE.take(rng, sz(rng.randint(200, 3000))) + b'","firstChangedLine":%d}' % rng.randint(1, 900)
         elif name == "bash" and rng.random() < 0.1:
             details = b',"details":{"truncation":{"truncated":true,"truncatedBy":"bytes","totalLines":%d,"outputLines":2000}}' % rng.randint(2000, 90000)
         elif is_err:
@@ -530,7 +552,7 @@ class Session:
     def bash_execution(self) -> None:
         rng = self.rng
         head, _ = self.base("message", 2000, 60000)
-        out = CODE.take(rng, rng.randint(30, 3000))
+        out = CODE.take(rng, sz(rng.randint(30, 3000)))
         self.emit(b'{%s,"message":{"role":"bashExecution","command":"git log --oneline | head -20","output":"%s","exitCode":0,"cancelled":false,"truncated":false,"timestamp":%d}}' % (head, out, self.t))
 
     def compaction(self) -> None:
@@ -559,7 +581,7 @@ class Session:
         if rng.random() < 0.6:
             head, _ = self.base("branch_summary", 2000, 20000)
             self.emit(b'{%s,"fromId":"%s","summary":"%s","details":{"readFiles":[],"modifiedFiles":[]},"fromHook":false}' % (
-                head, old_leaf.encode(), PROSE.take(rng, rng.randint(200, 2500))))
+                head, old_leaf.encode(), PROSE.take(rng, sz(rng.randint(200, 2500)))))
 
     def label(self) -> None:
         rng = self.rng
@@ -594,7 +616,7 @@ class Session:
         ts = self.tick(10, 2000)
         parent = b'"' + self.leaf.encode() + b'"' if self.leaf else b"null"
         self.emit(b'{"type":"custom_message","customType":"%s","content":"%s","display":%s,"id":"%s","parentId":%s,"timestamp":"%s"}' % (
-            rng.choice(CUSTOM_TYPES).encode(), PROSE.take(rng, rng.randint(100, 2000)),
+            rng.choice(CUSTOM_TYPES).encode(), PROSE.take(rng, sz(rng.randint(100, 2000))),
             b"true" if rng.random() < 0.5 else b"false", eid.encode(), parent, iso(ts).encode()))
         self.leaf = eid
 
@@ -705,21 +727,24 @@ def make_cwds(rng: random.Random, n: int) -> list[str]:
     return out
 
 
-def plan(nsessions: int, total: int, seed: int, ncwds: int) -> list[tuple]:
+def plan(nsessions: int, total: int, seed: int, ncwds: int, mix: str = "default") -> list[tuple]:
     rng = random.Random(f"plan:{seed}")
     cwds = make_cwds(rng, ncwds)
     cwd_w = [1.0 / (i + 1) ** 0.9 for i in range(ncwds)]  # zipf-ish: a few busy projects
     # heavy-tailed sizes: lognormal body (median ~120 KB) + pareto tail, capped
     sizes = []
     for _ in range(nsessions):
-        if rng.random() < 0.015:
+        if mix == "small":
+            # sessions of similar size (the total / count), no multi-MB tail
+            v = rng.lognormvariate(0.0, 0.3)
+        elif rng.random() < 0.015:
             v = 1.5e6 * rng.paretovariate(1.3)
         else:
             v = rng.lognormvariate(math.log(120e3), 0.7)
         sizes.append(min(v, 12e6))
     # a session stops at the first turn boundary past its target, so it overshoots by ~12 KB on
     # average (closing assistant message, last tool results); plan for that.
-    overshoot = 12_000
+    overshoot = 12_000 if mix == "default" else 1_500
     scale = max(total - nsessions * overshoot, total * 0.5) / sum(sizes)
     sizes = [max(3000, int(v * scale)) for v in sizes]
     end = 1772323200000  # 2026-03-01T00:00:00Z
@@ -747,6 +772,9 @@ def main() -> int:
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--cwds", type=int, default=60)
     ap.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
+    ap.add_argument("--line-mix", choices=sorted(LINE_MIXES), default="default",
+                    help="content sizes: default (heavy-tailed, big tool results) or small "
+                         "(many short lines, ~330 B/line: real pi sessions)")
     ap.add_argument("--quiet", action="store_true")
     ap.add_argument("--force", action="store_true", help="write even if OUTDIR/sessions is not empty")
     a = ap.parse_args()
@@ -762,7 +790,9 @@ def main() -> int:
     marker = os.path.join(outdir, MARKER)
     if os.path.exists(marker):
         os.remove(marker)
-    tasks, cwds = plan(a.sessions, total, a.seed, a.cwds)
+    global SCALE
+    SCALE = LINE_MIXES[a.line_mix]
+    tasks, cwds = plan(a.sessions, total, a.seed, a.cwds, a.line_mix)
     used_cwds = sorted({t[3] for t in tasks})
     for c in used_cwds:
         os.makedirs(os.path.join(outdir, "sessions", encode_cwd(c)), exist_ok=True)
@@ -802,7 +832,7 @@ def main() -> int:
                 print(f"\r{done}/{len(tasks)} sessions, {written / 1e9:.2f} GB", end="", file=sys.stderr)
     dt = time.time() - t_start
     with open(marker, "w") as f:
-        json.dump({"generator": "bench/gen-sessions.py", "sessions": a.sessions, "totalBytesRequested": total,
+        json.dump({"generator": "bench/gen-sessions.py", "lineMix": a.line_mix, "sessions": a.sessions, "totalBytesRequested": total,
                    "bytesWritten": written, "seed": a.seed, "cwds": len(used_cwds), "seconds": round(dt, 1)}, f)
         f.write("\n")
     if not a.quiet:

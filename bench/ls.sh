@@ -6,6 +6,8 @@
 #
 # Environment knobs:
 #   BENCH_SESSIONS=10000 BENCH_BYTES=2G BENCH_SEED=1   data set generated when DATA_DIR/sessions is absent
+#   BENCH_LINE_MIX=default  line sizes of a generated set: default, or small (many short lines,
+#                        real pi's shape; e.g. BENCH_SESSIONS=3000 BENCH_BYTES=300M BENCH_LINE_MIX=small)
 #   BENCH_RUNS=10        timed runs of pi-session      BENCH_PI_RUNS=3   timed runs of the pi SDK
 #   BENCH_SKIP_PI=1      only time pi-session          BENCH_SKIP_BUILD=1  don't run cargo build
 #   PI_SESSION_BIN=...   binary to time (default: <cargo target dir>/release/pi-session)
@@ -31,9 +33,10 @@ command -v python3 >/dev/null || die "python3 is required"
 
 # ---------------------------------------------------------------- data
 if [ ! -d "$DATA_DIR/sessions" ]; then
-    note "no $DATA_DIR/sessions; generating ${BENCH_SESSIONS:-10000} sessions / ${BENCH_BYTES:-2G} (seed ${BENCH_SEED:-1})"
+    note "no $DATA_DIR/sessions; generating ${BENCH_SESSIONS:-10000} sessions / ${BENCH_BYTES:-2G} (seed ${BENCH_SEED:-1}, line mix ${BENCH_LINE_MIX:-default})"
     python3 "$BENCH_DIR_SCRIPT/gen-sessions.py" "$DATA_DIR" \
         --sessions "${BENCH_SESSIONS:-10000}" --total-bytes "${BENCH_BYTES:-2G}" --seed "${BENCH_SEED:-1}" \
+        --line-mix "${BENCH_LINE_MIX:-default}" \
         || die "data generation failed"
 elif [ ! -f "$DATA_DIR/.pi-bench-gen.json" ]; then
     note "warning: $DATA_DIR/sessions exists but has no .pi-bench-gen.json marker (foreign or interrupted data set); using it as is"

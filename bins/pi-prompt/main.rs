@@ -320,9 +320,12 @@ fn run(cli: Cli) -> Result<i32, CliError> {
         }
         Command::Diff { session, common } => {
             let roots = vec![pi_lib::paths::sessions_root()];
-            let path = pi_lib::session::resolve::resolve(&session, &roots)
-                .map_err(|e| CliError::input(e.to_string()))?;
+            let path = pi_lib::session::resolve::resolve(&session, &roots, &mut |skip| {
+                pi_lib::cli::warn(PROG, &skip.to_string())
+            })
+            .map_err(|e| CliError::input(e.to_string()))?;
             let s = Session::load(&path).map_err(|e| CliError::input(e.to_string()))?;
+            s.diagnostics.warn(PROG);
             let cwd = {
                 let c = PathBuf::from(&s.header.cwd);
                 if common.cwd.is_none() && c.is_dir() {

@@ -205,8 +205,9 @@ pub struct Cli {
     #[arg(long, value_name = "NAME")]
     pub use_theme: Option<String>,
 
-    /// Stop after N turns if the model still wants to call tools (exit 1).
-    #[arg(long, value_name = "N")]
+    /// Stop after N turns if the model still wants to call tools (exit 1);
+    /// N is at least 1.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
     pub max_turns: Option<u32>,
 
     /// Give up on a model response after this many seconds without data;

@@ -9,7 +9,8 @@ use pi_lib::cli::CliError;
 use pi_lib::cli::EXIT_OK;
 use pi_lib::format::Entry;
 use pi_lib::paths::{encode_cwd, session_file_name, sessions_root};
-use pi_lib::session::resolve::{header_id, resolve};
+use pi_lib::session::file::{probe, Skipped};
+use pi_lib::session::resolve::{header_id, looks_like_path, resolve, session_files_flat};
 use pi_lib::session::store::SessionStore;
 use pi_lib::session::write::write_atomic;
 use pi_lib::session::Session;
@@ -27,28 +28,26 @@ fn dir_for(cli: &Cli, cwd: &Path) -> PathBuf {
 /// Loads a session to continue, migrating an old format version on disk
 /// first (the old file is kept as `<file>.v<N>.bak`), as pi rewrites it.
 fn load_for_append(path: &Path) -> Result<Session, CliError> {
-    let s = Session::load(path).map_err(|e| CliError::input(e.to_string()))?;
-    for d in &s.diagnostics {
-        pi_lib::cli::warn(crate::PROG, &d.to_string());
-    }
-    if let Some(from) = s.migrated_from {
-        let backup = PathBuf::from(format!("{}.v{from}.bak", path.display()));
-        std::fs::copy(path, &backup)
-            .map_err(|e| CliError::input(format!("{}: {e}", backup.display())))?;
-        write_atomic(path, s.to_jsonl().as_bytes(), true)
-            .map_err(|e| CliError::input(format!("{}: {e}", path.display())))?;
-        return Session::load(path).map_err(|e| CliError::input(e.to_string()));
-    }
+    let mut s = Session::load(path).map_err(|e| CliError::input(e.to_string()))?;
+    s.diagnostics.warn(crate::PROG);
+    s.migrate_on_disk()
+        .map_err(|e| CliError::input(format!("{}: {e}", path.display())))?;
     Ok(s)
 }
 
+fn warn_skipped(skip: &Skipped) {
+    pi_lib::cli::warn(crate::PROG, &skip.to_string());
+}
+
 /// The most recent valid session of a folder, by file modification time.
+/// Entries that are not regular files (a FIFO named `*.jsonl`) are never
+/// opened.
 fn most_recent(dir: &Path) -> Option<PathBuf> {
-    let mut files: Vec<(std::time::SystemTime, PathBuf)> = std::fs::read_dir(dir)
-        .ok()?
-        .flatten()
-        .map(|e| e.path())
-        .filter(|p| p.extension().is_some_and(|e| e == "jsonl"))
+    let found = session_files_flat(dir).ok()?;
+    found.skipped.iter().for_each(warn_skipped);
+    let mut files: Vec<(std::time::SystemTime, PathBuf)> = found
+        .files
+        .into_iter()
         .filter_map(|p| Some((std::fs::metadata(&p).ok()?.modified().ok()?, p)))
         .collect();
     files.sort_by(|a, b| b.0.cmp(&a.0).then(b.1.cmp(&a.1)));
@@ -120,16 +119,21 @@ pub fn open(cli: &Cli, _agent_dir: &Path, cwd: &Path) -> Result<SessionStore, Cl
         return Ok(store);
     }
     if let Some(reference) = &cli.session {
-        let looks_like_path = reference.contains('/') || reference.ends_with(".jsonl");
         let p = Path::new(reference);
-        if looks_like_path && !p.exists() {
-            return Ok(SessionStore::create_at(&cwd_s, cwd.join(p)));
+        if looks_like_path(reference) {
+            match probe(p) {
+                Ok(false) => return Ok(SessionStore::create_at(&cwd_s, cwd.join(p))),
+                Ok(true) => {}
+                Err(what) => return Err(CliError::input(format!("{reference}: {what}"))),
+            }
         }
-        let path = resolve(reference, &roots(cli)).map_err(|e| CliError::input(e.to_string()))?;
+        let path = resolve(reference, &roots(cli), &mut warn_skipped)
+            .map_err(|e| CliError::input(e.to_string()))?;
         return Ok(SessionStore::open(load_for_append(&path)?));
     }
     if let Some(reference) = &cli.fork {
-        let path = resolve(reference, &roots(cli)).map_err(|e| CliError::input(e.to_string()))?;
+        let path = resolve(reference, &roots(cli), &mut warn_skipped)
+            .map_err(|e| CliError::input(e.to_string()))?;
         let source = Session::load(&path).map_err(|e| CliError::input(e.to_string()))?;
         let abs = path.canonicalize().unwrap_or(path);
         let parent = Some(abs.display().to_string());
@@ -171,7 +175,8 @@ pub fn name_session(store: &mut SessionStore, name: &str) -> Result<(), CliError
     let e: Entry = store.session.new_session_info(name);
     store
         .append(e)
-        .map_err(|e| CliError::failed(format!("cannot write session: {e}")))
+        .map_err(|e| CliError::failed(format!("cannot write session: {e}")))?;
+    Ok(())
 }
 
 /// `--export FILE [OUTPUT]`: the session as one HTML page, as pi does

@@ -49,9 +49,37 @@ fn report_appended(
     Ok(EXIT_OK)
 }
 
-fn append(s: &mut Session, entries: Vec<Entry>) -> Result<(), CliError> {
-    s.append(entries)
-        .map_err(|e| CliError::input(format!("{}: cannot append: {e}", s.path.display())))
+fn cannot_append(s: &Session, e: impl std::fmt::Display) -> CliError {
+    CliError::input(format!("{}: cannot append: {e}", s.path.display()))
+}
+
+/// A file still in an old format version is rewritten as version 3 before
+/// anything is appended to it (as pi does when it opens one), so the entry
+/// ids `show` printed are the ones on disk; the old file is kept.
+fn migrate_before_append(s: &mut Session) -> Result<(), CliError> {
+    let Some(from) = s.migrated_from else {
+        return Ok(());
+    };
+    let backup = s.migrate_on_disk().map_err(|e| cannot_append(s, e))?;
+    if let Some(b) = backup {
+        warn(
+            PROG,
+            &format!(
+                "{}: migrated version {from} → 3 before writing (old file kept as {})",
+                s.path.display(),
+                b.display()
+            ),
+        );
+    }
+    Ok(())
+}
+
+/// Appends entries as children of the file's current leaf (decided under
+/// the file's lock), durably.
+fn append(s: &mut Session, entries: Vec<Entry>) -> Result<Vec<Entry>, CliError> {
+    migrate_before_append(s)?;
+    s.append_children(entries, true)
+        .map_err(|e| cannot_append(s, e))
 }
 
 pub fn fork(s: &Session, at: Option<&str>, format: Option<OutputFormat>) -> Result<i32, CliError> {
@@ -79,7 +107,7 @@ pub fn fork(s: &Session, at: Option<&str>, format: Option<OutputFormat>) -> Resu
         e.set_parent_id(kept.last().map(|p: &Entry| p.id().to_string()));
         kept.push(e);
     }
-    let mut taken: HashSet<String> = s.id_set();
+    let mut taken: HashSet<String> = HashSet::new();
     let kept_ids: HashSet<String> = kept.iter().map(|e| e.id().to_string()).collect();
     let mut labels: Vec<(String, String)> = s
         .labels()
@@ -88,17 +116,17 @@ pub fn fork(s: &Session, at: Option<&str>, format: Option<OutputFormat>) -> Resu
         .collect();
     labels.sort();
     for (target, text) in labels {
-        let id = new_entry_id(&taken);
+        let id = new_entry_id(|id| s.has_id(id) || taken.contains(id));
         taken.insert(id.clone());
         let parent = kept.last().map(|p| p.id().to_string());
-        kept.push(Entry::Label(pi_lib::format::entry::LabelEntry {
+        kept.push(Entry::Label(Box::new(pi_lib::format::entry::LabelEntry {
             id,
             parent_id: parent,
             timestamp: now_iso(),
             target_id: target,
             label: Some(text),
             extra: Map::new(),
-        }));
+        })));
     }
     let id = new_session_id();
     let ts = now_iso();
@@ -151,42 +179,46 @@ pub fn branch(
     format: Option<OutputFormat>,
 ) -> Result<i32, CliError> {
     let target = s.find_entry(to).map_err(CliError::input)?.id().to_string();
-    let old_leaf = s.leaf_id().map(str::to_string);
-    let entry = match summary {
-        Some(text) => {
-            if text.trim().is_empty() {
-                return Err(CliError::input("--summary text is empty"));
-            }
-            Entry::BranchSummary(BranchSummaryEntry {
-                id: s.fresh_id(),
-                parent_id: Some(target.clone()),
-                timestamp: now_iso(),
-                from_id: old_leaf.clone().unwrap_or_else(|| "root".into()),
-                summary: text,
-                details: None,
-                from_hook: None,
-                usage: None,
-                extra: Map::new(),
-            })
-        }
-        None => {
-            if old_leaf.as_deref() == Some(target.as_str()) {
-                return report_appended(
-                    &s,
-                    &[],
-                    &format!("the leaf is already {target}; nothing written"),
-                    format,
-                );
-            }
-            s.new_custom(
-                Some(&target),
-                "pi-session:branch",
-                json!({"from": old_leaf}),
-            )
-        }
-    };
-    append(&mut s, vec![entry.clone()])?;
-    report_appended(&s, &[entry], &format!("leaf moved to {target}"), format)
+    if summary.as_ref().is_some_and(|t| t.trim().is_empty()) {
+        return Err(CliError::input("--summary text is empty"));
+    }
+    migrate_before_append(&mut s)?;
+    // The leaf the branch moves away from is read under the file's lock,
+    // after whatever other writers appended.
+    let written = s
+        .append_with(true, |s: &Session| {
+            let old_leaf = s.leaf_id().map(str::to_string);
+            let entry = match &summary {
+                Some(text) => Entry::BranchSummary(Box::new(BranchSummaryEntry {
+                    id: s.fresh_id(),
+                    parent_id: Some(target.clone()),
+                    timestamp: now_iso(),
+                    from_id: old_leaf.unwrap_or_else(|| "root".into()),
+                    summary: text.clone(),
+                    details: None,
+                    from_hook: None,
+                    usage: None,
+                    extra: Map::new(),
+                })),
+                None if old_leaf.as_deref() == Some(target.as_str()) => return Ok(Vec::new()),
+                None => s.new_custom(
+                    Some(&target),
+                    "pi-session:branch",
+                    json!({"from": old_leaf}),
+                ),
+            };
+            Ok::<_, std::convert::Infallible>(vec![entry])
+        })
+        .map_err(|e| cannot_append(&s, e))?;
+    if written.is_empty() {
+        return report_appended(
+            &s,
+            &[],
+            &format!("the leaf is already {target}; nothing written"),
+            format,
+        );
+    }
+    report_appended(&s, &written, &format!("leaf moved to {target}"), format)
 }
 
 pub fn label(
@@ -207,12 +239,12 @@ pub fn label(
         );
     }
     let e = s.new_label(&target, label.clone());
-    append(&mut s, vec![e.clone()])?;
+    let written = append(&mut s, vec![e])?;
     let text = match &label {
         Some(l) => format!("labelled {target}: {l}"),
         None => format!("cleared the label of {target}"),
     };
-    report_appended(&s, &[e], &text, format)
+    report_appended(&s, &written, &text, format)
 }
 
 pub fn name(mut s: Session, name: &str, format: Option<OutputFormat>) -> Result<i32, CliError> {
@@ -220,10 +252,10 @@ pub fn name(mut s: Session, name: &str, format: Option<OutputFormat>) -> Result<
         return Err(CliError::input("session name cannot be empty"));
     }
     let e = s.new_session_info(name);
-    append(&mut s, vec![e.clone()])?;
+    let written = append(&mut s, vec![e])?;
     report_appended(
         &s,
-        &[e],
+        &written,
         &format!("named {}: {}", s.id(), name.trim()),
         format,
     )
@@ -318,7 +350,7 @@ pub fn select_tool(
 }
 
 pub fn migrate(ctx: &Ctx, reference: &str, format: Option<OutputFormat>) -> Result<i32, CliError> {
-    let s = ctx.load(reference)?;
+    let mut s = ctx.load(reference)?;
     let mut out = Out::new();
     let fmt = resolve_format(format);
     let Some(from) = s.migrated_from else {
@@ -329,27 +361,20 @@ pub fn migrate(ctx: &Ctx, reference: &str, format: Option<OutputFormat>) -> Resu
         out.flush()?;
         return Ok(EXIT_OK);
     };
-    let backup = PathBuf::from(format!("{}.v{from}.bak", s.path.display()));
-    std::fs::hard_link(&s.path, &backup)
-        .or_else(|_| std::fs::copy(&s.path, &backup).map(|_| ()))
-        .map_err(|e| {
-            CliError::input(format!(
-                "{}: cannot keep the old file: {e}",
-                backup.display()
-            ))
-        })?;
-    if !s.diagnostics.is_empty() {
+    let damaged = s.diagnostics.len();
+    let backup = s
+        .migrate_on_disk()
+        .map_err(|e| CliError::input(format!("{}: {e}", s.path.display())))?
+        .unwrap_or_else(|| s.migration_backup(from));
+    if damaged > 0 {
         warn(
             PROG,
             &format!(
-                "{} damaged line(s) are not carried over; they stay in {}",
-                s.diagnostics.len(),
+                "{damaged} damaged line(s) are not carried over; they stay in {}",
                 backup.display()
             ),
         );
     }
-    write_atomic(&s.path, s.to_jsonl().as_bytes(), true)
-        .map_err(|e| CliError::input(format!("{}: {e}", s.path.display())))?;
     match fmt {
         OutputFormat::Jsonl => out.record(&json!({"type": "migrated", "path": s.path.display().to_string(), "from": from, "to": 3, "changed": true, "backup": backup.display().to_string()}))?,
         OutputFormat::Text => out.line(&format!("{}: migrated version {from} → 3 (old file kept as {})", s.path.display(), backup.display()))?,

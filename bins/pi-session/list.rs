@@ -6,10 +6,12 @@ use pi_lib::cli::{resolve_format, warn, CliError, OutputFormat, EXIT_FAILED, EXI
 use pi_lib::format::records::{MatchRecord, SessionRecord};
 use pi_lib::format::{AgentMessage, ContentBlock, Entry};
 use pi_lib::paths::{encode_cwd, sessions_root};
+use pi_lib::session::file::open_regular;
 use pi_lib::session::list::{scan_all, SessionSummary};
-use pi_lib::session::resolve::session_files_in;
+use pi_lib::session::resolve::{session_files_flat, session_files_in};
 use pi_lib::session::Session;
 use pi_lib::timefmt::{iso_from_ms, parse_iso_ms, short_from_ms};
+use std::io::Read;
 
 use crate::cli::SortBy;
 use crate::out::{cell, clip, term_width, unique_prefix_len, Out};
@@ -55,21 +57,18 @@ fn gather(ctx: &Ctx, all: bool, cwd: Option<PathBuf>) -> Result<(Vec<PathBuf>, S
             dir.display()
         )));
     }
-    let files = if recurse {
+    let found = if recurse {
         // Like pi's listAll(): the per-cwd folders only, unless the user
         // pointed --session-dir at a folder that may be flat.
         session_files_in(&dir, explicit_dir)
-            .map_err(|e| CliError::input(format!("{}: {e}", dir.display())))?
     } else {
-        let mut v: Vec<PathBuf> = std::fs::read_dir(&dir)
-            .map_err(|e| CliError::input(format!("{}: {e}", dir.display())))?
-            .flatten()
-            .map(|e| e.path())
-            .filter(|p| p.extension().is_some_and(|e| e == "jsonl") && p.is_file())
-            .collect();
-        v.sort();
-        v
-    };
+        session_files_flat(&dir)
+    }
+    .map_err(|e| CliError::input(format!("{}: {e}", dir.display())))?;
+    for skip in &found.skipped {
+        warn(PROG, &skip.to_string());
+    }
+    let files = found.files;
     Ok((files, what))
 }
 
@@ -104,18 +103,10 @@ pub fn ls(
     for r in scan_all(&files) {
         match r {
             Ok(s) => {
-                for l in &s.bad_lines {
-                    warn(
-                        PROG,
-                        &format!("{}:{l}: damaged line skipped", s.path.display()),
-                    );
-                }
+                s.problems.warn(PROG);
                 sessions.push(s);
             }
-            Err(skip) => warn(
-                PROG,
-                &format!("{}: skipped: {}", skip.path.display(), skip.reason),
-            ),
+            Err(skip) => warn(PROG, &skip.to_string()),
         }
     }
     if sessions.is_empty() {
@@ -312,11 +303,12 @@ pub fn search(
     let mut hits = 0usize;
     'files: for path in &files {
         if plain {
-            match std::fs::read(path) {
-                Ok(b) if finder.find(&b).is_none() => continue,
+            let mut bytes = Vec::new();
+            match open_regular(path, false).and_then(|mut f| f.read_to_end(&mut bytes)) {
+                Ok(_) if finder.find(&bytes).is_none() => continue,
                 Ok(_) => {}
                 Err(e) => {
-                    warn(PROG, &format!("{}: {e}", path.display()));
+                    warn(PROG, &format!("{}: skipped: {e}", path.display()));
                     continue;
                 }
             }
@@ -328,6 +320,7 @@ pub fn search(
                 continue;
             }
         };
+        s.diagnostics.warn(PROG);
         for (e, &line) in s.entries.iter().zip(&s.lines) {
             for (role, t) in entry_texts(e) {
                 let Some(at) = find(&t, text, ignore_case) else {

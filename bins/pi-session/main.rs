@@ -160,16 +160,17 @@ impl Ctx {
             ))
             .with_hint("use `pi-session ls --session-dir DIR` to list the sessions in a folder"));
         }
-        resolve::resolve(reference, &self.roots()).map_err(|e| CliError::input(e.to_string()))
+        resolve::resolve(reference, &self.roots(), &mut |skip| {
+            pi_lib::cli::warn(PROG, &skip.to_string())
+        })
+        .map_err(|e| CliError::input(e.to_string()))
     }
 
     /// Resolves and loads a session, printing its damage warnings.
     pub fn load(&self, reference: &str) -> Result<Session, CliError> {
         let path = self.resolve(reference)?;
         let s = Session::load(&path).map_err(|e| CliError::input(e.to_string()))?;
-        for d in &s.diagnostics {
-            pi_lib::cli::warn(PROG, &d.to_string());
-        }
+        s.diagnostics.warn(PROG);
         Ok(s)
     }
 }

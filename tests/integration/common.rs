@@ -86,6 +86,23 @@ impl Sandbox {
         self.agent()
             .join(scenario_entry(scenario)["file"].as_str().unwrap())
     }
+
+    /// [`Sandbox::fixture_file`] with the header's recorded `cwd` moved to
+    /// a folder of this sandbox that exists: the real pi refuses to continue
+    /// a session whose working directory is gone, and the `/tmp/pi-fixture-*`
+    /// folders the fixtures were recorded in exist only on the machine that
+    /// made them.
+    pub fn fixture_file_with_cwd(&self, scenario: &str) -> PathBuf {
+        let file = self.fixture_file(scenario);
+        let cwd = self.root().join("proj").join(scenario);
+        std::fs::create_dir_all(&cwd).unwrap();
+        let text = std::fs::read_to_string(&file).unwrap();
+        let (head, rest) = text.split_once('\n').unwrap();
+        let mut header: Value = serde_json::from_str(head).unwrap();
+        header["cwd"] = Value::String(cwd.display().to_string());
+        std::fs::write(&file, format!("{header}\n{rest}")).unwrap();
+        file
+    }
 }
 
 /// Recursively copies a folder.

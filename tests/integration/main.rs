@@ -15,4 +15,5 @@ mod roundtrip;
 mod run;
 mod run_vs_pi;
 mod session_cmds;
+mod session_store;
 mod tool_set;

@@ -206,7 +206,7 @@ fn sessions_we_edit_are_opened_and_continued_by_real_pi() {
         return;
     };
     let sb = Sandbox::with_fixtures();
-    let file = sb.fixture_file("tools-160");
+    let file = sb.fixture_file_with_cwd("tools-160");
     let f = file.to_str().unwrap();
     // label, name, select-tool on the original; fork at an earlier entry.
     let tree = jsonl(&sb.session(&["tree", f, "--format", "jsonl"]));

@@ -115,12 +115,16 @@ impl Agent {
     }
 
     fn append(&mut self, entry: Entry, emit: Option<&mut dyn FnMut(&Value)>) -> Result<(), String> {
+        // The store decides the parent under the file's lock; report the
+        // entry as written.
+        let entry = self
+            .store
+            .append(entry)
+            .map_err(|e| io_error(e, &self.store))?;
         if let Some(emit) = emit {
             emit(&json!({ "type": "entry_appended", "entry": entry }));
         }
-        self.store
-            .append(entry)
-            .map_err(|e| io_error(e, &self.store))
+        Ok(())
     }
 
     fn append_message(&mut self, m: AgentMessage) -> Result<(), String> {
@@ -191,14 +195,14 @@ impl Agent {
                     // The failed message stays in the file but leaves the
                     // model's context.
                     if let Some(leaf) = self.store.session.leaf_id().map(str::to_string) {
-                        let edit = Entry::ContextEdit(ContextEditEntry {
+                        let edit = Entry::ContextEdit(Box::new(ContextEditEntry {
                             id: self.store.session.fresh_id(),
                             parent_id: Some(leaf.clone()),
                             timestamp: now_iso(),
                             target_id: leaf,
                             replacement: Value::Null,
                             extra: Map::new(),
-                        });
+                        }));
                         if let Err(e) = self.append(edit, Some(&mut *emit)) {
                             result = TurnsEnd::Failed(e);
                         }
@@ -269,7 +273,7 @@ impl Agent {
                 }
             }
             let (assistant, failure) = self.stream_assistant(emit).await;
-            let msg = AgentMessage::Assistant(assistant.clone());
+            let msg = AgentMessage::Assistant(Box::new(assistant.clone()));
             if let Err(e) = self.append_message(msg.clone()) {
                 return TurnsEnd::Failed(e);
             }
@@ -350,7 +354,7 @@ impl Agent {
                 started_emitted = true;
                 emit(&events::message(
                     "message_start",
-                    &AgentMessage::Assistant(partial.clone()),
+                    &AgentMessage::Assistant(Box::new(partial.clone())),
                 ));
             }
             StreamEvent::Done { .. } | StreamEvent::Error { .. } => {}
@@ -359,7 +363,7 @@ impl Agent {
                     started_emitted = true;
                     emit(&events::message(
                         "message_start",
-                        &AgentMessage::Assistant(partial.clone()),
+                        &AgentMessage::Assistant(Box::new(partial.clone())),
                     ));
                 }
                 emit(&events::message_update(other, partial));
@@ -375,7 +379,7 @@ impl Agent {
         );
         msg.extra
             .insert("thinkingLevel".into(), self.opts.thinking.as_str().into());
-        let as_agent = AgentMessage::Assistant(msg.clone());
+        let as_agent = AgentMessage::Assistant(Box::new(msg.clone()));
         if !started_emitted {
             emit(&events::message("message_start", &as_agent));
         }
@@ -514,7 +518,7 @@ fn tool_result_message(
 
 fn last_assistant(msgs: &[AgentMessage]) -> Option<AssistantMessage> {
     msgs.iter().rev().find_map(|m| match m {
-        AgentMessage::Assistant(a) => Some(a.clone()),
+        AgentMessage::Assistant(a) => Some(a.as_ref().clone()),
         _ => None,
     })
 }

@@ -69,7 +69,45 @@ impl SessionHeader {
         if !map.get("id").is_some_and(Value::is_string) {
             return Err("session header has no string \"id\"".into());
         }
+        header_version(map.get("version")).map_err(|e| e.to_string())?;
         serde_json::from_value(Value::Object(map)).map_err(|e| format!("session header: {e}"))
+    }
+}
+
+/// Why a header's `version` cannot be read.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum VersionError {
+    /// A well-formed version newer than this toolkit knows.
+    #[error("unsupported session version {0} (this toolkit reads versions 1 to {max})", max = CURRENT_SESSION_VERSION)]
+    Unsupported(String),
+    /// Not a version at all: a string, a fraction, zero or negative.
+    #[error("invalid session version {0} (expected the number 1, 2 or 3)")]
+    Invalid(String),
+}
+
+/// The format version a header's `version` value declares, checked the same
+/// way by every reader (loader, listing, id lookup): absent or `null` is 1
+/// (pi's rule), an integer 1 to 3 is itself, a larger number (`4`, `1e300`)
+/// is unsupported, and anything else (`"3"`, `-1`, `0`, `2.5`) is invalid.
+/// pi 1.6.0 is laxer (it treats `"3"` and `1e300` as current and migrates
+/// `-1` as version 1); a file that says something this odd is refused here
+/// rather than guessed at or rewritten.
+pub fn header_version(v: Option<&Value>) -> Result<u64, VersionError> {
+    let n = match v {
+        None | Some(Value::Null) => return Ok(1),
+        Some(Value::Number(n)) => n,
+        Some(other) => return Err(VersionError::Invalid(other.to_string())),
+    };
+    match n.as_u64() {
+        Some(v @ 1..=CURRENT_SESSION_VERSION) => Ok(v),
+        Some(0) => Err(VersionError::Invalid(n.to_string())),
+        Some(_) => Err(VersionError::Unsupported(n.to_string())),
+        None => match n.as_f64() {
+            Some(f) if f > CURRENT_SESSION_VERSION as f64 => {
+                Err(VersionError::Unsupported(n.to_string()))
+            }
+            _ => Err(VersionError::Invalid(n.to_string())),
+        },
     }
 }
 
@@ -302,17 +340,17 @@ pub struct ContextEditEntry {
 tagged_enum! {
     /// One entry line of a session file.
     pub enum Entry tag "type" {
-        Message(MessageEntry) = "message",
-        ThinkingLevelChange(ThinkingLevelChangeEntry) = "thinking_level_change",
-        ModelChange(ModelChangeEntry) = "model_change",
-        Compaction(CompactionEntry) = "compaction",
-        BranchSummary(BranchSummaryEntry) = "branch_summary",
-        Custom(CustomEntry) = "custom",
-        CustomMessage(CustomMessageEntry) = "custom_message",
-        Label(LabelEntry) = "label",
-        SessionInfo(SessionInfoEntry) = "session_info",
-        Usage(UsageEntry) = "usage",
-        ContextEdit(ContextEditEntry) = "context_edit",
+        Message(Box<MessageEntry>) = "message",
+        ThinkingLevelChange(Box<ThinkingLevelChangeEntry>) = "thinking_level_change",
+        ModelChange(Box<ModelChangeEntry>) = "model_change",
+        Compaction(Box<CompactionEntry>) = "compaction",
+        BranchSummary(Box<BranchSummaryEntry>) = "branch_summary",
+        Custom(Box<CustomEntry>) = "custom",
+        CustomMessage(Box<CustomMessageEntry>) = "custom_message",
+        Label(Box<LabelEntry>) = "label",
+        SessionInfo(Box<SessionInfoEntry>) = "session_info",
+        Usage(Box<UsageEntry>) = "usage",
+        ContextEdit(Box<ContextEditEntry>) = "context_edit",
     }
 }
 
@@ -349,6 +387,13 @@ impl Entry {
     /// The parent entry id; `None` for a root.
     pub fn parent_id(&self) -> Option<&str> {
         each_known!(self, e => e.parent_id.as_deref(), m => m.get("parentId").and_then(Value::as_str))
+    }
+
+    /// Gives the entry another id (a drawn id that another writer took first).
+    pub fn set_id(&mut self, id: String) {
+        each_known!(self, e => e.id = id, m => {
+            m.insert("id".into(), Value::String(id));
+        })
     }
 
     /// Re-parents the entry (used by fork and migration).
@@ -388,6 +433,16 @@ mod tests {
         let b: Value = serde_json::from_str(&out).unwrap();
         assert_eq!(a, b);
         out
+    }
+
+    #[test]
+    fn numbers_survive_a_round_trip_digit_for_digit() {
+        // pi writes costs as JavaScript prints sums; a parser that is not
+        // correctly rounded reads a neighbouring float and writes it back
+        // shorter (0.0218885): serde_json's float_roundtrip feature.
+        let line = r#"{"type":"usage","id":"u","parentId":null,"timestamp":"t","kind":"k","provider":"p","model":"m","usage":{"input":1,"output":2,"cacheRead":0,"cacheWrite":0,"totalTokens":3,"cost":{"input":0.040370249999999996,"output":0.022981750000000002,"cacheRead":0,"cacheWrite":0,"total":0.021888499999999998}}}"#;
+        let e: Entry = serde_json::from_str(line).unwrap();
+        assert_eq!(e.to_line(), line);
     }
 
     #[test]

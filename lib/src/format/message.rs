@@ -26,9 +26,16 @@ pub(crate) fn typed_or_raw<T: DeserializeOwned>(
     tag_key: &str,
 ) -> Result<T, Map<String, Value>> {
     let tag = map.shift_remove(tag_key);
-    match serde_json::from_value::<T>(Value::Object(map.clone())) {
+    // Deserialising from a borrowed value copies only what `T` keeps; the
+    // map itself is not cloned first.
+    let value = Value::Object(map);
+    match T::deserialize(&value) {
         Ok(v) => Ok(v),
         Err(_) => {
+            let map = match value {
+                Value::Object(map) => map,
+                _ => Map::new(),
+            };
             let mut out = Map::with_capacity(map.len() + 1);
             if let Some(t) = tag {
                 out.insert(tag_key.to_string(), t);
@@ -68,8 +75,9 @@ macro_rules! tagged_enum {
         }
     ) => {
         $(#[$meta])*
-        // Variants are stored inline (entries live in a Vec); boxing the
-        // large ones would cost an allocation each for no gain.
+        // Where size matters the declaration boxes the variants (a loaded
+        // session holds one `Entry` per line, so `Entry` boxes them all and
+        // `AgentMessage` boxes its one large variant, `Assistant`).
         #[allow(clippy::large_enum_variant)]
         #[derive(Debug, Clone, PartialEq)]
         pub enum $name {
@@ -459,7 +467,7 @@ tagged_enum! {
     /// A message of the conversation, tagged by `role`.
     pub enum AgentMessage tag "role" {
         User(UserMessage) = "user",
-        Assistant(AssistantMessage) = "assistant",
+        Assistant(Box<AssistantMessage>) = "assistant",
         ToolResult(ToolResultMessage) = "toolResult",
         BashExecution(BashExecutionMessage) = "bashExecution",
         Custom(CustomMessage) = "custom",

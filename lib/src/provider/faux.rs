@@ -513,7 +513,7 @@ mod tests {
     }
 
     fn assistant(m: AssistantMessage) -> AgentMessage {
-        AgentMessage::Assistant(m)
+        AgentMessage::Assistant(Box::new(m))
     }
 
     #[tokio::test]

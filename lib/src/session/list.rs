@@ -16,8 +16,13 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use memchr::memmem;
 use serde_json::Value;
 
+use crate::format::entry::header_version;
 use crate::format::{AgentMessage, Usage};
 use crate::timefmt::parse_iso_ms;
+
+use super::file::open_regular;
+pub use super::file::Skipped;
+use super::load::{parse_json, Diagnostic, Diagnostics};
 
 /// What `ls` shows of one session.
 #[derive(Debug, Clone, PartialEq, Default)]
@@ -40,15 +45,18 @@ pub struct SessionSummary {
     pub tokens: u64,
     pub cost: f64,
     pub bytes: u64,
-    /// Damaged lines skipped while scanning (1-based line numbers).
-    pub bad_lines: Vec<usize>,
+    /// Damaged lines skipped while scanning (the first few, and a count).
+    pub problems: Diagnostics,
 }
 
-/// Why a file was left out of a listing.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Skipped {
-    pub path: PathBuf,
-    pub reason: String,
+impl SessionSummary {
+    fn bad_line(&mut self, line: usize) {
+        self.problems.push(Diagnostic {
+            path: PathBuf::new(),
+            line,
+            message: "damaged line skipped".into(),
+        });
+    }
 }
 
 /// Scans `files` in parallel; results keep the input order.
@@ -107,7 +115,7 @@ pub fn scan_file(path: &Path, buf: &mut Vec<u8>) -> Result<SessionSummary, Skipp
         reason,
     };
     buf.clear();
-    let mut f = std::fs::File::open(path).map_err(|e| skip(e.to_string()))?;
+    let mut f = open_regular(path, false).map_err(|e| skip(e.to_string()))?;
     let meta = f.metadata().map_err(|e| skip(e.to_string()))?;
     buf.reserve(meta.len() as usize + 1);
     f.read_to_end(buf).map_err(|e| skip(e.to_string()))?;
@@ -119,6 +127,7 @@ pub fn scan_file(path: &Path, buf: &mut Vec<u8>) -> Result<SessionSummary, Skipp
         .unwrap_or(0);
     let mut s = summarize(buf).map_err(skip)?;
     s.path = path.to_path_buf();
+    s.problems.set_path(path);
     s.mtime_ms = mtime_ms;
     s.bytes = buf.len() as u64;
     Ok(s)
@@ -142,8 +151,7 @@ pub fn summarize(bytes: &[u8]) -> Result<SessionSummary, String> {
             Some((_, l)) => break l,
         }
     };
-    let h: Value = serde_json::from_slice(header)
-        .map_err(|e| format!("line 1: not a session header ({e})"))?;
+    let (h, _) = parse_json(header).map_err(|e| format!("line 1: not a session header ({e})"))?;
     if h.get("type").and_then(Value::as_str) != Some("session") {
         return Err("line 1: not a session header (type is not \"session\")".into());
     }
@@ -152,10 +160,7 @@ pub fn summarize(bytes: &[u8]) -> Result<SessionSummary, String> {
         .and_then(Value::as_str)
         .ok_or("line 1: session header has no id")?
         .to_string();
-    let version = h.get("version").and_then(Value::as_u64).unwrap_or(1);
-    if version > crate::format::CURRENT_SESSION_VERSION {
-        return Err(format!("line 1: unsupported session version {version}"));
-    }
+    header_version(h.get("version")).map_err(|e| format!("line 1: {e}"))?;
     s.cwd = h
         .get("cwd")
         .and_then(Value::as_str)
@@ -173,8 +178,9 @@ pub fn summarize(bytes: &[u8]) -> Result<SessionSummary, String> {
     s.modified_ms = parse_iso_ms(&s.created).unwrap_or(0);
     let mut first_user_found = false;
     let mut last_activity: i64 = 0;
-    let finder = memmem::FinderRev::new(USAGE_KEY);
-    let ts_finder = memmem::FinderRev::new(TIMESTAMP_KEY);
+    let f = finders();
+    let finder = &f.usage;
+    let ts_finder = &f.timestamp;
     for (no, line) in lines {
         if line.is_empty() {
             continue;
@@ -183,21 +189,23 @@ pub fn summarize(bytes: &[u8]) -> Result<SessionSummary, String> {
             Some(b"message") => {
                 let Some(role) = quick_role(line) else {
                     // Unusual layout: parse the whole line.
-                    match serde_json::from_slice::<Value>(line) {
-                        Ok(v) => handle_value(&mut s, v, &mut first_user_found, &mut last_activity),
-                        Err(_) => s.bad_lines.push(no),
+                    let entry = parse_json(line).is_ok_and(|(v, _)| {
+                        handle_value(&mut s, v, &mut first_user_found, &mut last_activity)
+                    });
+                    if !entry {
+                        s.bad_line(no);
                     }
                     continue;
                 };
                 if !line.ends_with(b"}") {
                     // A torn line (crash mid-write): not an entry.
-                    s.bad_lines.push(no);
+                    s.bad_line(no);
                     continue;
                 }
                 s.message_count += 1;
                 match role {
                     b"user" => {
-                        if let Some(ts) = activity_time(line, &ts_finder) {
+                        if let Some(ts) = activity_time(line, ts_finder) {
                             last_activity = last_activity.max(ts);
                         }
                         if !first_user_found {
@@ -211,22 +219,22 @@ pub fn summarize(bytes: &[u8]) -> Result<SessionSummary, String> {
                                 }
                                 None => {
                                     s.message_count -= 1;
-                                    s.bad_lines.push(no);
+                                    s.bad_line(no);
                                 }
                             }
                         }
                     }
                     b"assistant" => {
-                        if let Some(ts) = activity_time(line, &ts_finder) {
+                        if let Some(ts) = activity_time(line, ts_finder) {
                             last_activity = last_activity.max(ts);
                         }
-                        if !add_usage(&mut s, line, &finder) {
+                        if !add_usage(&mut s, line, finder) {
                             match full_message(line) {
                                 Some(AgentMessage::Assistant(a)) => add(&mut s, &a.usage),
                                 Some(_) => {}
                                 None => {
                                     s.message_count -= 1;
-                                    s.bad_lines.push(no);
+                                    s.bad_line(no);
                                 }
                             }
                         }
@@ -234,19 +242,21 @@ pub fn summarize(bytes: &[u8]) -> Result<SessionSummary, String> {
                     _ => {}
                 }
             }
-            Some(b"session_info") => match serde_json::from_slice::<Value>(line) {
-                Ok(v) => set_name(&mut s, &v),
-                Err(_) => s.bad_lines.push(no),
+            Some(b"session_info") => match parse_json(line) {
+                Ok((v, _)) => set_name(&mut s, &v),
+                Err(_) => s.bad_line(no),
             },
             Some(b"usage") | Some(b"compaction") | Some(b"branch_summary") => {
-                add_usage(&mut s, line, &finder);
+                add_usage(&mut s, line, finder);
             }
             Some(_) => {}
             None => {
                 // Not pi's usual key order (or not JSON at all).
-                match serde_json::from_slice::<Value>(line) {
-                    Ok(v) => handle_value(&mut s, v, &mut first_user_found, &mut last_activity),
-                    Err(_) => s.bad_lines.push(no),
+                let entry = parse_json(line).is_ok_and(|(v, _)| {
+                    handle_value(&mut s, v, &mut first_user_found, &mut last_activity)
+                });
+                if !entry {
+                    s.bad_line(no);
                 }
             }
         }
@@ -285,14 +295,19 @@ fn set_name(s: &mut SessionSummary, v: &Value) {
         .map(str::to_string);
 }
 
+/// Takes one fully parsed line into the summary; false when it is not an
+/// entry at all (not an object, or no `type`), which the loader skips too.
 fn handle_value(
     s: &mut SessionSummary,
     v: Value,
     first_user_found: &mut bool,
     last_activity: &mut i64,
-) {
-    let Value::Object(mut map) = v else { return };
+) -> bool {
+    let Value::Object(mut map) = v else {
+        return false;
+    };
     match map.get("type").and_then(Value::as_str) {
+        None => return false,
         Some("message") => {
             let entry_ts = map
                 .get("timestamp")
@@ -335,6 +350,7 @@ fn handle_value(
         }
         _ => {}
     }
+    true
 }
 
 const TIMESTAMP_KEY: &[u8] = b"\"timestamp\":";
@@ -342,6 +358,15 @@ const TIMESTAMP_KEY: &[u8] = b"\"timestamp\":";
 /// A message's activity time: its own epoch-ms `timestamp` (the last
 /// `"timestamp":` key of the line), else the entry's ISO timestamp.
 fn activity_time(line: &[u8], finder: &memmem::FinderRev<'_>) -> Option<i64> {
+    // pi ends a message line with its own `"timestamp":<ms>}}`: read it
+    // straight from the end.
+    if let Some(body) = line.strip_suffix(b"}}") {
+        let digits = body.iter().rev().take_while(|c| c.is_ascii_digit()).count();
+        let (head, num) = body.split_at(body.len() - digits);
+        if (1..=15).contains(&digits) && head.ends_with(TIMESTAMP_KEY) {
+            return Some(num.iter().fold(0i64, |n, d| n * 10 + i64::from(d - b'0')));
+        }
+    }
     let pos = finder.rfind(line)?;
     let rest = &line[pos + TIMESTAMP_KEY.len()..];
     match rest.first()? {
@@ -369,12 +394,39 @@ fn add(s: &mut SessionSummary, u: &Usage) {
     s.cost += u.cost.total.as_f64();
 }
 
-/// Finds the last structural `"usage":{` of the line and parses that object.
+/// The substring searchers of the scan, built once (building one costs more
+/// than a search in a short line).
+struct Finders {
+    usage: memmem::FinderRev<'static>,
+    timestamp: memmem::FinderRev<'static>,
+    role: memmem::Finder<'static>,
+    entry_timestamp: memmem::Finder<'static>,
+}
+
+fn finders() -> &'static Finders {
+    static F: std::sync::OnceLock<Finders> = std::sync::OnceLock::new();
+    F.get_or_init(|| Finders {
+        usage: memmem::FinderRev::new(USAGE_KEY),
+        timestamp: memmem::FinderRev::new(TIMESTAMP_KEY),
+        role: memmem::Finder::new(ROLE_KEY),
+        entry_timestamp: memmem::Finder::new(ENTRY_TIMESTAMP_KEY),
+    })
+}
+
+/// Finds the last structural `"usage":{` of the line and adds that object:
+/// read directly when it has pi's shape (numbers, and `cost` holding
+/// numbers), else through serde.
 fn add_usage(s: &mut SessionSummary, line: &[u8], finder: &memmem::FinderRev<'_>) -> bool {
-    let Some(pos) = finder.rfind(line) else {
+    let Some(pos) = rfind_usage(line, finder) else {
         return false;
     };
     let start = pos + USAGE_KEY.len() - 1;
+    if let Some((tokens, cost)) = exact_usage(&line[start..]).or_else(|| fast_usage(&line[start..]))
+    {
+        s.tokens += tokens;
+        s.cost += cost;
+        return true;
+    }
     let mut it = serde_json::Deserializer::from_slice(&line[start..]).into_iter::<Usage>();
     match it.next() {
         Some(Ok(u)) => {
@@ -385,8 +437,307 @@ fn add_usage(s: &mut SessionSummary, line: &[u8], finder: &memmem::FinderRev<'_>
     }
 }
 
+/// The last `"usage":{` of a line. The key holds one `g`, and nothing pi
+/// writes after an assistant message's usage (`stopReason`, `timestamp`,
+/// the cost keys) has one, so jumping between `g`s from the end (`memrchr`,
+/// vectorised) finds it in a few steps; a reverse substring search walks
+/// every byte. Same result as `finder.rfind`, which lines without a `g`
+/// fall back to.
+fn rfind_usage(line: &[u8], finder: &memmem::FinderRev<'_>) -> Option<usize> {
+    const G: usize = 4; // USAGE_KEY[4] == b'g'
+    let mut end = line.len();
+    for _ in 0..8 {
+        let g = memchr::memrchr(b'g', &line[..end])?;
+        if g >= G && line[g - G..].starts_with(USAGE_KEY) {
+            return Some(g - G);
+        }
+        end = g;
+    }
+    // Many `g`s (an error message after the usage): the plain search, over
+    // the part not yet ruled out (an occurrence may straddle `end`).
+    finder.rfind(&line[..(end + USAGE_KEY.len()).min(line.len())])
+}
+
+/// [`fast_usage`] for the one layout pi writes, key for key:
+/// `{"input":I,"output":I,"cacheRead":I,"cacheWrite":I,"totalTokens":I,
+/// "cost":{"input":F,"output":F,"cacheRead":F,"cacheWrite":F,"total":F}}`
+/// with plain integers and exponent-free decimals; one pass, no lookups.
+/// `None` for anything else.
+fn exact_usage(obj: &[u8]) -> Option<(u64, f64)> {
+    const INT_KEYS: [&[u8]; 5] = [
+        b"{\"input\":",
+        b",\"output\":",
+        b",\"cacheRead\":",
+        b",\"cacheWrite\":",
+        b",\"totalTokens\":",
+    ];
+    const COST_KEYS: [&[u8]; 4] = [
+        b",\"cost\":{\"input\":",
+        b",\"output\":",
+        b",\"cacheRead\":",
+        b",\"cacheWrite\":",
+    ];
+    let mut p = obj;
+    let mut ints = [0u64; 5];
+    for (key, slot) in INT_KEYS.iter().zip(&mut ints) {
+        p = p.strip_prefix(*key)?;
+        let (v, n) = plain_int(p)?;
+        *slot = v;
+        p = &p[n..];
+    }
+    for key in COST_KEYS {
+        p = p.strip_prefix(key)?;
+        p = &p[plain_decimal(p)?..];
+    }
+    p = p.strip_prefix(b",\"total\":")?;
+    let n = plain_decimal(p)?;
+    if p.get(n..n + 2) != Some(b"}}") {
+        return None;
+    }
+    let total_cost: f64 = std::str::from_utf8(&p[..n]).ok()?.parse().ok()?;
+    let [input, output, cache_read, cache_write, total] = ints;
+    let tokens = if total > 0 {
+        total
+    } else {
+        input + output + cache_read + cache_write
+    };
+    Some((tokens, total_cost))
+}
+
+/// A JSON integer without sign (`0` or no leading zero, at most 19 digits,
+/// not followed by a fraction or exponent): its value and length.
+fn plain_int(b: &[u8]) -> Option<(u64, usize)> {
+    let n = b.iter().take_while(|c| c.is_ascii_digit()).count();
+    if n == 0 || n > 19 || (n > 1 && b[0] == b'0') {
+        return None;
+    }
+    if matches!(b.get(n), Some(b'.' | b'e' | b'E')) {
+        return None;
+    }
+    Some((
+        b[..n].iter().fold(0, |v, d| v * 10 + u64::from(d - b'0')),
+        n,
+    ))
+}
+
+/// The length of a JSON number without exponent (`-`, `0` or no leading
+/// zero, an optional fraction with digits): always finite.
+fn plain_decimal(b: &[u8]) -> Option<usize> {
+    let neg = usize::from(b.first() == Some(&b'-'));
+    let int = b[neg..].iter().take_while(|c| c.is_ascii_digit()).count();
+    if int == 0 || int > 300 || (int > 1 && b[neg] == b'0') {
+        return None;
+    }
+    let mut n = neg + int;
+    if b.get(n) == Some(&b'.') {
+        let frac = b[n + 1..].iter().take_while(|c| c.is_ascii_digit()).count();
+        if frac == 0 {
+            return None;
+        }
+        n += 1 + frac;
+    }
+    if matches!(b.get(n), Some(b'e' | b'E')) {
+        return None;
+    }
+    Some(n)
+}
+
+/// Tokens and cost of a usage object written as pi writes it:
+/// `{"input":N,…,"totalTokens":N,"cost":{…,"total":F}}` with number values
+/// only (any key order, unknown number keys ignored). `None` for anything
+/// else (strings, nesting, duplicates, bad numbers): the caller falls back
+/// to serde, so this is only ever a faster route to the same totals as
+/// [`Usage`] gives.
+fn fast_usage(obj: &[u8]) -> Option<(u64, f64)> {
+    const TOKEN_KEYS: [&[u8]; 5] = [
+        b"input",
+        b"output",
+        b"cacheRead",
+        b"cacheWrite",
+        b"totalTokens",
+    ];
+    let mut tokens: [Option<u64>; 5] = [None; 5];
+    let mut cost_total: Option<f64> = None;
+    let mut seen_cost = false;
+    let mut p = Cursor { b: obj, i: 0 };
+    p.eat(b'{')?;
+    if p.peek()? == b'}' {
+        return Some((0, 0.0));
+    }
+    loop {
+        let key = p.key()?;
+        if key == b"cost" {
+            if std::mem::replace(&mut seen_cost, true) {
+                return None;
+            }
+            p.eat(b'{')?;
+            if p.peek()? != b'}' {
+                loop {
+                    let k = p.key()?;
+                    let n = p.number()?;
+                    if k == b"total" {
+                        if cost_total.is_some() {
+                            return None;
+                        }
+                        cost_total = Some(n.as_f64());
+                    }
+                    if !p.next_or_end()? {
+                        break;
+                    }
+                }
+            } else {
+                p.i += 1;
+            }
+        } else {
+            let n = p.number()?;
+            if let Some(k) = TOKEN_KEYS.iter().position(|t| *t == key) {
+                if tokens[k].replace(n.as_u64()).is_some() {
+                    return None;
+                }
+            }
+        }
+        if !p.next_or_end()? {
+            break;
+        }
+    }
+    let [input, output, cache_read, cache_write, total] = tokens.map(|t| t.unwrap_or(0));
+    let tokens = if total > 0 {
+        total
+    } else {
+        input + output + cache_read + cache_write
+    };
+    Some((tokens, cost_total.unwrap_or(0.0)))
+}
+
+/// A JSON number token (checked against JSON's grammar, finite), converted
+/// as [`crate::format::Num`] does.
+struct NumTok<'a>(&'a [u8]);
+
+impl NumTok<'_> {
+    fn is_integer(&self) -> bool {
+        self.0.iter().all(u8::is_ascii_digit)
+    }
+
+    fn as_f64(&self) -> f64 {
+        std::str::from_utf8(self.0)
+            .ok()
+            .and_then(|t| t.parse().ok())
+            .unwrap_or(0.0)
+    }
+
+    fn as_u64(&self) -> u64 {
+        if self.is_integer() && self.0.len() <= 19 {
+            return self
+                .0
+                .iter()
+                .fold(0u64, |n, d| n * 10 + u64::from(d - b'0'));
+        }
+        let f = self.as_f64();
+        if f.is_finite() && f > 0.0 {
+            f as u64
+        } else {
+            0
+        }
+    }
+}
+
+/// A tiny reader for [`fast_usage`]: no whitespace (pi writes none; any
+/// makes it give up), keys without escapes, plain numbers.
+struct Cursor<'a> {
+    b: &'a [u8],
+    i: usize,
+}
+
+impl<'a> Cursor<'a> {
+    fn peek(&self) -> Option<u8> {
+        self.b.get(self.i).copied()
+    }
+
+    fn eat(&mut self, c: u8) -> Option<()> {
+        (self.peek()? == c).then(|| self.i += 1)
+    }
+
+    /// `"key":` → `key`.
+    fn key(&mut self) -> Option<&'a [u8]> {
+        self.eat(b'"')?;
+        let rest = &self.b[self.i..];
+        // Keys are a few letters: a plain loop beats a vectorised search.
+        let end = rest.iter().position(|&c| c == b'"' || c == b'\\')?;
+        if rest[end] != b'"' {
+            return None;
+        }
+        self.i += end + 1;
+        self.eat(b':')?;
+        Some(&rest[..end])
+    }
+
+    /// A number that JSON allows (and serde reads: finite), as its text.
+    fn number(&mut self) -> Option<NumTok<'a>> {
+        let rest = &self.b[self.i..];
+        let end = rest
+            .iter()
+            .position(|c| !(c.is_ascii_digit() || matches!(c, b'-' | b'+' | b'.' | b'e' | b'E')))?;
+        let text = &rest[..end];
+        self.i += end;
+        let tok = NumTok(text);
+        let digits = text.strip_prefix(b"-").unwrap_or(text);
+        let int_len = digits
+            .iter()
+            .position(|c| !c.is_ascii_digit())
+            .unwrap_or(digits.len());
+        let (int, tail) = digits.split_at(int_len);
+        if int.is_empty() || (int.len() > 1 && int[0] == b'0') {
+            return None;
+        }
+        if tail.is_empty() && int.len() <= 19 {
+            return Some(tok);
+        }
+        // Fractions and exponents: JSON's grammar (Rust's parser is laxer:
+        // "1.", "1e"), and a finite value (serde refuses "1e400").
+        let mut t = tail;
+        if let Some(frac) = t.strip_prefix(b".") {
+            let n = frac.iter().take_while(|c| c.is_ascii_digit()).count();
+            if n == 0 {
+                return None;
+            }
+            t = &frac[n..];
+        }
+        let mut huge = int.len() > 300;
+        if let Some(exp) = t.strip_prefix(b"e").or_else(|| t.strip_prefix(b"E")) {
+            let exp = exp
+                .strip_prefix(b"+")
+                .or_else(|| exp.strip_prefix(b"-"))
+                .unwrap_or(exp);
+            if exp.is_empty() || !exp.iter().all(u8::is_ascii_digit) {
+                return None;
+            }
+            t = &[];
+            huge = true;
+        }
+        if !t.is_empty() || (huge && !tok.as_f64().is_finite()) {
+            return None;
+        }
+        Some(tok)
+    }
+
+    /// After a value: `,` → true (more), `}` → false (end of object).
+    fn next_or_end(&mut self) -> Option<bool> {
+        match self.peek()? {
+            b',' => {
+                self.i += 1;
+                Some(true)
+            }
+            b'}' => {
+                self.i += 1;
+                Some(false)
+            }
+            _ => None,
+        }
+    }
+}
+
 fn full_message(line: &[u8]) -> Option<AgentMessage> {
-    let v: Value = serde_json::from_slice(line).ok()?;
+    let (v, _) = parse_json(line).ok()?;
     let Value::Object(mut map) = v else {
         return None;
     };
@@ -403,22 +754,23 @@ fn quick_type(line: &[u8]) -> Option<&[u8]> {
     Some(&rest[..end])
 }
 
+const ROLE_KEY: &[u8] = b"\"message\":{\"role\":\"";
+const ENTRY_TIMESTAMP_KEY: &[u8] = b"\"timestamp\":\"";
+
 /// The role of a `message` entry written in pi's key order.
 fn quick_role(line: &[u8]) -> Option<&[u8]> {
-    const KEY: &[u8] = b"\"message\":{\"role\":\"";
     let window = &line[..line.len().min(512)];
-    let pos = memmem::find(window, KEY)?;
-    let rest = &line[pos + KEY.len()..];
+    let pos = finders().role.find(window)?;
+    let rest = &line[pos + ROLE_KEY.len()..];
     let end = memchr::memchr(b'"', rest)?;
     Some(&rest[..end])
 }
 
 /// The entry timestamp (`"timestamp":"…"` before the message) in epoch ms.
 fn message_timestamp(line: &[u8]) -> Option<i64> {
-    const KEY: &[u8] = b"\"timestamp\":\"";
     let window = &line[..line.len().min(256)];
-    let pos = memmem::find(window, KEY)?;
-    let rest = &window[pos + KEY.len()..];
+    let pos = finders().entry_timestamp.find(window)?;
+    let rest = &window[pos + ENTRY_TIMESTAMP_KEY.len()..];
     let end = memchr::memchr(b'"', rest)?;
     parse_iso_ms(std::str::from_utf8(&rest[..end]).ok()?)
 }
@@ -452,6 +804,86 @@ mod tests {
     use super::*;
 
     #[test]
+    fn usage_is_found_as_a_reverse_search_finds_it() {
+        let finder = memmem::FinderRev::new(USAGE_KEY);
+        let mut cases: Vec<String> = vec![
+            r#"{"usage":{"input":1},"stopReason":"stop","timestamp":1}}"#.into(),
+            r#"no key at all, no letter"#.into(),
+            r#"{"a":"usage","usage":{}}"#.into(),
+            r#""usage":{"#.into(),
+            r#"sage":{"#.into(),
+        ];
+        let gs = "g".repeat(20);
+        cases.push(format!(
+            r#"{{"usage":{{"input":1}},"errorMessage":"{gs}"}}"#
+        ));
+        cases.push(format!(
+            r#"{{"usage":{{"x":1}},"e":"a{gs}b","usage":{{"y":2}},"f":"{gs}"}}"#
+        ));
+        for c in &cases {
+            assert_eq!(
+                rfind_usage(c.as_bytes(), &finder),
+                finder.rfind(c.as_bytes()),
+                "{c}"
+            );
+        }
+    }
+
+    #[test]
+    fn the_fast_usage_reader_agrees_with_serde_or_steps_aside() {
+        let cases = [
+            r#"{"input":10,"output":5,"cacheRead":0,"cacheWrite":0,"totalTokens":15,"cost":{"input":0.1,"output":0.2,"cacheRead":0,"cacheWrite":0,"total":0.3}}"#,
+            r#"{"input":10,"output":5,"cacheRead":3,"cacheWrite":2,"totalTokens":0,"cost":{"total":1e-7}}"#,
+            r#"{"input":0,"output":0,"cacheRead":0,"cacheWrite":0,"totalTokens":0,"cost":{"input":0,"output":-0.5,"cacheRead":0.0,"cacheWrite":0,"total":0.021888499999999998}}"#,
+            r#"{"input":1,"output":2,"cacheRead":0,"cacheWrite":0,"totalTokens":3,"cost":{"input":0,"output":0,"cacheRead":0,"cacheWrite":0,"total":1e-7}}"#,
+            r#"{"input":1,"output":2,"cacheRead":0,"cacheWrite":0,"totalTokens":3.5,"cost":{"input":0,"output":0,"cacheRead":0,"cacheWrite":0,"total":1}}"#,
+            r#"{"input":01,"output":2,"cacheRead":0,"cacheWrite":0,"totalTokens":3,"cost":{"input":0,"output":0,"cacheRead":0,"cacheWrite":0,"total":1}}"#,
+            r#"{"input":1,"output":2,"cacheRead":0,"cacheWrite":0,"totalTokens":3,"cost":{"input":0,"output":0,"cacheRead":0,"cacheWrite":0,"total":1.}}"#,
+            r#"{"totalTokens":12.9,"reasoning":4,"cost":{"total":-1}}"#,
+            r#"{"input":-5,"output":18446744073709551615,"cost":{}}"#,
+            r#"{}"#,
+            r#"{"cost":{"total":2},"input":1,"output":1}"#,
+            r#"{"input":1e400}"#,
+            r#"{"input":01}"#,
+            r#"{"input":1.}"#,
+            r#"{"input":"7"}"#,
+            r#"{"input":1,"input":2}"#,
+            r#"{"input": 1}"#,
+            r#"{"cost":{"total":1,"total":2}}"#,
+            r#"{"input":1,"extra":{"a":1}}"#,
+            r#"{"in"put":1}"#,
+            r#"{"input":1"#,
+        ];
+        for c in cases {
+            let serde = serde_json::Deserializer::from_slice(c.as_bytes())
+                .into_iter::<Usage>()
+                .next()
+                .and_then(Result::ok)
+                .map(|u| {
+                    let mut s = SessionSummary::default();
+                    add(&mut s, &u);
+                    (s.tokens, s.cost)
+                });
+            // `None`: serde decides.
+            if let Some(fast) = fast_usage(c.as_bytes()) {
+                assert_eq!(Some(fast), serde, "{c}");
+            }
+            if let Some(exact) = exact_usage(c.as_bytes()) {
+                assert_eq!(Some(exact), serde, "{c}");
+            }
+        }
+        assert_eq!(fast_usage(cases[0].as_bytes()), Some((15, 0.3)));
+        assert_eq!(exact_usage(cases[0].as_bytes()), Some((15, 0.3)));
+        assert_eq!(exact_usage(cases[1].as_bytes()), None, "not pi's layout");
+        assert_eq!(fast_usage(cases[1].as_bytes()), Some((20, 1e-7)));
+        assert_eq!(fast_usage(cases[11].as_bytes()), None);
+        assert_eq!(
+            exact_usage(cases[2].as_bytes()),
+            Some((0, 0.021888499999999998))
+        );
+    }
+
+    #[test]
     fn summarises_counts_names_usage() {
         let text = concat!(
             r#"{"type":"session","version":3,"id":"s1","timestamp":"2026-01-01T00:00:00.000Z","cwd":"/p"}"#,
@@ -479,6 +911,7 @@ mod tests {
             "assistant usage + a usage entry in another key order"
         );
         assert!((s.cost - 0.4).abs() < 1e-12);
-        assert_eq!(s.bad_lines, vec![7]);
+        let bad: Vec<usize> = s.problems.iter().map(|d| d.line).collect();
+        assert_eq!(bad, vec![7]);
     }
 }

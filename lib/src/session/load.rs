@@ -1,16 +1,23 @@
 //! Reading a session file: header check, line-by-line parsing that survives
-//! damage, and migration of version 1 and 2 files (in memory; only
-//! `pi-session migrate` writes the result).
+//! damage, and migration of version 1 and 2 files (in memory; the file is
+//! rewritten only before something is appended to it, see `write`).
+//!
+//! Memory stays proportional to the file: each line becomes its entry at
+//! once (no second copy of the whole file as JSON values), lines that are
+//! not entries (`{}`, `[1]`, bad JSON) are dropped, and at most
+//! [`MAX_KEPT_DIAGNOSTICS`] problems are kept per file; the rest are counted.
 
-use std::collections::{HashMap, HashSet};
 use std::fmt;
+use std::hash::BuildHasher;
 use std::path::{Path, PathBuf};
 
 use serde_json::{Map, Value};
 
+use crate::format::entry::{header_version, VersionError};
 use crate::format::{Entry, SessionHeader, CURRENT_SESSION_VERSION};
 
-use super::ids::new_entry_id;
+use super::file::open_regular;
+use super::ids::derived_entry_id;
 
 /// A problem found while reading, tied to a file and line. The command still
 /// serves the rest of the file.
@@ -32,6 +39,70 @@ impl fmt::Display for Diagnostic {
     }
 }
 
+/// How many problems of one file are kept (and shown); the rest are counted.
+pub const MAX_KEPT_DIAGNOSTICS: usize = 20;
+
+/// The problems of one file: the first [`MAX_KEPT_DIAGNOSTICS`], and how
+/// many there were in all. Every command reports them through
+/// [`Diagnostics::warn`], so a file of a million bad lines costs a few lines
+/// of stderr and no memory.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Diagnostics {
+    kept: Vec<Diagnostic>,
+    total: usize,
+}
+
+impl Diagnostics {
+    /// Records a problem (kept if there is room, counted always).
+    pub fn push(&mut self, d: Diagnostic) {
+        self.total += 1;
+        if self.kept.len() < MAX_KEPT_DIAGNOSTICS {
+            self.kept.push(d);
+        }
+    }
+
+    /// The kept problems, in the order found.
+    pub fn iter(&self) -> std::slice::Iter<'_, Diagnostic> {
+        self.kept.iter()
+    }
+
+    /// How many problems there were (kept or not).
+    pub fn len(&self) -> usize {
+        self.total
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.total == 0
+    }
+
+    /// Names the file in every kept problem.
+    pub fn set_path(&mut self, path: &Path) {
+        for d in &mut self.kept {
+            d.path = path.to_path_buf();
+        }
+    }
+
+    /// Prints the kept problems as warnings, then one line counting the
+    /// others.
+    pub fn warn(&self, prog: &str) {
+        for d in &self.kept {
+            crate::cli::warn(prog, &d.to_string());
+        }
+        let more = self.total - self.kept.len();
+        if more > 0 {
+            let path = self.kept.first().map(|d| d.path.display().to_string());
+            crate::cli::warn(
+                prog,
+                &format!(
+                    "{}: {more} more problem(s) not shown (only the first {} are)",
+                    path.unwrap_or_default(),
+                    self.kept.len()
+                ),
+            );
+        }
+    }
+}
+
 /// Why a file could not be used as a session at all.
 #[derive(Debug, thiserror::Error)]
 pub enum LoadError {
@@ -47,8 +118,25 @@ pub enum LoadError {
         line: usize,
         reason: String,
     },
-    #[error("{path}:1: unsupported session version {version} (this pi-session reads versions 1 to {max})", max = CURRENT_SESSION_VERSION)]
-    UnsupportedVersion { path: PathBuf, version: u64 },
+    #[error("{path}:{line}: {reason}")]
+    BadVersion {
+        path: PathBuf,
+        line: usize,
+        reason: VersionError,
+    },
+}
+
+/// Where the in-memory copy stands against the file: the bytes and newlines
+/// up to the end of its last complete line, and which file (device, inode)
+/// it was. Appends use this to read only what other processes added since;
+/// an unfinished last line is read again then (its writer may have finished
+/// it meanwhile).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) struct DiskState {
+    pub len: u64,
+    pub newlines: usize,
+    pub dev: u64,
+    pub ino: u64,
 }
 
 /// A loaded session: header, entries in file order, and what went wrong.
@@ -57,178 +145,307 @@ pub struct Session {
     pub path: PathBuf,
     pub header: SessionHeader,
     pub entries: Vec<Entry>,
-    /// The 1-based file line of each entry (parallel to `entries`).
+    /// The 1-based file line of each entry (parallel to `entries`; 0 for
+    /// entries not yet written).
     pub lines: Vec<usize>,
-    pub diagnostics: Vec<Diagnostic>,
+    pub diagnostics: Diagnostics,
     /// The version the file had on disk, when it was migrated in memory.
     pub migrated_from: Option<u64>,
     /// Whether the file ended without a newline (a crash mid-write).
     pub missing_final_newline: bool,
-    index: HashMap<String, usize>,
+    index: IdIndex,
+    /// Per entry: its parent's position ([`NO_PARENT`] for a root, a
+    /// dangling or a self reference), and [`DUPLICATE`] set when an earlier
+    /// entry has the same id. Walks use it instead of looking ids up.
+    links: Vec<u32>,
+    /// `None`: this copy was not read from the file (new, or not yet read).
+    pub(crate) disk: Option<DiskState>,
 }
 
 impl Session {
-    /// Reads and parses a session file.
+    /// Reads and parses a session file (never blocking: a FIFO or device is
+    /// refused with an error saying what it is).
     pub fn load(path: &Path) -> Result<Session, LoadError> {
-        let bytes = std::fs::read(path).map_err(|source| LoadError::Io {
+        let io = |source| LoadError::Io {
             path: path.to_path_buf(),
             source,
-        })?;
-        Session::parse(path, &bytes)
+        };
+        let mut f = open_regular(path, false).map_err(io)?;
+        Session::load_from(path, &mut f)
+    }
+
+    /// Parses the whole of an open session file, line by line (memory: the
+    /// entries plus the longest line, never the whole file at once).
+    pub(crate) fn load_from(path: &Path, f: &mut std::fs::File) -> Result<Session, LoadError> {
+        use std::os::unix::fs::MetadataExt;
+        let io = |source| LoadError::Io {
+            path: path.to_path_buf(),
+            source,
+        };
+        let meta = f.metadata().map_err(io)?;
+        std::io::Seek::rewind(f).map_err(io)?;
+        let mut s = Session::read(path, std::io::BufReader::with_capacity(1 << 16, f))?;
+        if let Some(d) = &mut s.disk {
+            d.dev = meta.dev();
+            d.ino = meta.ino();
+        }
+        Ok(s)
     }
 
     /// Parses the bytes of a session file that lives at `path`.
     pub fn parse(path: &Path, bytes: &[u8]) -> Result<Session, LoadError> {
-        let mut diagnostics = Vec::new();
-        let mut header: Option<SessionHeader> = None;
-        let mut raw: Vec<(usize, Map<String, Value>)> = Vec::new();
-        let missing_final_newline = !bytes.is_empty() && !bytes.ends_with(b"\n");
-        let total_lines = bytes.split(|b| *b == b'\n').count();
-        for (i, line) in bytes.split(|b| *b == b'\n').enumerate() {
-            let lineno = i + 1;
-            let trimmed = trim_ascii(line);
-            if trimmed.is_empty() {
-                continue;
+        Session::read(path, bytes)
+    }
+
+    /// Reads a session from `r`, one line at a time.
+    fn read(path: &Path, mut r: impl std::io::BufRead) -> Result<Session, LoadError> {
+        let io = |source| LoadError::Io {
+            path: path.to_path_buf(),
+            source,
+        };
+        let mut buf = Vec::new();
+        let mut lineno = 0;
+        // Bytes and newlines up to the end of the last complete line.
+        let (mut complete, mut newlines) = (0u64, 0usize);
+        let mut session: Option<Session> = None;
+        let mut later = Vec::new();
+        loop {
+            buf.clear();
+            let n = r.read_until(b'\n', &mut buf).map_err(io)?;
+            if n == 0 {
+                break;
             }
-            let is_last = lineno == total_lines;
-            let value: Value = match serde_json::from_slice(trimmed) {
-                Ok(v) => v,
-                Err(e) => {
-                    let what = if is_last && missing_final_newline {
-                        "truncated last line (the file ends mid-entry), skipped".to_string()
-                    } else {
-                        format!("invalid JSON ({e}), line skipped")
-                    };
-                    if header.is_none() && raw.is_empty() {
-                        return Err(LoadError::NotASession {
-                            path: path.to_path_buf(),
-                            line: lineno,
-                            reason: format!("first line is not JSON ({e})"),
-                        });
-                    }
-                    diagnostics.push(Diagnostic {
-                        path: path.to_path_buf(),
-                        line: lineno,
-                        message: what,
-                    });
-                    continue;
-                }
-            };
-            let Value::Object(map) = value else {
-                diagnostics.push(Diagnostic {
-                    path: path.to_path_buf(),
-                    line: lineno,
-                    message: "line is not a JSON object, skipped".into(),
-                });
-                continue;
-            };
-            if header.is_none() {
-                let h = SessionHeader::from_map(map).map_err(|reason| LoadError::NotASession {
-                    path: path.to_path_buf(),
-                    line: lineno,
-                    reason,
-                })?;
-                if h.version() > CURRENT_SESSION_VERSION {
-                    return Err(LoadError::UnsupportedVersion {
-                        path: path.to_path_buf(),
-                        version: h.version(),
-                    });
-                }
-                header = Some(h);
-                continue;
+            lineno += 1;
+            let unterminated = buf.last() != Some(&b'\n');
+            if !unterminated {
+                buf.pop();
+                complete += n as u64;
+                newlines += 1;
             }
-            if map.get("type").and_then(Value::as_str) == Some("session") {
-                diagnostics.push(Diagnostic {
-                    path: path.to_path_buf(),
-                    line: lineno,
-                    message: "second session header, skipped".into(),
-                });
-                continue;
+            match &mut session {
+                Some(s) => s.ingest(lineno, &buf, unterminated, &mut later),
+                None if trim_ascii(&buf).is_empty() => {}
+                None => session = Some(Session::from_header_line(path, lineno, &buf)?),
             }
-            raw.push((lineno, map));
+            if let Some(s) = &mut session {
+                s.missing_final_newline = unterminated;
+            }
         }
-        let Some(mut header) = header else {
+        let Some(mut s) = session else {
             return Err(LoadError::NotASession {
                 path: path.to_path_buf(),
                 line: 1,
                 reason: "the file is empty".into(),
             });
         };
-        let version = header.version();
-        let migrated_from = (version < CURRENT_SESSION_VERSION).then_some(version);
-        if version < 2 {
-            migrate_v1_to_v2(&mut raw);
+        if s.migrated_from.is_some() {
+            s.header.version = Some(crate::format::Num::int(CURRENT_SESSION_VERSION));
         }
-        if version < 3 {
-            migrate_v2_to_v3(&mut raw);
-        }
-        if migrated_from.is_some() {
-            header.version = Some(crate::format::Num::int(CURRENT_SESSION_VERSION));
-        }
-        let mut entries = Vec::with_capacity(raw.len());
-        let mut lines = Vec::with_capacity(raw.len());
-        for (lineno, map) in raw {
-            entries.push(Entry::from_map(map));
-            lines.push(lineno);
-        }
-        let mut s = Session {
-            path: path.to_path_buf(),
-            header,
-            entries,
-            lines,
-            diagnostics,
-            migrated_from,
-            missing_final_newline,
-            index: HashMap::new(),
-        };
-        s.reindex();
-        s.check_links();
+        s.check_links(later, true);
+        s.disk = Some(DiskState {
+            len: complete,
+            newlines,
+            dev: 0,
+            ino: 0,
+        });
         Ok(s)
     }
 
-    fn reindex(&mut self) {
-        self.index.clear();
-        for (i, e) in self.entries.iter().enumerate() {
-            let id = e.id();
-            if !id.is_empty() {
-                self.index.entry(id.to_string()).or_insert(i);
+    /// An empty session from its header line (the first non-blank line).
+    fn from_header_line(path: &Path, lineno: usize, line: &[u8]) -> Result<Session, LoadError> {
+        let not_session = |reason: String| LoadError::NotASession {
+            path: path.to_path_buf(),
+            line: lineno,
+            reason,
+        };
+        let map = match parse_json(trim_ascii(line)) {
+            Ok((Value::Object(map), _)) => map,
+            Ok(_) => return Err(not_session("first line is not a JSON object".into())),
+            Err(e) => return Err(not_session(format!("first line is not JSON ({e})"))),
+        };
+        let is_header = map.get("type").and_then(Value::as_str) == Some("session")
+            && map.get("id").is_some_and(Value::is_string);
+        let version = if is_header {
+            header_version(map.get("version")).map_err(|reason| LoadError::BadVersion {
+                path: path.to_path_buf(),
+                line: lineno,
+                reason,
+            })?
+        } else {
+            CURRENT_SESSION_VERSION
+        };
+        let header = SessionHeader::from_map(map).map_err(not_session)?;
+        let mut s = Session::empty(path.to_path_buf(), header);
+        s.migrated_from = (version < CURRENT_SESSION_VERSION).then_some(version);
+        Ok(s)
+    }
+
+    /// Reads one entry line (`lineno` 1-based). `torn` marks the unfinished
+    /// end of the file (no newline after it).
+    /// Entries whose parent is not (yet) known are added to `later`.
+    fn ingest(&mut self, lineno: usize, line: &[u8], torn: bool, later: &mut Vec<usize>) {
+        let trimmed = trim_ascii(line);
+        if trimmed.is_empty() {
+            return;
+        }
+        let (value, lossy) = match parse_json(trimmed) {
+            Ok(v) => v,
+            Err(e) => {
+                let what = if torn {
+                    "truncated last line (the file ends mid-entry), skipped".to_string()
+                } else {
+                    format!("invalid JSON ({e}), line skipped")
+                };
+                self.diag(lineno, what);
+                return;
             }
+        };
+        if lossy {
+            self.diag(
+                lineno,
+                "invalid UTF-8 replaced by U+FFFD (the entry is kept)".into(),
+            );
+        }
+        let Value::Object(mut map) = value else {
+            self.diag(lineno, "line is not a JSON object, skipped".into());
+            return;
+        };
+        match map.get("type").and_then(Value::as_str) {
+            Some("session") => {
+                self.diag(lineno, "second session header, skipped".into());
+                return;
+            }
+            Some(_) => {}
+            None => {
+                self.diag(
+                    lineno,
+                    "line has no entry \"type\", skipped (not an entry)".into(),
+                );
+                return;
+            }
+        }
+        match self.migrated_from {
+            Some(1) => {
+                self.migrate_v1_entry(&mut map);
+                migrate_v2_entry(&mut map);
+            }
+            Some(2) => migrate_v2_entry(&mut map),
+            _ => {}
+        }
+        let entry = Entry::from_map(map);
+        // Links are checked now, while the entry is in cache; a parent that
+        // comes later in the file is checked at the end.
+        if entry.id().is_empty() {
+            self.diag(
+                lineno,
+                format!(
+                    "{} entry has no id; it is not part of the tree",
+                    entry.kind()
+                ),
+            );
+        }
+        let has_parent = entry.parent_id().is_some();
+        self.push_at(entry, lineno);
+        let i = self.entries.len() - 1;
+        if self.links[i] & DUPLICATE != 0 {
+            let id = self.entries[i].id();
+            self.diag(
+                lineno,
+                format!("duplicate entry id {id}; the first one is used"),
+            );
+        }
+        if has_parent && self.links[i] & !DUPLICATE == NO_PARENT {
+            later.push(i);
         }
     }
 
-    fn check_links(&mut self) {
-        let mut seen: HashSet<&str> = HashSet::new();
-        let mut found: Vec<(usize, String)> = Vec::new();
-        for (e, &line) in self.entries.iter().zip(&self.lines) {
-            if e.id().is_empty() {
-                found.push((
-                    line,
-                    format!("{} entry has no id; it is not part of the tree", e.kind()),
-                ));
-                continue;
-            }
-            if !seen.insert(e.id()) {
-                found.push((
-                    line,
-                    format!("duplicate entry id {}; the first one is used", e.id()),
-                ));
-            }
-            if let Some(p) = e.parent_id() {
-                if !self.index.contains_key(p) {
-                    found.push((
-                        line,
-                        format!("entry {} has parentId {p}, which is not in the file; treated as a root", e.id()),
-                    ));
-                }
+    fn diag(&mut self, line: usize, message: String) {
+        self.diagnostics.push(Diagnostic {
+            path: self.path.clone(),
+            line,
+            message,
+        });
+    }
+
+    /// v1 → v2 for one entry: a deterministic id, the previous entry as
+    /// parent, `firstKeptEntryIndex` (counting the header as 0) becomes
+    /// `firstKeptEntryId`.
+    fn migrate_v1_entry(&mut self, map: &mut Map<String, Value>) {
+        let n = self.entries.len();
+        let id = derived_entry_id(&self.header.id, n, |id| self.has_id(id));
+        let prev = self.entries.last().map(|e| e.id().to_string());
+        let mut out = Map::with_capacity(map.len() + 2);
+        if let Some(t) = map.shift_remove("type") {
+            out.insert("type".into(), t);
+        }
+        out.insert("id".into(), Value::String(id));
+        out.insert(
+            "parentId".into(),
+            prev.map(Value::String).unwrap_or(Value::Null),
+        );
+        map.shift_remove("id");
+        map.shift_remove("parentId");
+        if let Some(idx) = map.shift_remove("firstKeptEntryIndex") {
+            let kept = idx
+                .as_u64()
+                .and_then(|k| (k as usize).checked_sub(1))
+                .and_then(|k| self.entries.get(k))
+                .map(|e| e.id().to_string());
+            if let Some(k) = kept {
+                map.insert("firstKeptEntryId".into(), Value::String(k));
             }
         }
-        let path = self.path.clone();
-        self.diagnostics
-            .extend(found.into_iter().map(|(line, message)| Diagnostic {
-                path: path.clone(),
-                line,
-                message,
-            }));
+        out.extend(std::mem::take(map));
+        *map = out;
+    }
+
+    /// Reports dangling parents among the entries in `later` (those whose
+    /// parent was unknown when read) and, with `cycles`, parentId cycles
+    /// (only possible when a parent comes at or after its child).
+    pub(crate) fn check_links(&mut self, later: Vec<usize>, cycles: bool) {
+        let mut found: Vec<(usize, String)> = Vec::new();
+        let mut backward = false;
+        for i in later {
+            let e = &self.entries[i];
+            let Some(p) = e.parent_id() else { continue };
+            if let Some(pi) = self.index_of(p) {
+                backward = true;
+                if pi != i {
+                    if let Some(l) = self.links.get_mut(i) {
+                        *l = (*l & DUPLICATE) | pi as u32;
+                    }
+                }
+            } else {
+                found.push((
+                    self.lines[i],
+                    format!(
+                        "entry {} has parentId {p}, which is not in the file; treated as a root",
+                        e.id()
+                    ),
+                ));
+            }
+        }
+        if cycles && backward {
+            for cycle in self.cycles() {
+                let ids: Vec<&str> = cycle
+                    .iter()
+                    .take(5)
+                    .map(|&i| self.entries[i].id())
+                    .collect();
+                let more = if cycle.len() > 5 { ", …" } else { "" };
+                found.push((
+                    self.lines[cycle[0]],
+                    format!(
+                        "entries {}{more} form a parentId cycle (no root above them); shown from {}",
+                        ids.join(", "),
+                        ids[0]
+                    ),
+                ));
+            }
+        }
+        for (line, message) in found {
+            self.diag(line, message);
+        }
     }
 
     /// A session with no entries (not yet on disk).
@@ -238,10 +455,12 @@ impl Session {
             header,
             entries: Vec::new(),
             lines: Vec::new(),
-            diagnostics: Vec::new(),
+            diagnostics: Diagnostics::default(),
             migrated_from: None,
             missing_final_newline: false,
-            index: HashMap::new(),
+            index: IdIndex::default(),
+            links: Vec::new(),
+            disk: None,
         }
     }
 
@@ -252,17 +471,17 @@ impl Session {
 
     /// The index of the entry with this id.
     pub fn index_of(&self, id: &str) -> Option<usize> {
-        self.index.get(id).copied()
+        self.index.get(&self.entries, id)
+    }
+
+    /// Whether an entry has this id.
+    pub fn has_id(&self, id: &str) -> bool {
+        self.index_of(id).is_some()
     }
 
     /// The entry with this id.
     pub fn get(&self, id: &str) -> Option<&Entry> {
         self.index_of(id).map(|i| &self.entries[i])
-    }
-
-    /// All entry ids (for drawing fresh ones).
-    pub fn id_set(&self) -> HashSet<String> {
-        self.index.keys().cloned().collect()
     }
 
     /// Finds an entry by full id or unique prefix.
@@ -304,12 +523,66 @@ impl Session {
 
     /// Appends an entry in memory (the caller persists it).
     pub fn push(&mut self, entry: Entry) {
-        let id = entry.id().to_string();
+        self.push_at(entry, 0);
+    }
+
+    pub(crate) fn push_at(&mut self, entry: Entry, line: usize) {
+        let parent = entry
+            .parent_id()
+            .and_then(|p| self.index_of(p))
+            .and_then(|p| u32::try_from(p).ok())
+            .unwrap_or(NO_PARENT);
+        let indexed = !entry.id().is_empty();
         self.entries.push(entry);
-        self.lines.push(0);
-        if !id.is_empty() {
-            self.index.entry(id).or_insert(self.entries.len() - 1);
+        self.lines.push(line);
+        let new = indexed && self.index.insert(&self.entries, self.entries.len() - 1);
+        self.links.push(if indexed && !new {
+            parent | DUPLICATE
+        } else {
+            parent
+        });
+    }
+
+    /// The position of entry `i`'s parent (`None` for a root, and for a
+    /// parent that is not in the file).
+    pub fn parent_index(&self, i: usize) -> Option<usize> {
+        match self.links.get(i) {
+            Some(&l) if self.links.len() == self.entries.len() => {
+                let p = l & !DUPLICATE;
+                (p != NO_PARENT).then_some(p as usize)
+            }
+            // `entries` was changed directly: look the parent up.
+            _ => {
+                let p = self.entries.get(i)?.parent_id()?;
+                self.index_of(p).filter(|&p| p != i)
+            }
         }
+    }
+
+    /// Whether entry `i` holds the first use of its id (entries without an
+    /// id and later duplicates are not part of the tree).
+    pub fn is_tree_node(&self, i: usize) -> bool {
+        let Some(e) = self.entries.get(i) else {
+            return false;
+        };
+        match self.links.get(i) {
+            Some(&l) if self.links.len() == self.entries.len() => {
+                !e.id().is_empty() && l & DUPLICATE == 0
+            }
+            _ => !e.id().is_empty() && self.index_of(e.id()) == Some(i),
+        }
+    }
+
+    /// Reads lines that follow what this copy already holds (`bytes` start
+    /// at the start of a line; `first_line` is its number), as entries.
+    /// Used to catch up with other writers.
+    pub(crate) fn ingest_tail(&mut self, bytes: &[u8], first_line: usize) {
+        let mut later = Vec::new();
+        for (lineno, line, unterminated) in Lines::new(bytes, first_line - 1) {
+            self.ingest(lineno, line, unterminated, &mut later);
+        }
+        self.missing_final_newline = !bytes.is_empty() && !bytes.ends_with(b"\n");
+        self.check_links(later, false);
     }
 
     /// The whole file as pi writes it: header line, then one line per entry.
@@ -324,76 +597,114 @@ impl Session {
     }
 }
 
-fn trim_ascii(b: &[u8]) -> &[u8] {
-    let mut s = b;
-    while let [first, rest @ ..] = s {
-        if first.is_ascii_whitespace() {
-            s = rest;
-        } else {
-            break;
-        }
-    }
-    while let [rest @ .., last] = s {
-        if last.is_ascii_whitespace() {
-            s = rest;
-        } else {
-            break;
-        }
-    }
-    s
+/// [`Session::links`]: no parent (or none in the file).
+const NO_PARENT: u32 = u32::MAX >> 1;
+/// [`Session::links`]: an earlier entry has this entry's id.
+const DUPLICATE: u32 = 1 << 31;
+
+/// Entry positions by id: a hash table of indices into `entries`, hashed
+/// and compared through the ids the entries hold, so the index costs a few
+/// bytes per entry instead of a copy of every id. The first entry with an
+/// id wins (duplicates are reported, not indexed).
+#[derive(Debug, Clone, Default)]
+struct IdIndex {
+    table: hashbrown::HashTable<u32>,
+    hasher: foldhash::fast::RandomState,
 }
 
-/// v1 → v2: a linear chain of fresh ids; `firstKeptEntryIndex` (counting the
-/// header as 0) becomes `firstKeptEntryId`.
-fn migrate_v1_to_v2(raw: &mut [(usize, Map<String, Value>)]) {
-    let mut taken = HashSet::new();
-    let mut ids = Vec::with_capacity(raw.len());
-    for _ in 0..raw.len() {
-        let id = new_entry_id(&taken);
-        taken.insert(id.clone());
-        ids.push(id);
+impl IdIndex {
+    fn get(&self, entries: &[Entry], id: &str) -> Option<usize> {
+        let hash = self.hasher.hash_one(id);
+        self.table
+            .find(hash, |&i| {
+                entries.get(i as usize).is_some_and(|e| e.id() == id)
+            })
+            .map(|&i| i as usize)
     }
-    let mut prev: Option<String> = None;
-    for (i, (_, map)) in raw.iter_mut().enumerate() {
-        let id = ids[i].clone();
-        let mut out = Map::with_capacity(map.len() + 2);
-        if let Some(t) = map.shift_remove("type") {
-            out.insert("type".into(), t);
+
+    /// Indexes entry `i` unless an earlier entry has its id (one probe);
+    /// whether it was indexed.
+    fn insert(&mut self, entries: &[Entry], i: usize) -> bool {
+        let (Ok(pos), Some(e)) = (u32::try_from(i), entries.get(i)) else {
+            return false;
+        };
+        let id = e.id();
+        let hasher = &self.hasher;
+        let id_of = |j: u32| entries.get(j as usize).map(Entry::id).unwrap_or("");
+        let hash = hasher.hash_one(id);
+        if let hashbrown::hash_table::Entry::Vacant(v) =
+            self.table
+                .entry(hash, |&j| id_of(j) == id, |&j| hasher.hash_one(id_of(j)))
+        {
+            v.insert(pos);
+            return true;
         }
-        out.insert("id".into(), Value::String(id.clone()));
-        out.insert(
-            "parentId".into(),
-            prev.clone().map(Value::String).unwrap_or(Value::Null),
-        );
-        map.shift_remove("id");
-        map.shift_remove("parentId");
-        if let Some(idx) = map.shift_remove("firstKeptEntryIndex") {
-            let kept = idx
-                .as_u64()
-                .and_then(|n| (n as usize).checked_sub(1))
-                .and_then(|n| ids.get(n).cloned());
-            if let Some(k) = kept {
-                map.insert("firstKeptEntryId".into(), Value::String(k));
-            }
-        }
-        out.extend(std::mem::take(map));
-        *map = out;
-        prev = Some(id);
+        false
+    }
+}
+
+/// Parses one JSON line. Invalid UTF-8 is replaced by U+FFFD, as pi (which
+/// reads files as UTF-8 text) does; the flag says it happened.
+pub(crate) fn parse_json(line: &[u8]) -> Result<(Value, bool), serde_json::Error> {
+    match serde_json::from_slice(line) {
+        Ok(v) => Ok((v, false)),
+        Err(e) => match std::str::from_utf8(line) {
+            Ok(_) => Err(e),
+            Err(_) => serde_json::from_str(&String::from_utf8_lossy(line)).map(|v| (v, true)),
+        },
     }
 }
 
 /// v2 → v3: message role `hookMessage` is renamed `custom`.
-fn migrate_v2_to_v3(raw: &mut [(usize, Map<String, Value>)]) {
-    for (_, map) in raw.iter_mut() {
-        if map.get("type").and_then(Value::as_str) != Some("message") {
-            continue;
-        }
-        if let Some(Value::Object(msg)) = map.get_mut("message") {
-            if msg.get("role").and_then(Value::as_str) == Some("hookMessage") {
-                msg.insert("role".into(), Value::String("custom".into()));
-            }
+fn migrate_v2_entry(map: &mut Map<String, Value>) {
+    if map.get("type").and_then(Value::as_str) != Some("message") {
+        return;
+    }
+    if let Some(Value::Object(msg)) = map.get_mut("message") {
+        if msg.get("role").and_then(Value::as_str) == Some("hookMessage") {
+            msg.insert("role".into(), Value::String("custom".into()));
         }
     }
+}
+
+/// The lines of a byte buffer with their 1-based numbers (after `before`
+/// lines), found with `memchr`, and whether the line lacks its newline (the
+/// final piece of a file that ends mid-line).
+struct Lines<'a> {
+    bytes: &'a [u8],
+    pos: usize,
+    no: usize,
+}
+
+impl<'a> Lines<'a> {
+    fn new(bytes: &'a [u8], before: usize) -> Self {
+        Lines {
+            bytes,
+            pos: 0,
+            no: before,
+        }
+    }
+}
+
+impl<'a> Iterator for Lines<'a> {
+    type Item = (usize, &'a [u8], bool);
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.pos >= self.bytes.len() {
+            return None;
+        }
+        let rest = &self.bytes[self.pos..];
+        let (end, unterminated) = match memchr::memchr(b'\n', rest) {
+            Some(e) => (e, false),
+            None => (rest.len(), true),
+        };
+        self.pos += end + 1;
+        self.no += 1;
+        Some((self.no, &rest[..end], unterminated))
+    }
+}
+
+fn trim_ascii(b: &[u8]) -> &[u8] {
+    b.trim_ascii()
 }
 
 #[cfg(test)]

@@ -3,6 +3,7 @@
 
 pub mod context;
 pub mod export;
+pub mod file;
 pub mod ids;
 pub mod list;
 pub mod load;
@@ -13,4 +14,4 @@ pub mod tool_selection;
 pub mod tree;
 pub mod write;
 
-pub use load::{Diagnostic, LoadError, Session};
+pub use load::{Diagnostic, Diagnostics, LoadError, Session};

@@ -4,35 +4,75 @@
 use std::io::Read;
 use std::path::{Path, PathBuf};
 
+use super::file::{open_regular, probe, regular_or_why, Skipped};
+
+/// The session files of a folder tree, and the `*.jsonl` entries left out
+/// because they are not regular files (a FIFO, a device, a folder, a
+/// dangling symlink): never opened, reported so the user sees why.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct SessionFiles {
+    pub files: Vec<PathBuf>,
+    pub skipped: Vec<Skipped>,
+}
+
+impl SessionFiles {
+    fn add_folder(&mut self, dir: &Path) {
+        let Ok(rd) = std::fs::read_dir(dir) else {
+            return;
+        };
+        for entry in rd.flatten() {
+            let path = entry.path();
+            if is_jsonl(&path) {
+                if let Ok(ft) = entry.file_type() {
+                    self.add(path, ft);
+                }
+            }
+        }
+    }
+
+    fn add(&mut self, path: PathBuf, ft: std::fs::FileType) {
+        match regular_or_why(&path, ft) {
+            Ok(()) => self.files.push(path),
+            Err(reason) => self.skipped.push(Skipped { path, reason }),
+        }
+    }
+
+    fn sort(mut self) -> Self {
+        self.files.sort();
+        self.skipped.sort_by(|a, b| a.path.cmp(&b.path));
+        self
+    }
+}
+
 /// Every `*.jsonl` file one folder down from `root` (pi's `--<cwd>--`
 /// folders), plus those directly in `root` when `include_top` is set.
 /// Sorted by path. pi's own `listAll()` ignores files lying directly in
 /// `sessions/`, so the default listing does too.
-pub fn session_files_in(root: &Path, include_top: bool) -> std::io::Result<Vec<PathBuf>> {
-    let mut out = Vec::new();
+pub fn session_files_in(root: &Path, include_top: bool) -> std::io::Result<SessionFiles> {
+    let mut out = SessionFiles::default();
     for entry in std::fs::read_dir(root)? {
         let entry = entry?;
         let path = entry.path();
         let ft = entry.file_type()?;
         if ft.is_dir() || (ft.is_symlink() && path.is_dir()) {
-            if let Ok(rd) = std::fs::read_dir(&path) {
-                for sub in rd.flatten() {
-                    let p = sub.path();
-                    if is_jsonl(&p) && p.is_file() {
-                        out.push(p);
-                    }
-                }
-            }
+            out.add_folder(&path);
         } else if include_top && is_jsonl(&path) {
-            out.push(path);
+            out.add(path, ft);
         }
     }
-    out.sort();
-    Ok(out)
+    Ok(out.sort())
+}
+
+/// The `*.jsonl` files directly in `dir` (one project's folder).
+pub fn session_files_flat(dir: &Path) -> std::io::Result<SessionFiles> {
+    std::fs::read_dir(dir)?;
+    let mut out = SessionFiles::default();
+    out.add_folder(dir);
+    Ok(out.sort())
 }
 
 /// Every session file under `root`, top level included (for id lookups).
-pub fn session_files(root: &Path) -> std::io::Result<Vec<PathBuf>> {
+pub fn session_files(root: &Path) -> std::io::Result<SessionFiles> {
     session_files_in(root, true)
 }
 
@@ -43,7 +83,7 @@ fn is_jsonl(p: &Path) -> bool {
 /// Reads the first line of a file (at most 1 MiB) and returns the header's
 /// `id` when it is a session header.
 pub fn header_id(path: &Path) -> Option<String> {
-    let mut f = std::fs::File::open(path).ok()?;
+    let mut f = open_regular(path, false).ok()?;
     let mut buf = Vec::with_capacity(4096);
     let mut chunk = [0u8; 4096];
     loop {
@@ -69,6 +109,10 @@ pub fn header_id(path: &Path) -> Option<String> {
 pub enum ResolveError {
     #[error("{0}: no such file or session id")]
     NotFound(String),
+    /// The path exists (or cannot be reached) but is no session file: says
+    /// what it is (a directory, a FIFO, a symlink loop, under a file).
+    #[error("{reference}: {what}")]
+    NotAFile { reference: String, what: String },
     #[error("session id prefix {prefix} is ambiguous: it matches {}", candidates.iter().map(|(id, p)| format!("{id} ({})", p.display())).collect::<Vec<_>>().join(", "))]
     Ambiguous {
         prefix: String,
@@ -82,19 +126,37 @@ pub enum ResolveError {
     },
 }
 
+/// Whether `reference` is meant as a path rather than an id prefix.
+pub fn looks_like_path(reference: &str) -> bool {
+    reference.contains('/') || reference.ends_with(".jsonl")
+}
+
 /// Resolves `reference` — an existing path, else an id prefix searched in
-/// `roots` — to one session file.
-pub fn resolve(reference: &str, roots: &[PathBuf]) -> Result<PathBuf, ResolveError> {
+/// `roots` — to one session file. Files the id search cannot open (a FIFO
+/// named like a session, a dangling link) are passed to `on_skip` and left
+/// out.
+pub fn resolve(
+    reference: &str,
+    roots: &[PathBuf],
+    on_skip: &mut dyn FnMut(&Skipped),
+) -> Result<PathBuf, ResolveError> {
     let as_path = Path::new(reference);
-    if as_path.is_file() {
-        return Ok(as_path.to_path_buf());
+    match probe(as_path) {
+        Ok(true) => return Ok(as_path.to_path_buf()),
+        Err(what) if !reference.is_empty() => {
+            return Err(ResolveError::NotAFile {
+                reference: reference.to_string(),
+                what,
+            })
+        }
+        _ => {}
     }
-    if reference.contains('/') || reference.ends_with(".jsonl") || reference.is_empty() {
+    if looks_like_path(reference) || reference.is_empty() {
         return Err(ResolveError::NotFound(reference.to_string()));
     }
     let mut candidates: Vec<(String, PathBuf)> = Vec::new();
     for root in roots {
-        let files = match session_files(root) {
+        let found = match session_files(root) {
             Ok(f) => f,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
             Err(source) => {
@@ -104,18 +166,16 @@ pub fn resolve(reference: &str, roots: &[PathBuf]) -> Result<PathBuf, ResolveErr
                 })
             }
         };
-        for f in files {
+        for skip in &found.skipped {
+            if may_hold(&skip.path, reference) {
+                on_skip(skip);
+            }
+        }
+        for f in found.files {
             // Cheap filter on the file name (`<ts>_<id>.jsonl`) before
             // opening; files named otherwise are checked by their header.
-            let stem = f
-                .file_stem()
-                .map(|s| s.to_string_lossy().into_owned())
-                .unwrap_or_default();
-            let name_id = stem.rsplit_once('_').map(|(_, id)| id.to_string());
-            if let Some(nid) = &name_id {
-                if uuid_like(nid) && !nid.starts_with(reference) {
-                    continue;
-                }
+            if !may_hold(&f, reference) {
+                continue;
             }
             if let Some(id) = header_id(&f) {
                 if id.starts_with(reference) && !candidates.iter().any(|(_, p)| p == &f) {
@@ -137,6 +197,19 @@ pub fn resolve(reference: &str, roots: &[PathBuf]) -> Result<PathBuf, ResolveErr
                 candidates,
             })
         }
+    }
+}
+
+/// Whether a file named like pi's `<ts>_<uuid>.jsonl` can hold a session
+/// whose id starts with `prefix` (files named otherwise might).
+fn may_hold(path: &Path, prefix: &str) -> bool {
+    let stem = path
+        .file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    match stem.rsplit_once('_') {
+        Some((_, id)) if uuid_like(id) => id.starts_with(prefix),
+        _ => true,
     }
 }
 

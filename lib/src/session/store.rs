@@ -3,9 +3,15 @@
 //! or `assistant` message; then the header and everything buffered are
 //! written in one go, and from then on each entry is appended as one line
 //! the moment it exists — a crash loses at most the message in flight.
+//!
+//! Other processes may write the same file meanwhile (`pi-session label`,
+//! `branch`, another run). Every append goes through
+//! [`Session::append_children`], which takes the file's lock, reads what
+//! they added (a moved leaf included) into this copy, and only then decides
+//! the new entry's parent: the file's current leaf. A new file that another
+//! process created first is continued, not failed on.
 
-use std::fs::OpenOptions;
-use std::io::Write;
+use std::io;
 use std::path::{Path, PathBuf};
 
 use serde_json::Map;
@@ -16,7 +22,8 @@ use crate::paths::session_file_name;
 use crate::timefmt::now_iso;
 
 use super::ids::new_session_id;
-use super::write::append_lines_with;
+use super::load::DiskState;
+use super::write::create_new_file;
 use super::Session;
 
 /// The session of a run and where it is written.
@@ -74,67 +81,95 @@ impl SessionStore {
         self.flushed
     }
 
-    fn write_all_buffered(&mut self, path: &Path) -> std::io::Result<()> {
-        if let Some(dir) = path.parent() {
-            std::fs::create_dir_all(dir)?;
+    /// Writes the buffered session as a new file. When another process
+    /// created the file first, its session is taken over: its header wins
+    /// and the buffered entries are appended below its leaf.
+    fn write_all_buffered(&mut self, path: &Path) -> io::Result<()> {
+        use std::os::unix::fs::MetadataExt;
+        let text = self.session.to_jsonl();
+        match create_new_file(path, text.as_bytes()) {
+            Ok(meta) => {
+                self.session.disk = Some(DiskState {
+                    len: text.len() as u64,
+                    newlines: self.session.entries.len() + 1,
+                    dev: meta.dev(),
+                    ino: meta.ino(),
+                });
+                for (i, line) in self.session.lines.iter_mut().enumerate() {
+                    *line = i + 2;
+                }
+            }
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
+                let buffered = std::mem::take(&mut self.session.entries);
+                self.session = Session::empty(path.to_path_buf(), self.session.header.clone());
+                self.session.append_children(buffered, false)?;
+            }
+            Err(e) => return Err(e),
         }
-        let mut f = OpenOptions::new().write(true).create_new(true).open(path)?;
-        f.write_all(self.session.to_jsonl().as_bytes())?;
         self.flushed = true;
         Ok(())
     }
 
-    /// Adds an entry (in memory, then on disk as pi would).
-    pub fn append(&mut self, entry: Entry) -> std::io::Result<()> {
-        let line = entry.to_line();
+    /// Adds an entry as a child of the session's leaf (in memory, then on
+    /// disk as pi would). Once the file exists, the parent is decided under
+    /// the file's lock from its current leaf, and the id is drawn again if
+    /// another writer took it; the entry as written is returned.
+    pub fn append(&mut self, entry: Entry) -> io::Result<Entry> {
         let triggers_flush = matches!(
             entry.message(),
             Some(AgentMessage::User(_)) | Some(AgentMessage::Assistant(_))
         );
-        self.session.push(entry);
         let Some(path) = self.path.clone() else {
-            return Ok(());
+            self.session.push(entry.clone());
+            return Ok(entry);
         };
         if self.flushed {
-            append_lines_with(&path, &[line], false)
-        } else if triggers_flush {
-            self.write_all_buffered(&path)
-        } else {
-            Ok(())
+            let mut written = self.session.append_children(vec![entry], false)?;
+            return written
+                .pop()
+                .ok_or_else(|| io::Error::other("nothing appended"));
         }
+        self.session.push(entry.clone());
+        if triggers_flush {
+            self.write_all_buffered(&path)?;
+            if let Some(last) = self.session.entries.last() {
+                return Ok(last.clone());
+            }
+        }
+        Ok(entry)
     }
 
     /// A `message` entry for `message`, child of the leaf.
     pub fn message_entry(&self, message: AgentMessage) -> Entry {
-        Entry::Message(MessageEntry {
+        Entry::Message(Box::new(MessageEntry {
             id: self.session.fresh_id(),
             parent_id: self.session.leaf_id().map(str::to_string),
             timestamp: now_iso(),
             message,
             extra: Map::new(),
-        })
+        }))
     }
 
     /// A `model_change` entry, child of the leaf.
     pub fn model_change_entry(&self, provider: &str, model_id: &str) -> Entry {
-        Entry::ModelChange(ModelChangeEntry {
+        Entry::ModelChange(Box::new(ModelChangeEntry {
             id: self.session.fresh_id(),
             parent_id: self.session.leaf_id().map(str::to_string),
             timestamp: now_iso(),
             provider: provider.to_string(),
             model_id: model_id.to_string(),
             extra: Map::new(),
-        })
+        }))
     }
 
     /// A `thinking_level_change` entry, child of the leaf.
     pub fn thinking_entry(&self, level: &str) -> Entry {
-        Entry::ThinkingLevelChange(ThinkingLevelChangeEntry {
+        Entry::ThinkingLevelChange(Box::new(ThinkingLevelChangeEntry {
             id: self.session.fresh_id(),
             parent_id: self.session.leaf_id().map(str::to_string),
             timestamp: now_iso(),
             thinking_level: level.to_string(),
             extra: Map::new(),
-        })
+        }))
     }
 }

@@ -1,7 +1,7 @@
 //! The entry tree (`id` / `parentId`): branch walks, children, labels and
 //! the flattened view `pi-session tree` prints.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 
 use crate::format::Entry;
 
@@ -12,14 +12,15 @@ impl Session {
     /// parent ends the walk (the entry is treated as a root); cycles stop.
     pub fn path_to(&self, leaf: &str) -> Vec<usize> {
         let mut out = Vec::new();
-        let mut seen = HashSet::new();
+        // Entry positions, so a flag per entry beats hashing them.
+        let mut seen = vec![false; self.entries.len()];
         let mut cur = self.index_of(leaf);
         while let Some(i) = cur {
-            if !seen.insert(i) {
+            if std::mem::replace(&mut seen[i], true) {
                 break;
             }
             out.push(i);
-            cur = self.entries[i].parent_id().and_then(|p| self.index_of(p));
+            cur = self.parent_index(i);
         }
         out.reverse();
         out
@@ -67,15 +68,44 @@ impl Session {
         })?
     }
 
+    /// The parentId cycles of the tree (each as entry indices, starting
+    /// with its first entry in file order); normally none.
+    pub fn cycles(&self) -> Vec<Vec<usize>> {
+        // 0 = not seen, 1 = on the walk in progress, 2 = done.
+        let mut state = vec![0u8; self.entries.len()];
+        let mut out = Vec::new();
+        let mut walk = Vec::new();
+        for start in 0..self.entries.len() {
+            let mut cur = Some(start);
+            while let Some(i) = cur.filter(|&i| state[i] == 0) {
+                state[i] = 1;
+                walk.push(i);
+                cur = self.parent_index(i);
+            }
+            if let Some(i) = cur.filter(|&i| state[i] == 1) {
+                if let Some(pos) = walk.iter().position(|&w| w == i) {
+                    let mut cycle = walk[pos..].to_vec();
+                    cycle.sort_unstable();
+                    out.push(cycle);
+                }
+            }
+            for &w in &walk {
+                state[w] = 2;
+            }
+            walk.clear();
+        }
+        out
+    }
+
     /// Children of each entry index, in file order; roots under `None`.
     pub fn children(&self) -> (Vec<usize>, Vec<Vec<usize>>) {
         let mut roots = Vec::new();
         let mut kids = vec![Vec::new(); self.entries.len()];
-        for (i, e) in self.entries.iter().enumerate() {
-            if e.id().is_empty() || self.index_of(e.id()) != Some(i) {
+        for i in 0..self.entries.len() {
+            if !self.is_tree_node(i) {
                 continue;
             }
-            match e.parent_id().and_then(|p| self.index_of(p)) {
+            match self.parent_index(i) {
                 Some(p) if p != i => kids[p].push(i),
                 _ => roots.push(i),
             }
@@ -87,7 +117,10 @@ impl Session {
     /// stays in one column; only branch points indent their children.
     pub fn tree_rows(&self) -> Vec<TreeRow> {
         let (roots, kids) = self.children();
-        let on_branch: HashSet<usize> = self.branch().into_iter().collect();
+        let mut on_branch = vec![false; self.entries.len()];
+        for i in self.branch() {
+            on_branch[i] = true;
+        }
         let leaf = self.leaf_id().and_then(|l| self.index_of(l));
         let mut out = Vec::new();
         // (index, depth, lead printed before the node, continuation prefix)
@@ -106,9 +139,26 @@ impl Session {
                 stack.push((r, 0, String::new(), String::new()));
             }
         }
-        let mut visited = HashSet::new();
-        while let Some((i, depth, lead, cont)) = stack.pop() {
-            if !visited.insert(i) {
+        let mut visited = vec![false; self.entries.len()];
+        // Entries in a parentId cycle have no root above them: each cycle is
+        // shown from its first entry in file order, after the real roots.
+        let mut extra_roots = self
+            .entries
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| self.is_tree_node(*i))
+            .map(|(i, _)| i);
+        loop {
+            let Some((i, depth, lead, cont)) = stack.pop() else {
+                match extra_roots.find(|&i| !visited[i]) {
+                    Some(r) => {
+                        stack.push((r, 0, String::new(), String::new()));
+                        continue;
+                    }
+                    None => break,
+                }
+            };
+            if std::mem::replace(&mut visited[i], true) {
                 continue;
             }
             let children = &kids[i];
@@ -117,7 +167,7 @@ impl Session {
                 depth,
                 prefix: lead,
                 children: children.len(),
-                on_branch: on_branch.contains(&i),
+                on_branch: on_branch[i],
                 is_leaf: leaf == Some(i),
             });
             if children.len() == 1 {

@@ -1,8 +1,21 @@
-//! Writing sessions without ever losing data: whole-line appends under an
-//! exclusive lock, and new files written to a temporary name then renamed.
+//! Writing sessions without ever losing data or breaking the tree.
+//!
+//! * **Appends** take an exclusive lock on the file, read what other
+//!   processes appended since this copy was read, and only then build the
+//!   entries — so the parent an entry names (usually the leaf) is the file's
+//!   real leaf, not a stale one. Every writer (`pi-session label/name/
+//!   branch/select-tool`, `pi-run`) appends this way. Each batch is one
+//!   `write` of whole lines, starting with a newline when the file ends
+//!   mid-line (a crash), so new entries never merge into a damaged line.
+//! * **New session files** appear whole or not at all (a temporary file
+//!   linked into place), and a process that finds the file already there
+//!   continues it instead of failing.
+//! * **Rewrites** (migration of an old format version) go through a
+//!   temporary file and a rename, and keep the old file as `<file>.v<N>.bak`.
 
 use std::fs::{File, OpenOptions};
-use std::io::{Read, Seek, SeekFrom, Write};
+use std::io::{self, Read, Seek, SeekFrom, Write};
+use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
 use serde_json::{Map, Value};
@@ -11,62 +24,24 @@ use crate::format::entry::{CustomEntry, LabelEntry, SessionInfoEntry};
 use crate::format::Entry;
 use crate::timefmt::now_iso;
 
+use super::file::open_regular;
 use super::ids::new_entry_id;
+use super::load::DiskState;
 use super::Session;
-
-/// Appends whole lines to an existing session file.
-///
-/// Holds an exclusive advisory lock for the write, and starts with a newline
-/// when the file ends mid-line (a crash), so the new entries never merge into
-/// a damaged line. Each entry is one `write` of a complete line.
-pub fn append_lines(path: &Path, lines: &[String]) -> std::io::Result<()> {
-    append_lines_with(path, lines, true)
-}
-
-/// [`append_lines`], with `durable` choosing whether to fsync. The agent
-/// appends without fsync, as pi does: a crashed process loses nothing the
-/// kernel already has, and a run appends many small lines.
-pub fn append_lines_with(path: &Path, lines: &[String], durable: bool) -> std::io::Result<()> {
-    let mut f = OpenOptions::new().read(true).append(true).open(path)?;
-    f.lock()?;
-    let len = f.metadata()?.len();
-    let mut buf = String::new();
-    if len > 0 {
-        let mut last = [0u8; 1];
-        f.seek(SeekFrom::Start(len - 1))?;
-        f.read_exact(&mut last)?;
-        if last[0] != b'\n' {
-            buf.push('\n');
-        }
-    }
-    for l in lines {
-        buf.push_str(l);
-        buf.push('\n');
-    }
-    f.write_all(buf.as_bytes())?;
-    if durable {
-        f.sync_data()?;
-    }
-    f.unlock()
-}
 
 /// Writes `contents` to `path` atomically: a temporary file in the same
 /// folder, fsync, then rename. Refuses to replace an existing file unless
 /// `replace` is set.
-pub fn write_atomic(path: &Path, contents: &[u8], replace: bool) -> std::io::Result<()> {
+pub fn write_atomic(path: &Path, contents: &[u8], replace: bool) -> io::Result<()> {
     if !replace && path.exists() {
-        return Err(std::io::Error::new(
-            std::io::ErrorKind::AlreadyExists,
+        return Err(io::Error::new(
+            io::ErrorKind::AlreadyExists,
             format!("{} already exists", path.display()),
         ));
     }
     let dir = path.parent().unwrap_or(Path::new("."));
     std::fs::create_dir_all(dir)?;
-    let name = path
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    let tmp: PathBuf = dir.join(format!(".{name}.{}.tmp", std::process::id()));
+    let tmp = temp_name(path);
     let result = (|| {
         let mut f = File::create(&tmp)?;
         f.write_all(contents)?;
@@ -79,54 +54,292 @@ pub fn write_atomic(path: &Path, contents: &[u8], replace: bool) -> std::io::Res
     result
 }
 
+/// A temporary name next to `path`, unique to this process and call.
+fn temp_name(path: &Path) -> PathBuf {
+    let dir = path.parent().unwrap_or(Path::new("."));
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let tag = uuid::Uuid::new_v4().simple().to_string();
+    dir.join(format!(".{name}.{}.{}.tmp", std::process::id(), &tag[..8]))
+}
+
+/// Creates `path` holding `contents`, only if nothing is there, so that
+/// readers see the whole file or none of it: the bytes go to a temporary
+/// file that is then hard-linked into place. `AlreadyExists` when another
+/// process created the file first. Returns the new file's metadata.
+pub fn create_new_file(path: &Path, contents: &[u8]) -> io::Result<std::fs::Metadata> {
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir)?;
+    }
+    let tmp = temp_name(path);
+    let mut f = OpenOptions::new().write(true).create_new(true).open(&tmp)?;
+    let linked = f
+        .write_all(contents)
+        .and_then(|_| f.metadata())
+        .and_then(|meta| std::fs::hard_link(&tmp, path).map(|_| meta));
+    let _ = std::fs::remove_file(&tmp);
+    match linked {
+        Ok(meta) => Ok(meta),
+        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => Err(e),
+        Err(_) => {
+            // No hard links on this file system: an exclusive create.
+            let mut f = OpenOptions::new().write(true).create_new(true).open(path)?;
+            f.write_all(contents)?;
+            f.metadata()
+        }
+    }
+}
+
+/// Why an append did not happen.
+#[derive(Debug)]
+pub enum AppendError<E> {
+    /// Reading or writing the file failed.
+    Io(io::Error),
+    /// The builder declined (its own error).
+    Refused(E),
+}
+
+impl<E: std::fmt::Display> std::fmt::Display for AppendError<E> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            AppendError::Io(e) => write!(f, "{e}"),
+            AppendError::Refused(e) => write!(f, "{e}"),
+        }
+    }
+}
+
+impl<E> From<io::Error> for AppendError<E> {
+    fn from(e: io::Error) -> Self {
+        AppendError::Io(e)
+    }
+}
+
+/// Opens and locks the file now at `path`. A file replaced while we waited
+/// for the lock (an atomic rewrite) is let go and the new one locked.
+fn lock_current(path: &Path) -> io::Result<File> {
+    for _ in 0..100 {
+        let f = open_regular(path, true)?;
+        f.lock()?;
+        let held = f.metadata()?;
+        let now = std::fs::metadata(path)?;
+        if (held.dev(), held.ino()) == (now.dev(), now.ino()) {
+            return Ok(f);
+        }
+    }
+    Err(io::Error::other(
+        "the file keeps being replaced by another process",
+    ))
+}
+
 impl Session {
     /// A fresh entry id for this session.
     pub fn fresh_id(&self) -> String {
-        new_entry_id(&self.id_set())
+        new_entry_id(|id| self.has_id(id))
     }
 
     /// Builds a `label` entry on `target` (`None` clears), child of the leaf.
     pub fn new_label(&self, target: &str, label: Option<String>) -> Entry {
-        Entry::Label(LabelEntry {
+        Entry::Label(Box::new(LabelEntry {
             id: self.fresh_id(),
             parent_id: self.leaf_id().map(str::to_string),
             timestamp: now_iso(),
             target_id: target.to_string(),
             label,
             extra: Map::new(),
-        })
+        }))
     }
 
     /// Builds a `session_info` entry naming the session, child of the leaf.
     pub fn new_session_info(&self, name: &str) -> Entry {
-        Entry::SessionInfo(SessionInfoEntry {
+        Entry::SessionInfo(Box::new(SessionInfoEntry {
             id: self.fresh_id(),
             parent_id: self.leaf_id().map(str::to_string),
             timestamp: now_iso(),
             name: Some(name.trim().to_string()),
             extra: Map::new(),
-        })
+        }))
     }
 
     /// Builds a `custom` entry with `parent` as its parent.
     pub fn new_custom(&self, parent: Option<&str>, custom_type: &str, data: Value) -> Entry {
-        Entry::Custom(CustomEntry {
+        Entry::Custom(Box::new(CustomEntry {
             custom_type: custom_type.to_string(),
             data: Some(data),
             id: self.fresh_id(),
             parent_id: parent.map(str::to_string),
             timestamp: now_iso(),
             extra: Map::new(),
+        }))
+    }
+
+    /// Appends the entries `build` makes, under the file's exclusive lock.
+    ///
+    /// `build` runs with the lock held, on this session brought up to date
+    /// with everything other processes appended, so the parent it picks (the
+    /// leaf, a branch target) is current; an empty result writes nothing.
+    /// A file still in an old format version is first migrated on disk
+    /// (see [`Session::migrate_on_disk`]). `durable` adds an fsync. Returns
+    /// what was written; it is in memory too.
+    pub fn append_with<E>(
+        &mut self,
+        durable: bool,
+        build: impl FnOnce(&Session) -> Result<Vec<Entry>, E>,
+    ) -> Result<Vec<Entry>, AppendError<E>> {
+        let mut f = self.lock_and_catch_up()?;
+        if let Some(from) = self.migrated_from {
+            self.migrate_locked(from)?;
+            drop(f);
+            f = self.lock_and_catch_up()?;
+        }
+        let entries = build(self).map_err(AppendError::Refused)?;
+        if entries.is_empty() {
+            return Ok(entries);
+        }
+        // The file's size with the lock held, just before our write.
+        let size_before = f.metadata()?.len();
+        let mut buf = String::new();
+        let torn = self.missing_final_newline;
+        if torn {
+            buf.push('\n');
+        }
+        for e in &entries {
+            buf.push_str(&e.to_line());
+            buf.push('\n');
+        }
+        f.write_all(buf.as_bytes())?;
+        if durable {
+            f.sync_data()?;
+        }
+        let end = f.stream_position()?;
+        let d = self
+            .disk
+            .ok_or_else(|| io::Error::other("session copy lost track of its file"))?;
+        let first_line = d.newlines + 1 + usize::from(torn);
+        for (line, e) in (first_line..).zip(&entries) {
+            self.push_at(e.clone(), line);
+        }
+        self.missing_final_newline = false;
+        // Our bytes start after everything read (the unfinished line, if
+        // any, included). A writer that ignores the lock (an older tool) may
+        // have written meanwhile: then re-read the whole file next time.
+        self.disk = (end == size_before + buf.len() as u64).then_some(DiskState {
+            len: end,
+            newlines: d.newlines + usize::from(torn) + entries.len(),
+            ..d
+        });
+        Ok(entries)
+    }
+
+    /// Appends `entries` as a chain below the current leaf: under the lock,
+    /// the first one's parent becomes the leaf of the file at that moment,
+    /// each next one's parent the one before, and an id another writer took
+    /// meanwhile is drawn again. Returns the entries as written.
+    pub fn append_children(
+        &mut self,
+        entries: Vec<Entry>,
+        durable: bool,
+    ) -> io::Result<Vec<Entry>> {
+        let r = self.append_with(durable, |s: &Session| {
+            let mut leaf = s.leaf_id().map(str::to_string);
+            let mut out: Vec<Entry> = Vec::with_capacity(entries.len());
+            for mut e in entries {
+                let clash = |id: &str| s.has_id(id) || out.iter().any(|o| o.id() == id);
+                if e.id().is_empty() || clash(e.id()) {
+                    e.set_id(new_entry_id(clash));
+                }
+                e.set_parent_id(leaf.take());
+                leaf = Some(e.id().to_string());
+                out.push(e);
+            }
+            Ok::<_, io::Error>(out)
+        });
+        r.map_err(|e| match e {
+            AppendError::Io(e) | AppendError::Refused(e) => e,
         })
     }
 
-    /// Appends entries to the file (whole lines, locked) and to memory.
-    pub fn append(&mut self, entries: Vec<Entry>) -> std::io::Result<()> {
-        let lines: Vec<String> = entries.iter().map(Entry::to_line).collect();
-        append_lines(&self.path, &lines)?;
-        for e in entries {
-            self.push(e);
+    /// Rewrites a file that is in an old format version (`migrated_from`)
+    /// as the current version, under the lock, keeping the old file as
+    /// `<file>.v<N>.bak`. Damaged lines stay only in the backup. Returns the
+    /// backup's path, or `None` when the file was already current.
+    pub fn migrate_on_disk(&mut self) -> io::Result<Option<PathBuf>> {
+        let _f = self.lock_and_catch_up()?;
+        match self.migrated_from {
+            Some(from) => self.migrate_locked(from).map(Some),
+            None => Ok(None),
         }
+    }
+
+    /// The backup a migration from version `from` keeps.
+    pub fn migration_backup(&self, from: u64) -> PathBuf {
+        PathBuf::from(format!("{}.v{from}.bak", self.path.display()))
+    }
+
+    fn migrate_locked(&mut self, from: u64) -> io::Result<PathBuf> {
+        let backup = self.migration_backup(from);
+        if let Err(e) = std::fs::hard_link(&self.path, &backup) {
+            if e.kind() == io::ErrorKind::AlreadyExists {
+                return Err(io::Error::new(
+                    e.kind(),
+                    format!(
+                        "cannot keep the old file: {} already exists",
+                        backup.display()
+                    ),
+                ));
+            }
+            std::fs::copy(&self.path, &backup).map_err(|e| {
+                io::Error::new(
+                    e.kind(),
+                    format!("cannot keep the old file as {}: {e}", backup.display()),
+                )
+            })?;
+        }
+        write_atomic(&self.path, self.to_jsonl().as_bytes(), true)?;
+        self.migrated_from = None;
+        // The rewrite is a new file: read it afresh at the next append.
+        self.disk = None;
+        Ok(backup)
+    }
+
+    /// Locks the file and brings this copy up to date with it.
+    fn lock_and_catch_up(&mut self) -> io::Result<File> {
+        let mut f = lock_current(&self.path)?;
+        self.catch_up(&mut f)?;
+        Ok(f)
+    }
+
+    /// Reads what was appended to the (locked) file since this copy was
+    /// read; re-reads it whole when it is another file now, got shorter, or
+    /// was never read.
+    fn catch_up(&mut self, f: &mut File) -> io::Result<()> {
+        let meta = f.metadata()?;
+        let d = match self.disk {
+            Some(d) if (d.dev, d.ino) == (meta.dev(), meta.ino()) && meta.len() >= d.len => d,
+            _ => {
+                let fresh = Session::load_from(&self.path, f)
+                    .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e.to_string()))?;
+                *self = fresh;
+                return Ok(());
+            }
+        };
+        if meta.len() == d.len {
+            self.missing_final_newline = false;
+            return Ok(());
+        }
+        let mut tail = Vec::with_capacity((meta.len() - d.len) as usize);
+        f.seek(SeekFrom::Start(d.len))?;
+        Read::by_ref(f)
+            .take(meta.len() - d.len)
+            .read_to_end(&mut tail)?;
+        let complete = memchr::memrchr(b'\n', &tail).map_or(0, |i| i + 1);
+        self.ingest_tail(&tail, d.newlines + 1);
+        self.disk = Some(DiskState {
+            len: d.len + complete as u64,
+            newlines: d.newlines + memchr::memchr_iter(b'\n', &tail).count(),
+            ..d
+        });
         Ok(())
     }
 }
@@ -135,16 +348,158 @@ impl Session {
 mod tests {
     use super::*;
 
+    const HDR: &str = r#"{"type":"session","version":3,"id":"s1","timestamp":"2026-01-01T00:00:00.000Z","cwd":"/p"}"#;
+
+    fn label_line(id: &str, parent: &str) -> String {
+        format!(
+            r#"{{"type":"label","id":"{id}","parentId":"{parent}","timestamp":"t","targetId":"a","label":"x"}}"#
+        )
+    }
+
     #[test]
     fn append_after_truncated_line_starts_a_new_line() {
         let dir = tempfile::tempdir().unwrap();
         let p = dir.path().join("s.jsonl");
-        std::fs::write(&p, "{\"a\":1}\n{\"trunc").unwrap();
-        append_lines(&p, &["{\"b\":2}".to_string()]).unwrap();
-        assert_eq!(
-            std::fs::read_to_string(&p).unwrap(),
-            "{\"a\":1}\n{\"trunc\n{\"b\":2}\n"
+        let a = r#"{"type":"session_info","id":"a","parentId":null,"timestamp":"t","name":"n"}"#;
+        std::fs::write(&p, format!("{HDR}\n{a}\n{{\"trunc")).unwrap();
+        let mut s = Session::load(&p).unwrap();
+        let e = s.new_label("a", Some("x".into()));
+        s.append_children(vec![e.clone()], false).unwrap();
+        let text = std::fs::read_to_string(&p).unwrap();
+        assert_eq!(text, format!("{HDR}\n{a}\n{{\"trunc\n{}\n", e.to_line()));
+        assert_eq!(s.lines.last(), Some(&4));
+        assert_eq!(Session::load(&p).unwrap().lines.last(), Some(&4));
+    }
+
+    #[test]
+    fn appends_see_what_others_wrote_meanwhile() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("s.jsonl");
+        let a = r#"{"type":"session_info","id":"a","parentId":null,"timestamp":"t","name":"n"}"#;
+        std::fs::write(&p, format!("{HDR}\n{a}\n")).unwrap();
+        let mut mine = Session::load(&p).unwrap();
+        // Another writer appends two entries after we loaded.
+        let mut other = Session::load(&p).unwrap();
+        let b = other.new_label("a", Some("b".into()));
+        other.append_children(vec![b.clone()], false).unwrap();
+        let c = other.new_label("a", Some("c".into()));
+        other.append_children(vec![c.clone()], false).unwrap();
+        // Our entry, built against our stale copy, still lands on the real leaf.
+        let stale = mine.new_label("a", Some("mine".into()));
+        assert_eq!(stale.parent_id(), Some("a"));
+        let written = mine.append_children(vec![stale], false).unwrap();
+        assert_eq!(written[0].parent_id(), Some(c.id()));
+        assert_eq!(mine.entries.len(), 4);
+        assert_eq!(mine.lines, vec![2, 3, 4, 5]);
+        let fresh = Session::load(&p).unwrap();
+        assert_eq!(fresh.leaf_id(), Some(written[0].id()));
+        assert!(fresh.diagnostics.is_empty(), "{:?}", fresh.diagnostics);
+        // A chain of our own stays a chain.
+        let x = mine.new_label("a", None);
+        let y = mine.new_label("a", Some("y".into()));
+        let w = mine.append_children(vec![x, y], false).unwrap();
+        assert_eq!(w[0].parent_id(), Some(written[0].id()));
+        assert_eq!(w[1].parent_id(), Some(w[0].id()));
+    }
+
+    #[test]
+    fn a_line_seen_half_written_is_read_again_once_finished() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("s.jsonl");
+        let b = label_line("b", "a");
+        let (head, rest) = b.split_at(20);
+        std::fs::write(&p, format!("{HDR}\n{}\n{head}", label_line("a", "r"))).unwrap();
+        // Loaded while another writer was mid-line…
+        let mut s = Session::load(&p).unwrap();
+        assert_eq!(s.entries.len(), 1);
+        // …which then finished it.
+        std::fs::OpenOptions::new()
+            .append(true)
+            .open(&p)
+            .unwrap()
+            .write_all(format!("{rest}\n").as_bytes())
+            .unwrap();
+        let w = s
+            .append_children(vec![s.new_label("a", Some("c".into()))], false)
+            .unwrap();
+        assert_eq!(w[0].parent_id(), Some("b"), "the finished line is an entry");
+        let fresh = Session::load(&p).unwrap();
+        assert_eq!(fresh.entries.len(), 3);
+        assert_eq!(fresh.diagnostics.len(), 1, "only a's dangling parent r");
+    }
+
+    #[test]
+    fn a_replaced_file_is_read_again_and_builders_see_the_current_leaf() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("s.jsonl");
+        std::fs::write(&p, format!("{HDR}\n{}\n", label_line("a", "r"))).unwrap();
+        let mut s = Session::load(&p).unwrap();
+        write_atomic(
+            &p,
+            format!(
+                "{HDR}\n{}\n{}\n",
+                label_line("a", "r"),
+                label_line("z", "a")
+            )
+            .as_bytes(),
+            true,
+        )
+        .unwrap();
+        let got = s
+            .append_with(false, |s: &Session| {
+                Ok::<_, String>(vec![s.new_custom(s.leaf_id(), "t", Value::Null)])
+            })
+            .unwrap();
+        assert_eq!(got[0].parent_id(), Some("z"));
+        let none = s
+            .append_with(false, |_| Ok::<_, String>(Vec::new()))
+            .unwrap();
+        assert!(none.is_empty());
+        let refused = s.append_with(false, |_| Err::<Vec<Entry>, _>("no"));
+        assert!(matches!(refused, Err(AppendError::Refused("no"))));
+        assert_eq!(Session::load(&p).unwrap().entries.len(), 3);
+    }
+
+    #[test]
+    fn old_versions_are_migrated_before_an_append_and_the_old_file_kept() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("v1.jsonl");
+        let v1 = concat!(
+            r#"{"type":"session","id":"s","timestamp":"t","cwd":"/p"}"#,
+            "\n",
+            r#"{"type":"message","timestamp":"t","message":{"role":"user","content":"a","timestamp":1}}"#,
+            "\n"
         );
+        std::fs::write(&p, v1).unwrap();
+        let mut s = Session::load(&p).unwrap();
+        let first = s.entries[0].id().to_string();
+        let e = s.new_label(&first, Some("x".into()));
+        s.append_children(vec![e], false).unwrap();
+        assert_eq!(
+            std::fs::read_to_string(dir.path().join("v1.jsonl.v1.bak")).unwrap(),
+            v1
+        );
+        let after = Session::load(&p).unwrap();
+        assert_eq!(after.migrated_from, None);
+        assert_eq!(after.entries[0].id(), first, "the id show printed is kept");
+        assert_eq!(after.entries.len(), 2);
+        assert!(after.labels().contains_key(&first));
+    }
+
+    #[test]
+    fn new_files_appear_whole_and_only_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("sub/n.jsonl");
+        create_new_file(&p, b"one\n").unwrap();
+        let e = create_new_file(&p, b"two\n").unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::AlreadyExists);
+        assert_eq!(std::fs::read(&p).unwrap(), b"one\n");
+        let leftovers: Vec<_> = std::fs::read_dir(p.parent().unwrap())
+            .unwrap()
+            .flatten()
+            .map(|e| e.file_name())
+            .collect();
+        assert_eq!(leftovers.len(), 1, "{leftovers:?}");
     }
 
     #[test]
