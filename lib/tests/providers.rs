@@ -1563,3 +1563,48 @@ async fn golden_openai_chat_streams() {
     }
     assert!(saw_tools >= 2, "the recordings include parallel tool calls");
 }
+
+#[tokio::test]
+async fn served_model_is_recorded_after_the_response_id_where_pi_records_it() {
+    // pi 1.6.0 writes `responseModel` (right after `responseId`) for
+    // Chat Completions and Anthropic when the server names another model
+    // than the one asked for; for Responses and Google it writes none.
+    let cc = |model: &str| {
+        format!(
+            "data: {{\"id\":\"c1\",\"model\":\"{model}\",\"choices\":[{{\"index\":0,\"delta\":{{\"content\":\"Hi\"}},\"finish_reason\":\"stop\"}}]}}\n\ndata: [DONE]\n\n"
+        )
+    };
+    let an = |model: &str| {
+        format!(
+            "event: message_start\ndata: {{\"type\":\"message_start\",\"message\":{{\"id\":\"m1\",\"model\":\"{model}\",\"usage\":{{\"input_tokens\":5,\"output_tokens\":1}}}}}}\n\nevent: content_block_start\ndata: {{\"type\":\"content_block_start\",\"index\":0,\"content_block\":{{\"type\":\"text\",\"text\":\"\"}}}}\n\nevent: content_block_delta\ndata: {{\"type\":\"content_block_delta\",\"index\":0,\"delta\":{{\"type\":\"text_delta\",\"text\":\"Hi\"}}}}\n\nevent: content_block_stop\ndata: {{\"type\":\"content_block_stop\",\"index\":0}}\n\nevent: message_delta\ndata: {{\"type\":\"message_delta\",\"delta\":{{\"stop_reason\":\"end_turn\"}},\"usage\":{{\"output_tokens\":2}}}}\n\nevent: message_stop\ndata: {{\"type\":\"message_stop\"}}\n\n"
+        )
+    };
+    let rs = "event: response.created\ndata: {\"type\":\"response.created\",\"response\":{\"id\":\"r1\",\"model\":\"other\",\"status\":\"in_progress\"}}\n\nevent: response.completed\ndata: {\"type\":\"response.completed\",\"response\":{\"id\":\"r1\",\"model\":\"other\",\"status\":\"completed\",\"usage\":{\"input_tokens\":5,\"output_tokens\":2,\"total_tokens\":7}}}\n\n";
+    let gm = "data: {\"candidates\":[{\"content\":{\"parts\":[{\"text\":\"Hi\"}],\"role\":\"model\"},\"finishReason\":\"STOP\",\"index\":0}],\"modelVersion\":\"other\",\"responseId\":\"g1\"}\r\n\r\n";
+    for (api, body, served) in [
+        ("openai-completions", cc("other"), Some("other")),
+        ("openai-completions", cc("asked"), None),
+        ("anthropic-messages", an("other"), Some("other")),
+        ("anthropic-messages", an("asked"), None),
+        ("openai-responses", rs.to_string(), None),
+        ("google-generative-ai", gm.to_string(), None),
+    ] {
+        let (m, _, _) = replay(api, "asked", [0.0; 4], sse(&body)).await;
+        assert_eq!(m.stop_reason, "stop", "{api}: {:?}", m.error_message);
+        assert!(m.extra.contains_key("responseId"), "{api}");
+        assert_eq!(
+            m.extra.get("responseModel").and_then(Value::as_str),
+            served,
+            "{api}"
+        );
+        if served.is_some() {
+            let keys: Vec<&String> = m.extra.keys().collect();
+            let at = keys.iter().position(|k| *k == "responseId");
+            assert_eq!(
+                keys.get(at.map_or(0, |i| i + 1)).map(|k| k.as_str()),
+                Some("responseModel"),
+                "{api}: {keys:?}"
+            );
+        }
+    }
+}

@@ -397,9 +397,10 @@ async fn read_stream(mut stream: sse::SseStream, mut out: Out<'_>) -> Streamed {
         let idx = data.get("index").and_then(Value::as_u64);
         match kind.as_str() {
             "message_start" => {
-                if let Some(id) = data.pointer("/message/id").and_then(Value::as_str) {
-                    out.msg.extra.insert("responseId".into(), id.into());
-                }
+                out.set_response(
+                    data.pointer("/message/id").and_then(Value::as_str),
+                    data.pointer("/message/model").and_then(Value::as_str),
+                );
                 if let Some(u) = data.pointer("/message/usage") {
                     merge_usage(&mut usage, u);
                     out.set_usage(usage[0], usage[1], usage[2], usage[3], usage.iter().sum());

@@ -302,9 +302,8 @@ async fn read_stream(mut stream: sse::SseStream, mut out: Out<'_>) -> Streamed {
                 None => Failure::Error(msg),
             });
         }
-        if let Some(id) = chunk.get("responseId").and_then(Value::as_str) {
-            out.msg.extra.insert("responseId".into(), id.into());
-        }
+        // pi 1.6.0 records no responseModel (modelVersion) for this API.
+        out.set_response(chunk.get("responseId").and_then(Value::as_str), None);
         if let Some(u) = chunk.get("usageMetadata").filter(|u| u.is_object()) {
             let get = |k: &str| u.get(k).and_then(Value::as_u64).unwrap_or(0);
             let cached = get("cachedContentTokenCount");

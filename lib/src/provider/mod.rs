@@ -487,6 +487,23 @@ impl<'a> Out<'a> {
         self.emit(ev);
     }
 
+    /// Records the provider's response id and, when it differs from the
+    /// model asked for, the model that answered (`responseModel`, right
+    /// after `responseId`, as pi 1.6.0 writes it: e.g. a router or proxy
+    /// serving another model). Either may be absent from a chunk.
+    pub fn set_response(&mut self, id: Option<&str>, model: Option<&str>) {
+        let extra = &mut self.msg.extra;
+        if let Some(id) = id {
+            extra.insert("responseId".into(), id.into());
+        }
+        if let Some(m) = model.filter(|m| !m.is_empty() && *m != self.msg.model) {
+            if extra.get("responseModel").and_then(Value::as_str) != Some(m) {
+                extra.shift_remove("responseModel");
+                extra.insert("responseModel".into(), m.into());
+            }
+        }
+    }
+
     /// Sets the token counts and recomputes the cost.
     pub fn set_usage(
         &mut self,

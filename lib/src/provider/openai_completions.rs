@@ -476,11 +476,11 @@ async fn read_stream(mut stream: sse::SseStream, mut out: Out<'_>, model: &Model
             }
             return out.fail(Failure::Error(msg));
         }
-        if let Some(id) = chunk.get("id").and_then(Value::as_str) {
-            if !out.msg.extra.contains_key("responseId") {
-                out.msg.extra.insert("responseId".into(), id.into());
-            }
-        }
+        let id = chunk
+            .get("id")
+            .and_then(Value::as_str)
+            .filter(|_| !out.msg.extra.contains_key("responseId"));
+        out.set_response(id, chunk.get("model").and_then(Value::as_str));
         let usage = chunk
             .get("usage")
             .filter(|u| u.is_object())

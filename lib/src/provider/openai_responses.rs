@@ -294,9 +294,8 @@ async fn read_stream(mut stream: sse::SseStream, mut out: Out<'_>) -> Streamed {
         let current = items.get(&oi).copied();
         match kind.as_str() {
             "response.created" => {
-                if let Some(id) = data.pointer("/response/id").and_then(Value::as_str) {
-                    out.msg.extra.insert("responseId".into(), id.into());
-                }
+                // pi 1.6.0 records no responseModel for this API.
+                out.set_response(data.pointer("/response/id").and_then(Value::as_str), None);
             }
             "response.output_item.added" => {
                 let item = &data["item"];
@@ -391,9 +390,7 @@ async fn read_stream(mut stream: sse::SseStream, mut out: Out<'_>) -> Streamed {
             }
             "response.completed" | "response.incomplete" | "response.failed" => {
                 let resp = &data["response"];
-                if let Some(id) = resp.get("id").and_then(Value::as_str) {
-                    out.msg.extra.insert("responseId".into(), id.into());
-                }
+                out.set_response(resp.get("id").and_then(Value::as_str), None);
                 if let Some(u) = resp.get("usage").filter(|u| u.is_object()) {
                     let get = |p: &str| u.pointer(p).and_then(Value::as_u64).unwrap_or(0);
                     let cached = get("/input_tokens_details/cached_tokens");
