@@ -718,7 +718,7 @@ async fn anthropic_thinking_text_tool_6_3() {
     assert_eq!(m.stop_reason, "toolUse");
     assert_eq!(usage(&m), [512, 96, 2048, 0, 2656]);
     approx(m.usage.cost.total.as_f64(), 0.0035904);
-    assert_eq!(cap.request_line, "POST /v1/messages HTTP/1.1");
+    assert_eq!(cap.request_line, "POST /v1/messages?beta=true HTTP/1.1");
     assert_eq!(cap.header("x-api-key"), Some("sk-test"));
     assert_eq!(cap.header("anthropic-version"), Some("2023-06-01"));
     // pi 1.6.0: tool input streams via `eager_input_streaming` on each
@@ -1606,5 +1606,26 @@ async fn served_model_is_recorded_after_the_response_id_where_pi_records_it() {
                 "{api}: {keys:?}"
             );
         }
+    }
+}
+
+#[tokio::test]
+async fn the_session_is_named_in_headers_on_responses_only() {
+    // pi 1.6.0 sends `session-id` and `x-client-request-id` (the session
+    // id) to the Responses API; Chat Completions and Anthropic get neither.
+    for api in [
+        "openai-responses",
+        "openai-completions",
+        "anthropic-messages",
+    ] {
+        let (base, log) = serve(sse(&text_stream(api))).await;
+        let mut req = request(model(api, &base, "m", [0.0; 4]));
+        req.session_id = Some("sess-1".into());
+        let _ = run(req).await;
+        let cap = log.lock().unwrap().first().cloned().unwrap_or_default();
+        let want = (api == "openai-responses").then_some("sess-1");
+        assert_eq!(cap.header("session-id"), want, "{api}");
+        assert_eq!(cap.header("x-client-request-id"), want, "{api}");
+        assert!(!cap.request_line.is_empty(), "{api}: no request seen");
     }
 }

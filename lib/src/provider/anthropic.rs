@@ -26,7 +26,8 @@ pub async fn stream(req: Request, on_event: EventSink<'_>) -> Streamed {
     out.start();
     let body = build_body(&req);
     let call = HttpCall {
-        url: join_url(&req.model.base_url, "/v1/messages"),
+        // pi 1.6.0 posts to the beta endpoint on every Anthropic request.
+        url: join_url(&req.model.base_url, "/v1/messages?beta=true"),
         headers: headers(&req),
         body: &body,
         idle_timeout: req.idle_timeout,

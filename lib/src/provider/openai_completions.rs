@@ -24,7 +24,7 @@ use crate::format::{AgentMessage, ContentBlock};
 pub async fn stream(req: Request, on_event: EventSink<'_>) -> Streamed {
     let out = Out::new(&req.model, on_event);
     let body = build_body(&req);
-    let stream = match sse::open_openai(&req, "/chat/completions", &body).await {
+    let stream = match sse::open_openai(&req, "/chat/completions", &body, Vec::new()).await {
         Ok(s) => s,
         Err(f) => return out.fail(f),
     };

@@ -22,7 +22,18 @@ use crate::format::{AgentMessage, ContentBlock};
 pub async fn stream(req: Request, on_event: EventSink<'_>) -> Streamed {
     let out = Out::new(&req.model, on_event);
     let body = build_body(&req);
-    let stream = match sse::open_openai(&req, "/responses", &body).await {
+    // pi 1.6.0 names the session in two headers on this API only.
+    let session: Vec<(String, String)> = req
+        .session_id
+        .iter()
+        .flat_map(|sid| {
+            [
+                ("session-id".to_string(), sid.clone()),
+                ("x-client-request-id".to_string(), sid.clone()),
+            ]
+        })
+        .collect();
+    let stream = match sse::open_openai(&req, "/responses", &body, session).await {
         Ok(s) => s,
         Err(f) => return out.fail(f),
     };

@@ -354,11 +354,13 @@ pub async fn open_openai(
     req: &super::Request,
     path: &str,
     body: &Value,
+    api_headers: Vec<(String, String)>,
 ) -> Result<SseStream, Failure> {
     let mut headers = vec![("content-type".to_string(), "application/json".to_string())];
     if let Some(k) = &req.api_key {
         headers.push(("authorization".into(), format!("Bearer {k}")));
     }
+    headers.extend(api_headers);
     headers.extend(super::model_and_call_headers(req));
     open(HttpCall {
         url: super::join_url(&req.model.base_url, path),
