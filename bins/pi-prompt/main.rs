@@ -74,11 +74,11 @@ struct Common {
     tool_args: pi_lib::cli::ToolArgs,
     #[command(flatten)]
     resource_args: pi_lib::cli::ResourceArgs,
-    /// Replace the default system prompt (text).
-    #[arg(long, value_name = "TEXT", global = true)]
+    /// Replace the default system prompt (text, or a file path).
+    #[arg(long, value_name = "TEXT", global = true, allow_hyphen_values = true)]
     system_prompt: Option<String>,
-    /// Append to the system prompt (repeatable).
-    #[arg(long, value_name = "TEXT", global = true)]
+    /// Append to the system prompt (text or file path; repeatable).
+    #[arg(long, value_name = "TEXT", global = true, allow_hyphen_values = true)]
     append_system_prompt: Vec<String>,
     /// Ignore stdin even when piped; discover resources here.
     #[arg(long, global = true)]

@@ -212,8 +212,9 @@ pub struct Cli {
 
     /// Give up on a model response after this many seconds without data;
     /// the attempt is retried like a dropped connection (settings `retry`).
-    #[arg(long, value_name = "SECS", default_value_t = 120)]
-    pub idle_timeout: u64,
+    /// Default: settings `httpIdleTimeoutMs` (300 s, as pi); 0 disables.
+    #[arg(long, value_name = "SECS")]
+    pub idle_timeout: Option<u64>,
 
     /// Print the version.
     #[arg(short = 'v', long, action = clap::ArgAction::Version)]

@@ -40,17 +40,6 @@ fn main() {
     std::process::exit(code);
 }
 
-/// Reads a prompt flag value: a path to an existing file means its
-/// contents, anything else is the text itself.
-fn text_or_file(v: &str, cwd: &std::path::Path) -> Result<String, CliError> {
-    let p = cwd.join(v);
-    if !v.contains('\n') && v.len() < 4096 && p.is_file() {
-        return pi_lib::resources::text::read(&p)
-            .map_err(|e| CliError::input(format!("{}: {e}", p.display())));
-    }
-    Ok(v.to_string())
-}
-
 /// Sections from `--system-from`: `pi-prompt system` JSONL, or plain text
 /// as the whole prompt.
 fn sections_from(src: &str) -> Result<Vec<(String, String)>, CliError> {
@@ -226,19 +215,11 @@ fn run(cli: Cli) -> Result<i32, CliError> {
     } else if let Some(src) = &cli.system_from {
         sections_from(src)?
     } else {
-        let mut append = Vec::new();
-        for a in &cli.append_system_prompt {
-            append.push(text_or_file(a, &cwd)?);
-        }
         let plan = PlanOptions {
             cwd: cwd.display().to_string(),
             tools: pi_lib::agent::prompt_tools(&tools),
-            system_prompt: cli
-                .system_prompt
-                .as_deref()
-                .map(|p| text_or_file(p, &cwd))
-                .transpose()?,
-            append,
+            system_prompt: cli.system_prompt.clone(),
+            append: cli.append_system_prompt.clone(),
             docs: Some(toolkit_docs()),
             chat_only,
         };
@@ -274,7 +255,13 @@ fn run(cli: Cli) -> Result<i32, CliError> {
         sections,
         forced_prompt: None,
         max_turns: cli.max_turns,
-        idle_timeout: Duration::from_secs(cli.idle_timeout.max(1)),
+        idle_timeout: match cli.idle_timeout {
+            Some(0) => None,
+            Some(secs) => Some(Duration::from_secs(secs)),
+            None => settings.http_idle_timeout(),
+        }
+        // No limit: a deadline no response outlives.
+        .unwrap_or(Duration::MAX),
         auto_resize_images: settings.auto_resize_images(),
         retry: settings.retry(),
     };

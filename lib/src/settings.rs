@@ -125,6 +125,24 @@ impl Settings {
         r
     }
 
+    /// `httpIdleTimeoutMs`: how long a model response may send nothing
+    /// before the attempt fails (pi's default 300 000 ms). `0` or
+    /// `"disabled"` turns the limit off (`None`); a value of another type
+    /// is ignored, as pi ignores it.
+    pub fn http_idle_timeout(&self) -> Option<std::time::Duration> {
+        const DEFAULT_MS: u64 = 300_000;
+        let ms = match self.values.get("httpIdleTimeoutMs") {
+            Some(Value::String(s)) if s == "disabled" => return None,
+            Some(Value::Number(n)) => match n.as_f64() {
+                Some(0.0) => return None,
+                Some(v) if v.is_finite() && v > 0.0 => v.min(u64::MAX as f64) as u64,
+                _ => DEFAULT_MS,
+            },
+            _ => DEFAULT_MS,
+        };
+        Some(std::time::Duration::from_millis(ms.max(1)))
+    }
+
     /// `images.autoResize` (default true).
     pub fn auto_resize_images(&self) -> bool {
         self.values
@@ -151,6 +169,24 @@ fn is_tool_delta(v: &Value) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn http_idle_timeout_default_disabled_and_ignored_values() {
+        use std::time::Duration;
+        let with = |v: Value| {
+            let mut values = Map::new();
+            values.insert("httpIdleTimeoutMs".into(), v);
+            Settings { values }.http_idle_timeout()
+        };
+        let none = Settings { values: Map::new() };
+        assert_eq!(none.http_idle_timeout(), Some(Duration::from_secs(300)));
+        assert_eq!(with(1500.into()), Some(Duration::from_millis(1500)));
+        assert_eq!(with(0.into()), None);
+        assert_eq!(with("disabled".into()), None);
+        assert_eq!(with((-5).into()), Some(Duration::from_secs(300)));
+        assert_eq!(with("10".into()), Some(Duration::from_secs(300)));
+        assert_eq!(with(1e300.into()), Some(Duration::from_millis(u64::MAX)));
+    }
 
     #[test]
     fn malformed_names_file_line_column() {

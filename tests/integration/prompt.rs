@@ -548,3 +548,41 @@ fn a_session_pin_wins_over_requested_tools() {
     );
     assert_eq!(request(&server, 1).1, ["read", "ls"]);
 }
+
+#[test]
+fn prompt_flag_files_give_the_same_prompt_in_pi_prompt_and_pi_run() {
+    // `--system-prompt` / `--append-system-prompt` take text or a file
+    // path in both binaries (one library function decides).
+    let sb = Sandbox::new();
+    let server = ScriptServer::start(vec![Reply::Sse(sse_text("ok"))]);
+    server.configure(&sb.agent());
+    write(&sb.cwd().join("sp.md"), "System from a file.\n");
+    write(&sb.cwd().join("ap.md"), "Appended from a file.\n");
+    let flags = [
+        "--system-prompt",
+        "sp.md",
+        "--append-system-prompt",
+        "ap.md",
+        "--append-system-prompt",
+        "-inline text",
+    ];
+    let direct = sb
+        .cmd("pi-prompt")
+        .args(["system", "--no-stdin", "--format", "text"])
+        .args(flags)
+        .output()
+        .unwrap();
+    let text = ok(&direct);
+    assert!(text.contains("System from a file."), "{text}");
+    assert!(text.contains("Appended from a file."), "{text}");
+    assert!(text.contains("-inline text"), "{text}");
+    assert!(!text.contains("sp.md"), "{text}");
+    ok(&sb
+        .cmd("pi-run")
+        .args(flags)
+        .args(["--no-session", "-p", "task"])
+        .output()
+        .unwrap());
+    let (sys, _) = request(&server, 0);
+    assert_eq!(format!("{sys}\n"), text);
+}

@@ -272,6 +272,56 @@ fn stalled_server_times_out() {
 }
 
 #[test]
+fn unknown_thinking_level_is_a_warning_as_in_pi() {
+    // pi 1.6.0: `Warning: Invalid thinking level "bogus". Valid values: …`,
+    // the run goes on at the default level (exit 0).
+    let sb = Sandbox::new();
+    let server = ScriptServer::start(vec![Reply::Sse(sse_text("ok"))]);
+    server.configure(&sb.agent());
+    let out = sb
+        .cmd("pi-run")
+        .args(["--thinking", "bogus", "-p", "hi"])
+        .output()
+        .unwrap();
+    assert_eq!(ok(&out), "ok\n");
+    assert!(
+        stderr(&out).contains("warning: Invalid thinking level \"bogus\". Valid values: off, minimal, low, medium, high, xhigh, max"),
+        "{}",
+        stderr(&out)
+    );
+}
+
+#[test]
+fn settings_http_idle_timeout_sets_the_stall_limit() {
+    // pi 1.6.0's `httpIdleTimeoutMs`; `--idle-timeout` still wins.
+    let sb = Sandbox::new();
+    let server = ScriptServer::start(vec![Reply::Stall, Reply::Stall]);
+    server.configure(&sb.agent());
+    std::fs::write(
+        sb.agent().join("settings.json"),
+        r#"{"defaultProvider":"mock","defaultModel":"mock-model","httpIdleTimeoutMs":700,"retry":{"enabled":false}}"#,
+    )
+    .unwrap();
+    let out = sb.cmd("pi-run").args(["-p", "hi"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        stderr(&out).contains("no data received for 700ms"),
+        "{}",
+        stderr(&out)
+    );
+    let out = sb
+        .cmd("pi-run")
+        .args(["--idle-timeout", "1", "-p", "hi"])
+        .output()
+        .unwrap();
+    assert!(
+        stderr(&out).contains("no data received for 1s"),
+        "{}",
+        stderr(&out)
+    );
+}
+
+#[test]
 fn invalid_tool_arguments_go_back_to_the_model() {
     let sb = Sandbox::new();
     let server = ScriptServer::start(vec![

@@ -23,9 +23,11 @@ pub struct PlanOptions {
     pub cwd: String,
     /// Active tools (for the tools, rules and skills sections).
     pub tools: Vec<PromptTool>,
-    /// `--system-prompt` text (replaces SYSTEM.md).
+    /// `--system-prompt` as given (replaces SYSTEM.md): text, or the path
+    /// of a file (relative to `cwd`) whose contents are the text.
     pub system_prompt: Option<String>,
-    /// `--append-system-prompt` texts (replace APPEND_SYSTEM.md).
+    /// `--append-system-prompt` values as given (replace APPEND_SYSTEM.md),
+    /// each text or a file path like `system_prompt`.
     pub append: Vec<String>,
     /// The docs section body.
     pub docs: Option<String>,
@@ -63,6 +65,17 @@ fn read(path: &Path) -> Result<String, String> {
     crate::resources::text::read(path).map_err(|e| format!("{}: {e}", path.display()))
 }
 
+/// A prompt flag's value, as pi reads it: the path of an existing file
+/// (relative to `cwd`) means the file's contents; anything else (several
+/// lines, very long, no such file) is the text itself.
+pub fn text_or_file(value: &str, cwd: &Path) -> Result<String, String> {
+    let p = cwd.join(value);
+    if !value.contains('\n') && value.len() < 4096 && p.is_file() {
+        return read(&p);
+    }
+    Ok(value.to_string())
+}
+
 /// The desired sections, in order. Errors name an unreadable prompt file.
 pub fn plan_sections(
     opts: &PlanOptions,
@@ -78,7 +91,7 @@ pub fn plan_sections(
         });
     }
     let custom_prompt = match (&opts.system_prompt, &resources.system_prompt) {
-        (Some(p), _) => Some(p.clone()),
+        (Some(p), _) => Some(text_or_file(p, Path::new(&opts.cwd))?),
         (None, Some(f)) => Some(read(&f.path)?),
         (None, None) => None,
     };
@@ -89,7 +102,10 @@ pub fn plan_sections(
             .map(|f| read(&f.path))
             .collect::<Result<Vec<_>, _>>()?
     } else {
-        opts.append.clone()
+        opts.append
+            .iter()
+            .map(|a| text_or_file(a, Path::new(&opts.cwd)))
+            .collect::<Result<Vec<_>, _>>()?
     };
     let names: Vec<&str> = opts.tools.iter().map(|t| t.name.as_str()).collect();
     let visible: Vec<Skill> = resources.skills.clone();
