@@ -97,15 +97,41 @@ pub fn fork(s: &Session, at: Option<&str>, format: Option<OutputFormat>) -> Resu
     };
     // Copy the path without its label entries (re-linked), then re-create
     // the labels of the kept entries at the end, as pi's /fork does.
-    let mut kept: Vec<Entry> = Vec::new();
-    for i in s.path_to(&at_id) {
-        let e = &s.entries[i];
-        if matches!(e, Entry::Label(_)) {
-            continue;
+    // Each kept entry is copied from its stored line, with only `parentId`
+    // changed: fields pi left out stay out, unknown ones stay where they are.
+    let path_ix: Vec<usize> = s
+        .path_to(&at_id)
+        .into_iter()
+        .filter(|&i| !matches!(s.entries[i], Entry::Label(_)))
+        .collect();
+    let wanted: HashSet<usize> = path_ix.iter().copied().collect();
+    let mut stored: std::collections::HashMap<usize, String> = Default::default();
+    pi_lib::session::stored::for_each_line(s, |l| {
+        if let pi_lib::session::stored::Line::Entry(i, t) = l {
+            if wanted.contains(&i) {
+                stored.insert(i, t);
+            }
         }
-        let mut e = e.clone();
-        e.set_parent_id(kept.last().map(|p: &Entry| p.id().to_string()));
+        Ok::<(), std::convert::Infallible>(())
+    })
+    .ok();
+    let mut kept: Vec<Entry> = Vec::new();
+    let mut kept_lines: Vec<String> = Vec::new();
+    for i in path_ix {
+        let mut e = s.entries[i].clone();
+        let parent = kept.last().map(|p: &Entry| p.id().to_string());
+        e.set_parent_id(parent.clone());
+        let line = stored
+            .remove(&i)
+            .and_then(|t| serde_json::from_str::<Value>(&t).ok())
+            .and_then(|mut v| {
+                let o = v.as_object_mut()?;
+                o.insert("parentId".into(), parent.map_or(Value::Null, Value::from));
+                Some(v.to_string())
+            })
+            .unwrap_or_else(|| e.to_line());
         kept.push(e);
+        kept_lines.push(line);
     }
     let mut taken: HashSet<String> = HashSet::new();
     let kept_ids: HashSet<String> = kept.iter().map(|e| e.id().to_string()).collect();
@@ -119,14 +145,16 @@ pub fn fork(s: &Session, at: Option<&str>, format: Option<OutputFormat>) -> Resu
         let id = new_entry_id(|id| s.has_id(id) || taken.contains(id));
         taken.insert(id.clone());
         let parent = kept.last().map(|p| p.id().to_string());
-        kept.push(Entry::Label(Box::new(pi_lib::format::entry::LabelEntry {
+        let label = Entry::Label(Box::new(pi_lib::format::entry::LabelEntry {
             id,
             parent_id: parent,
             timestamp: now_iso(),
             target_id: target,
             label: Some(text),
             extra: Map::new(),
-        })));
+        }));
+        kept_lines.push(label.to_line());
+        kept.push(label);
     }
     let id = new_session_id();
     let ts = now_iso();
@@ -144,8 +172,8 @@ pub fn fork(s: &Session, at: Option<&str>, format: Option<OutputFormat>) -> Resu
     let path = dir.join(session_file_name(&ts, &id));
     let mut text = header.to_line();
     text.push('\n');
-    for e in &kept {
-        text.push_str(&e.to_line());
+    for line in &kept_lines {
+        text.push_str(line);
         text.push('\n');
     }
     write_atomic(&path, text.as_bytes(), false)

@@ -82,15 +82,15 @@ pub fn describe(e: &Entry) -> String {
     }
 }
 
+use pi_lib::session::stored::Line;
+
 pub fn show(s: &Session, format: Option<OutputFormat>) -> Result<i32, CliError> {
     let mut out = Out::new();
     match resolve_format(format) {
-        OutputFormat::Jsonl => {
-            out.line(&s.header.to_line())?;
-            for e in &s.entries {
-                out.line(&e.to_line())?;
-            }
-        }
+        // Exactly as stored: the file's own lines, not a re-serialization.
+        OutputFormat::Jsonl => pi_lib::session::stored::for_each_line(s, |l| match l {
+            Line::Header(t) | Line::Entry(_, t) => out.line(&t),
+        })?,
         OutputFormat::Text => {
             out.line(&format!(
                 "session {}  v{}  cwd {}  created {}",

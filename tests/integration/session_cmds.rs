@@ -250,6 +250,36 @@ fn fork_at_entry_makes_a_child_session() {
 }
 
 #[test]
+fn show_and_fork_keep_entries_as_stored() {
+    // Fields pi left out stay out, unknown fields stay where they are:
+    // `show` prints the stored lines and `fork` copies them, changing only
+    // `parentId` (the label entry in the path is dropped and re-linked).
+    let sb = Sandbox::new();
+    let dir = sb.root().join("s");
+    std::fs::create_dir_all(&dir).unwrap();
+    let f = dir.join("s.jsonl");
+    let lines = [
+        r#"{"type":"session","version":3,"id":"s1","timestamp":"2026-01-01T00:00:00.000Z","cwd":"/w","zzz":1}"#,
+        r#"{"type":"message","id":"a1","parentId":null,"extraMid":{"k":1},"timestamp":"2026-01-01T00:00:01.000Z","message":{"role":"user","custom":"x","content":"hi","timestamp":1}}"#,
+        r#"{"type":"label","id":"l1","parentId":"a1","timestamp":"2026-01-01T00:00:01.500Z","targetId":"a1","label":"mark"}"#,
+        r#"{"type":"message","id":"a2","parentId":"l1","timestamp":"2026-01-01T00:00:02.000Z","message":{"role":"assistant","content":[{"type":"text","text":"yo","weird":true}],"model":"m","stopReason":"stop","timestamp":2}}"#,
+    ];
+    std::fs::write(&f, lines.join("\n") + "\n").unwrap();
+    let fs = f.display().to_string();
+    let shown = ok(&sb.session(&["show", &fs, "--format", "jsonl"]));
+    assert_eq!(shown, lines.join("\n") + "\n");
+    let rec = jsonl(&sb.session(&["fork", &fs]))[0].clone();
+    let text = std::fs::read_to_string(rec["path"].as_str().unwrap()).unwrap();
+    let forked: Vec<&str> = text.lines().collect();
+    assert_eq!(forked[1], lines[1]);
+    assert_eq!(
+        forked[2],
+        lines[3].replace(r#""parentId":"l1""#, r#""parentId":"a1""#)
+    );
+    assert!(forked[3].contains(r#""type":"label""#) && forked[3].contains(r#""label":"mark""#));
+}
+
+#[test]
 fn closed_stdout_ends_quietly() {
     let sb = Sandbox::new();
     let p = sb.root().join("big.jsonl");

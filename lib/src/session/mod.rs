@@ -10,6 +10,7 @@ pub mod load;
 pub mod resolve;
 pub mod stats;
 pub mod store;
+pub mod stored;
 pub mod tool_selection;
 pub mod tree;
 pub mod write;
