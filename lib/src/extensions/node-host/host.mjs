@@ -74,7 +74,8 @@ const rt = {
 	snapshot: {},
 	cache: {},
 	cached(key, fallback) {
-		return Object.prototype.hasOwnProperty.call(rt.cache, key) ? rt.cache[key] : fallback;
+		const v = Object.prototype.hasOwnProperty.call(rt.cache, key) ? rt.cache[key] : undefined;
+		return v === undefined || v === null ? fallback : v;
 	},
 	sessionName() {
 		if (Object.prototype.hasOwnProperty.call(rt.cache, "sessionName")) return rt.cache.sessionName;
@@ -379,6 +380,7 @@ function dispatch(rec) {
 
 const lines = createInterface({ input: process.stdin, crlfDelay: Infinity });
 let helloDone = Promise.resolve();
+let inflight = 0; // requests received and not yet answered (waiting for hello included)
 lines.on("line", (line) => {
 	if (!line.trim()) return;
 	let rec;
@@ -398,12 +400,13 @@ lines.on("line", (line) => {
 		dispatch(rec);
 		return;
 	}
-	helloDone.then(() => dispatch(rec));
+	inflight++;
+	helloDone.then(() => dispatch(rec)).finally(() => inflight--);
 });
 // stdin's end: finish what is running (at most 2 s), then exit.
 lines.on("close", () => {
-	if (!running.size) process.exit(0);
-	const t = setInterval(() => running.size || process.exit(0), 10);
+	if (!inflight) process.exit(0);
+	const t = setInterval(() => inflight || process.exit(0), 10);
 	setTimeout(() => process.exit(0), 2000).unref();
 	t.unref?.();
 });

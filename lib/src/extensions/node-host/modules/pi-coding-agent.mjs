@@ -233,25 +233,40 @@ export const ModelRegistry = unavailableClass(M, "ModelRegistry");
 export const AgentSession = unavailableClass(M, "AgentSession");
 export const createAgentSession = unavailableFn(M, "createAgentSession");
 export const createAgentSessionRuntime = unavailableFn(M, "createAgentSessionRuntime");
-export const createCodingTools = unavailableFn(M, "createCodingTools");
-export const createReadOnlyTools = unavailableFn(M, "createReadOnlyTools");
 export const createLocalBashOperations = unavailableFn(M, "createLocalBashOperations");
 export const copyToClipboard = unavailableFn(M, "copyToClipboard");
 export const resizeImage = unavailableFn(M, "resizeImage");
 export const formatReadLineRange = (start, end) => (end !== undefined && end !== start ? `${start}-${end}` : `${start}`);
-export const createBashTool = unavailableFn(M, "createBashTool");
-export const createBashToolDefinition = unavailableFn(M, "createBashToolDefinition");
-export const createReadTool = unavailableFn(M, "createReadTool");
-export const createReadToolDefinition = unavailableFn(M, "createReadToolDefinition");
-export const createEditTool = unavailableFn(M, "createEditTool");
-export const createEditToolDefinition = unavailableFn(M, "createEditToolDefinition");
-export const createWriteTool = unavailableFn(M, "createWriteTool");
-export const createWriteToolDefinition = unavailableFn(M, "createWriteToolDefinition");
-export const createGrepTool = unavailableFn(M, "createGrepTool");
-export const createGrepToolDefinition = unavailableFn(M, "createGrepToolDefinition");
-export const createFindTool = unavailableFn(M, "createFindTool");
-export const createFindToolDefinition = unavailableFn(M, "createFindToolDefinition");
-export const createLsTool = unavailableFn(M, "createLsTool");
-export const createLsToolDefinition = unavailableFn(M, "createLsToolDefinition");
+// The built-in tool factories give descriptors with pi's tool names (extensions read the names,
+// e.g. to offer them to a sub-agent); running one from inside the host is not available — the
+// toolkit runs the built-in tools itself.
+const BUILTIN = {
+	read: ["Read", "Read a file", { path: Type.String(), offset: Type.Optional(Type.Number()), limit: Type.Optional(Type.Number()) }],
+	bash: ["Bash", "Run a shell command", { command: Type.String(), timeout: Type.Optional(Type.Number()) }],
+	edit: ["Edit", "Edit a file by replacing exact text", { path: Type.String(), edits: Type.Array(Type.Object({ oldText: Type.String(), newText: Type.String() })) }],
+	write: ["Write", "Write a file", { path: Type.String(), content: Type.String() }],
+	grep: ["Grep", "Search file contents", { pattern: Type.String(), path: Type.Optional(Type.String()) }],
+	find: ["Find", "Find files by glob", { pattern: Type.String(), path: Type.Optional(Type.String()) }],
+	ls: ["Ls", "List a directory", { path: Type.Optional(Type.String()) }],
+};
+function builtinTool(name) {
+	const [label, description, props] = BUILTIN[name];
+	return {
+		name, label, description, parameters: Type.Object(props),
+		execute: unavailableFn(M, `the built-in ${name} tool`),
+	};
+}
+const cap = (n) => n[0].toUpperCase() + n.slice(1);
+const factories = {};
+for (const name of Object.keys(BUILTIN)) {
+	factories[`create${cap(name)}Tool`] = () => builtinTool(name);
+	factories[`create${cap(name)}ToolDefinition`] = () => builtinTool(name);
+}
+export const { createReadTool, createReadToolDefinition, createBashTool, createBashToolDefinition, createEditTool, createEditToolDefinition,
+	createWriteTool, createWriteToolDefinition, createGrepTool, createGrepToolDefinition, createFindTool, createFindToolDefinition,
+	createLsTool, createLsToolDefinition } = factories;
+export const createCodingTools = () => ["read", "bash", "edit", "write"].map(builtinTool);
+export const createReadOnlyTools = () => ["read", "grep", "find", "ls"].map(builtinTool);
+export const createAllTools = () => Object.keys(BUILTIN).map(builtinTool);
 
 export default { VERSION, CONFIG_DIR_NAME, getAgentDir, defineTool, isToolCallEventType, truncateHead, truncateTail, formatSize };
