@@ -73,7 +73,15 @@ export function execLocal(command, args = [], options = {}, defaultCwd = process
 			stderr = e && e.message ? e.message : String(e);
 			finish(1);
 		});
-		child.on("close", (code, signal) => finish(code ?? (signal ? 128 + (SIGNALS[signal] ?? 0) : 1)));
+		const codeOf = (code, signal) => code ?? (signal ? 128 + (SIGNALS[signal] ?? 0) : 1);
+		child.on("close", (code, signal) => finish(codeOf(code, signal)));
+		// A killed command's grandchildren may hold the pipes open: do not wait for them.
+		child.on("exit", (code, signal) => {
+			if (!killed) return;
+			child.stdout.destroy();
+			child.stderr.destroy();
+			finish(codeOf(code, signal));
+		});
 	});
 }
 

@@ -211,7 +211,8 @@ function loadCore(url, context) {
 		scanImports(url, js);
 		return { format: "module", source: js, shortCircuit: true };
 	}
-	if (ext === ".json" && !(context.importAttributes && context.importAttributes.type === "json")) {
+	const imported = Array.isArray(context.conditions) && context.conditions.includes("import") && !context.conditions.includes("require");
+	if (ext === ".json" && imported && !(context.importAttributes && context.importAttributes.type === "json")) {
 		return { format: "module", source: `export default ${readFileSync(path, "utf8")};`, shortCircuit: true };
 	}
 	return null;
