@@ -83,6 +83,7 @@ export async function piRegistrations(dir, agent) {
 		const reqs = existsSync(log) ? readFileSync(log, "utf8").split("\n").filter(Boolean).map((l) => JSON.parse(l)) : [];
 		const first = reqs.find((q) => q.body && Array.isArray(q.body.tools));
 		out.tools = first ? first.body.tools.map((t) => t.function?.name ?? t.name) : [];
+		out.toolDescriptions = first ? Object.fromEntries(first.body.tools.map((t) => [t.function?.name ?? t.name, t.function?.description])) : {};
 		out.toolSchemas = first ? Object.fromEntries(first.body.tools.map((t) => [t.function?.name ?? t.name, t.function?.parameters])) : {};
 		return out;
 	} finally {
@@ -145,6 +146,7 @@ export async function compareAll() {
 			package: `${p.pkg}@${p.version}`,
 			errors: host.register.errors,
 			piTools, hostTools, piCommands, hostCommands, schemaDiff,
+			descriptionDiff: hostTools.filter((n) => ext.tools.find((t) => t.name === n)?.description !== pi.toolDescriptions[n]),
 			toolsMatch: JSON.stringify(piTools) === JSON.stringify(hostTools),
 			commandsMatch: JSON.stringify(piCommands) === JSON.stringify(hostCommands),
 			hostInactiveTools: ext.tools.filter((t) => t.defaultActive === false).map((t) => t.name),
@@ -155,9 +157,9 @@ export async function compareAll() {
 }
 
 export function markdown(rows) {
-	const lines = ["| package | tools (pi 1.6.0) | tools (host) | commands (pi 1.6.0) | commands (host) | same | schemas |", "|---|---|---|---|---|---|---|"];
+	const lines = ["| package | tools (pi 1.6.0) | tools (host) | commands (pi 1.6.0) | commands (host) | same | schemas | descriptions |", "|---|---|---|---|---|---|---|---|"];
 	for (const r of rows) {
-		lines.push(`| ${r.package} | ${r.piTools.join(", ") || "—"} | ${r.hostTools.join(", ") || "—"} | ${r.piCommands.join(", ") || "—"} | ${r.hostCommands.join(", ") || "—"} | ${r.toolsMatch && r.commandsMatch && !r.errors.length ? "yes" : "NO"} | ${r.schemaDiff.length ? `differ: ${r.schemaDiff.join(", ")}` : "identical"} |`);
+		lines.push(`| ${r.package} | ${r.piTools.join(", ") || "—"} | ${r.hostTools.join(", ") || "—"} | ${r.piCommands.join(", ") || "—"} | ${r.hostCommands.join(", ") || "—"} | ${r.toolsMatch && r.commandsMatch && !r.errors.length ? "yes" : "NO"} | ${r.schemaDiff.length ? `differ: ${r.schemaDiff.join(", ")}` : "identical"} | ${r.descriptionDiff.length ? `differ: ${r.descriptionDiff.join(", ")}` : "identical"} |`);
 	}
 	return lines.join("\n");
 }

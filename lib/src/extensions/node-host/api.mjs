@@ -142,22 +142,22 @@ export function createExtensionAPI(ext, rt) {
 			if (!f) return undefined;
 			return Object.prototype.hasOwnProperty.call(ext.flagValues, name) ? ext.flagValues[name] : f.default;
 		},
-		sendMessage: action("sendMessage", (message, options) => rt.call(ext, "sendMessage", { message, options })),
-		sendUserMessage: action("sendUserMessage", (content, options) => rt.call(ext, "sendUserMessage", { content, options })),
-		appendEntry: action("appendEntry", (customType, data) => rt.call(ext, "appendEntry", { customType, data })),
+		sendMessage: action("sendMessage", (message, options) => rt.fire(ext, "sendMessage", { message, options })),
+		sendUserMessage: action("sendUserMessage", (content, options) => rt.fire(ext, "sendUserMessage", { content, options })),
+		appendEntry: action("appendEntry", (customType, data) => rt.fire(ext, "appendEntry", { customType, data })),
 		setSessionName: action("setSessionName", (name) => {
 			rt.cache.sessionName = typeof name === "string" && name.trim() ? name.trim() : undefined;
-			return rt.call(ext, "setSessionName", { name });
+			return rt.fire(ext, "setSessionName", { name });
 		}),
 		getSessionName: action("getSessionName", () => rt.sessionName()),
-		setLabel: action("setLabel", (entryId, label) => rt.call(ext, "setLabel", { entryId, label })),
+		setLabel: action("setLabel", (entryId, label) => rt.fire(ext, "setLabel", { entryId, label })),
 		exec: (command, args, options) => execLocal(command, args, options, rt.hello.cwd),
 		getActiveTools: action("getActiveTools", () => rt.cached("getActiveTools", [])),
 		getAllTools: action("getAllTools", () => rt.cached("getAllTools", [])),
 		getSettings: action("getSettings", () => structuredClone(rt.hello.settings ?? {})),
 		setActiveTools: action("setActiveTools", (names) => {
 			rt.cache.getActiveTools = Array.isArray(names) ? [...names] : rt.cache.getActiveTools;
-			return rt.call(ext, "setActiveTools", { names });
+			return rt.fire(ext, "setActiveTools", { names });
 		}),
 		getCommands: action("getCommands", () => rt.cached("getCommands", [])),
 		setModel: action("setModel", async (model) => {
@@ -165,7 +165,7 @@ export function createExtensionAPI(ext, rt) {
 			return r === true;
 		}),
 		getThinkingLevel: action("getThinkingLevel", () => rt.snapshot.thinkingLevel ?? "off"),
-		setThinkingLevel: action("setThinkingLevel", (level) => rt.call(ext, "setThinkingLevel", { level })),
+		setThinkingLevel: action("setThinkingLevel", (level) => rt.fire(ext, "setThinkingLevel", { level })),
 		registerProvider: notAvailable("registerProvider"),
 		unregisterProvider: notAvailable("unregisterProvider"),
 		registerMcpServer: notAvailable("registerMcpServer"),

@@ -27,8 +27,11 @@ process.stdout.write = (chunk, encoding, cb) => process.stderr.write(chunk, enco
 globalThis.console = new Console({ stdout: process.stderr, stderr: process.stderr });
 process.on("uncaughtException", (e) => process.stderr.write(`pi-toolkit host: uncaught: ${e && e.stack ? e.stack : e}\n`));
 process.on("unhandledRejection", (e) => process.stderr.write(`pi-toolkit host: unhandled rejection: ${e && e.stack ? e.stack : e}\n`));
-process.on("warning", () => {}); // Node's ExperimentalWarning for type stripping is not the user's concern
+// Node's ExperimentalWarning (type stripping) is not the user's concern; other warnings are shown.
 process.removeAllListeners("warning");
+process.on("warning", (w) => {
+	if (w && w.name !== "ExperimentalWarning") process.stderr.write(`${w.name}: ${w.message}\n`);
+});
 
 function send(record) {
 	let line;
@@ -89,6 +92,13 @@ const rt = {
 			pendingCalls.set(id, { resolve, reject });
 			send({ type: "call", id, ext: ext.index, method, params: params ?? {} });
 		});
+	},
+	/** An action whose failure pi reports as an extension error (the promise still resolves). */
+	fire(ext, method, params) {
+		return rt.call(ext, method, params).then(
+			() => undefined,
+			(e) => send({ type: "extension_error", ext: ext.index, event: method, error: thrownMessage(e) }),
+		);
 	},
 	announce(ext, what) {
 		if (ext.loading || !registered) return;
