@@ -127,6 +127,12 @@ ts("a command runs with its args; appendEntry is a call; ui.notify is a call onl
 	assert.deepEqual(calls.map((c) => [c.method, c.params, c.ext]), [["appendEntry", { customType: "gate-status", data: { mode: "strict", args: "now" } }, 0]]);
 	assert.match(calls[0].id, /^c\d+$/);
 
+	const asEvent = await d.event(0, { type: "command", name: "gate-status", args: "as event" });
+	assert.equal(asEvent.result, null);
+	assert.deepEqual(calls[1].params.data, { mode: "strict", args: "as event" });
+	const unknown = await d.event(0, { type: "command", name: "nope", args: "" });
+	assert.equal(unknown.error, "Unknown command: /nope");
+
 	const ui = [];
 	const { d: d2 } = await started(t, [FIXTURE], { onCall: (c) => (ui.push(c), null), hello: { hasUI: true } });
 	await d2.request({ type: "command", ext: 0, name: "gate-status", args: "" });

@@ -321,6 +321,8 @@ async function onRequest(rec, run) {
 
 async function runEvent(ext, signal, rec) {
 	const event = rec.event ?? {};
+	// pi-run sends an extension command as the event {type:"command", name, args}
+	if (event.type === "command") return runCommand(ext, signal, event);
 	const handlers = [...(ext.handlers.get(event.type) ?? [])];
 	if (!handlers.length) return { result: null };
 	const ctx = createContext(ext, rt, signal, "event");
