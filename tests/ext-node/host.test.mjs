@@ -407,3 +407,14 @@ export default function (pi: any) {
 	]);
 	assert.deepEqual(withUi.find((c) => c.method === "appendEntry").params.data, { ok: true, pick: "b", text: "zed", theme: { success: false, error: "Theme switching not supported in RPC mode" } });
 });
+
+ts("an extension whose factory never settles fails after the load timeout; the next one still loads", async (t) => {
+	const dir = scratch(t);
+	const hang = writeExt(dir, "hang.ts", `export default function (pi: any) { pi.registerCommand("lost", { handler() {} }); return new Promise(() => {}); }`);
+	const ok = writeExt(dir, "ok.ts", `export default function (pi: any) { pi.registerCommand("kept", { handler() {} }); }`);
+	const t0 = Date.now();
+	const { reg } = await started(t, [hang, ok], { hello: { loadTimeoutMs: 300 } });
+	assert.ok(Date.now() - t0 < 5000);
+	assert.deepEqual(reg.errors, [{ path: hang, message: "Failed to load extension: did not finish loading within 0.3 s" }]);
+	assert.deepEqual(reg.extensions.map((e) => [e.ext, e.commands.map((c) => c.name)]), [[1, ["kept"]]]);
+});

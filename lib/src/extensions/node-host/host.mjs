@@ -214,6 +214,17 @@ function scanUses(file) {
 	} catch {}
 }
 
+/** How long one extension may take to import and run its factory (hello `loadTimeoutMs`). */
+const DEFAULT_LOAD_TIMEOUT_MS = 8000;
+
+function withinLoadTimeout(promise, ms) {
+	let timer;
+	const timeout = new Promise((_, reject) => {
+		timer = setTimeout(() => reject(new LoadError(`Failed to load extension: did not finish loading within ${ms / 1000} s`)), ms);
+	});
+	return Promise.race([promise, timeout]).finally(() => clearTimeout(timer));
+}
+
 async function loadOne(index, entry) {
 	const path = typeof entry === "string" ? entry : entry.path;
 	const ext = {
@@ -262,8 +273,9 @@ async function onHello(rec) {
 	const load = Array.isArray(rec.load) ? rec.load : [];
 	for (let i = 0; i < load.length; i++) {
 		const path = typeof load[i] === "string" ? load[i] : load[i]?.path;
+		const ms = Number.isFinite(rec.loadTimeoutMs) && rec.loadTimeoutMs > 0 ? rec.loadTimeoutMs : DEFAULT_LOAD_TIMEOUT_MS;
 		try {
-			exts[i] = await loadOne(i, load[i]);
+			exts[i] = await withinLoadTimeout(loadOne(i, load[i]), ms);
 		} catch (e) {
 			errors.push({ path, message: e instanceof LoadError ? e.message : `Failed to load extension: ${thrownMessage(e)}` });
 		}
