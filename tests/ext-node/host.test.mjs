@@ -1,5 +1,5 @@
 // Tests of the Node host (lib/src/extensions/node-host/) over pi-ext/1, with driver.mjs playing
-// the toolkit's side. Run: `node --test tests/ext-node/` (any Node >= 20 runs the runner; the
+// the toolkit's side. Run: `node --test tests/ext-node/*.test.mjs` (any Node >= 20 runs the runner; the
 // host itself runs under $PI_NODE, else the oracle's Node 22, else this node when it is >= 22.15).
 // TypeScript cases need a Node with module.registerHooks + stripTypeScriptTypes; without one they
 // SKIP, and under CI=true they fail.
