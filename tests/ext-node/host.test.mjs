@@ -418,3 +418,14 @@ ts("an extension whose factory never settles fails after the load timeout; the n
 	assert.deepEqual(reg.errors, [{ path: hang, message: "Failed to load extension: did not finish loading within 0.3 s" }]);
 	assert.deepEqual(reg.extensions.map((e) => [e.ext, e.commands.map((c) => c.name)]), [[1, ["kept"]]]);
 });
+
+test("stdin closing right after hello still gets the register (loading finishes first), with any Node >= 20", async (t) => {
+	const dir = scratch(t);
+	const slow = writeExt(dir, "slow.mjs", `export default async function (pi) { await new Promise((r) => setTimeout(r, 300)); pi.registerCommand("slow", { handler() {} }); }`);
+	const d = new HostDriver({ node: TS_NODE ?? process.execPath });
+	d.send({ type: "hello", protocol: 1, cwd: dir, load: [slow] });
+	d.child.stdin.end();
+	const reg = await d.waitFor((r) => r.type === "register");
+	assert.deepEqual(reg.extensions.map((e) => e.commands.map((c) => c.name)), [["slow"]]);
+	assert.equal((await d.exited).code, 0);
+});

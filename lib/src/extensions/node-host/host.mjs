@@ -417,7 +417,8 @@ lines.on("line", (line) => {
 	if (!rec || typeof rec !== "object" || typeof rec.type !== "string") return;
 	// Everything after hello waits until loading is done; calls' returns never wait.
 	if (rec.type === "hello") {
-		helloDone = dispatch(rec);
+		inflight++;
+		helloDone = Promise.resolve(dispatch(rec)).finally(() => inflight--);
 		return;
 	}
 	if (rec.type === "return" || rec.type === "cancel") {
@@ -427,8 +428,10 @@ lines.on("line", (line) => {
 	inflight++;
 	helloDone.then(() => dispatch(rec)).finally(() => inflight--);
 });
-// stdin's end: finish what is running (at most 2 s), then exit.
-lines.on("close", () => {
+// stdin's end: finish loading (bounded by the load timeouts) and what is running (at most 2 s
+// more), then exit.
+lines.on("close", async () => {
+	await helloDone.catch(() => {});
 	if (!inflight) process.exit(0);
 	const t = setInterval(() => inflight || process.exit(0), 10);
 	setTimeout(() => process.exit(0), 2000).unref();
