@@ -45,17 +45,18 @@ function startMock(log) {
 /** pi 1.6.0 in RPC mode with `-e dir` (or none): {tools: [names offered to the model], commands: [get_commands entries]}. */
 export async function piRegistrations(dir, agent) {
 	const work = mkdtempSync(join(tmpdir(), "pi-ext-cmp-"));
+	let mock, pi;
 	try {
 		const log = join(work, "requests.jsonl");
 		agent ??= join(work, "agent");
 		const cwd = join(work, "proj");
 		mkdirSync(agent, { recursive: true });
 		mkdirSync(cwd);
-		const mock = await startMock(log);
+		mock = await startMock(log);
 		writeFileSync(join(agent, "models.json"), JSON.stringify({ providers: { mock: { baseUrl: `http://127.0.0.1:${mock.port}/v1`, api: "openai-completions", apiKey: "test", models: [{ id: "mock-model", name: "Mock", reasoning: false, input: ["text"], cost: { input: 0, output: 0, cacheRead: 0, cacheWrite: 0 }, contextWindow: 128000, maxTokens: 4096 }] } } }));
 		writeFileSync(join(agent, "settings.json"), JSON.stringify({ defaultProvider: "mock", defaultModel: "mock-model" }));
 		const args = [PI_CLI, "--mode", "rpc", "--no-session", ...(dir ? ["-e", dir] : [])];
-		const pi = spawn(NODE22, args, { cwd, env: { ...process.env, PI_CODING_AGENT_DIR: agent, PI_OFFLINE: "1" }, stdio: ["pipe", "pipe", "pipe"] });
+		pi = spawn(NODE22, args, { cwd, env: { ...process.env, PI_CODING_AGENT_DIR: agent, PI_OFFLINE: "1" }, stdio: ["pipe", "pipe", "pipe"] });
 		let stderr = "";
 		pi.stderr.on("data", (d) => (stderr += d));
 		const out = { tools: null, commands: null };
@@ -87,6 +88,9 @@ export async function piRegistrations(dir, agent) {
 		out.toolSchemas = first ? Object.fromEntries(first.body.tools.map((t) => [t.function?.name ?? t.name, t.function?.parameters])) : {};
 		return out;
 	} finally {
+		// never leave the mock or pi behind (they would keep the test process alive)
+		if (pi && pi.exitCode === null && pi.signalCode === null) pi.kill("SIGKILL");
+		mock?.child.kill("SIGTERM");
 		rmSync(work, { recursive: true, force: true });
 	}
 }

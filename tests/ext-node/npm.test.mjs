@@ -5,7 +5,7 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { join } from "node:path";
-import { compareAll, haveOracle, havePackages, markdown, piRegistrations, hostRegistrations, PACKAGES } from "./compare-npm.mjs";
+import { compareAll, haveOracle, havePackages, markdown, piRegistrations, hostRegistrations, PACKAGES, NODE22, PI_CLI } from "./compare-npm.mjs";
 import { ROOT } from "./driver.mjs";
 
 function needs(t) {
@@ -49,4 +49,49 @@ test("the fixture extension: same tool schema and command under the host as unde
 		pi.commands.filter((c) => c.source === "extension" && c.sourceInfo?.path === fixture).map((c) => [c.name, c.description]),
 		ext.commands.map((c) => [c.name, c.description]),
 	);
+});
+
+test("the API an extension sees has pi 1.6.0's shape: pi.*, ctx.*, ctx.ui.*, sessionManager reads, no-UI answers", { timeout: 120000 }, async (t) => {
+	if (!haveOracle()) {
+		if (process.env.CI === "true") assert.fail("missing the pi oracle");
+		t.skip("SKIP: needs the pi oracle (bash tests/oracle/install.sh)");
+		return;
+	}
+	const { mkdtempSync, readFileSync, rmSync } = await import("node:fs");
+	const { tmpdir } = await import("node:os");
+	const probe = join(ROOT, "tests", "ext-node", "fixtures", "surface.ts");
+	const dir = mkdtempSync(join(tmpdir(), "pi-ext-surface-"));
+	t.after(() => rmSync(dir, { recursive: true, force: true }));
+	const saved = process.env.PROBE_OUT;
+	try {
+		// pi in print mode (no UI, like the host's hello here); its model request fails at once
+		// (nothing listens on port 9), session_start has run by then
+		const { spawnSync } = await import("node:child_process");
+		const { mkdirSync, writeFileSync } = await import("node:fs");
+		const agent = join(dir, "agent");
+		mkdirSync(agent);
+		writeFileSync(join(agent, "models.json"), JSON.stringify({ providers: { mock: { baseUrl: "http://127.0.0.1:9/v1", api: "openai-completions", apiKey: "test", models: [{ id: "mock-model", name: "M", reasoning: false, input: ["text"], cost: { input: 0, output: 0, cacheRead: 0, cacheWrite: 0 }, contextWindow: 128000, maxTokens: 4096 }] } } }));
+		writeFileSync(join(agent, "settings.json"), JSON.stringify({ defaultProvider: "mock", defaultModel: "mock-model" }));
+		spawnSync(NODE22, [PI_CLI, "-e", probe, "--no-session", "-p", "hi"], {
+			cwd: dir, input: "", timeout: 60000,
+			env: { ...process.env, PI_CODING_AGENT_DIR: agent, PI_OFFLINE: "1", PROBE_OUT: join(dir, "pi.json") },
+		});
+		process.env.PROBE_OUT = join(dir, "host.json");
+		await hostRegistrations(probe);
+	} finally {
+		if (saved === undefined) delete process.env.PROBE_OUT;
+		else process.env.PROBE_OUT = saved;
+	}
+	const pi = JSON.parse(readFileSync(join(dir, "pi.json"), "utf8"));
+	const host = JSON.parse(readFileSync(join(dir, "host.json"), "utf8"));
+	assert.deepEqual(host.piKeys, pi.piKeys);
+	assert.deepEqual(host.eventsKeys, pi.eventsKeys);
+	assert.deepEqual(host.ctxKeys, pi.ctxKeys);
+	assert.deepEqual(host.uiKeys, pi.uiKeys);
+	// the host gives the read side of the session manager (no appends, no branching)
+	const reads = ["getCwd", "getSessionId", "getSessionFile", "getSessionDir", "isPersisted", "getSessionName", "getHeader", "getEntries", "getEntryCount", "getEntry", "getLeafId", "getLeafEntry", "getChildren", "getBranch", "getLabel", "getTree"];
+	for (const m of reads) assert.ok(pi.smMethods.includes(m), `pi has sessionManager.${m}`);
+	assert.deepEqual(host.smMethods, [...reads].sort());
+	for (const k of ["confirm", "select", "input", "setTheme", "flag"]) assert.deepEqual(host[k], pi[k], k);
+	assert.deepEqual([host.mode, host.hasUI, host.thinking], [pi.mode, pi.hasUI, pi.thinking]);
 });
