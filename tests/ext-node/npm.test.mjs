@@ -95,3 +95,35 @@ test("the API an extension sees has pi 1.6.0's shape: pi.*, ctx.*, ctx.ui.*, ses
 	for (const k of ["confirm", "select", "input", "setTheme", "flag"]) assert.deepEqual(host[k], pi[k], k);
 	assert.deepEqual([host.mode, host.hasUI, host.thinking], [pi.mode, pi.hasUI, pi.thinking]);
 });
+
+test("pi 1.6.0's own example extensions load under the host, except those needing what the toolkit cannot give", { timeout: 120000 }, async (t) => {
+	if (!haveOracle()) {
+		if (process.env.CI === "true") assert.fail("missing the pi oracle");
+		t.skip("SKIP: needs the pi oracle (bash tests/oracle/install.sh)");
+		return;
+	}
+	const { readdirSync, existsSync } = await import("node:fs");
+	const { dirname } = await import("node:path");
+	const examples = join(dirname(dirname(dirname(PI_CLI))), "examples", "extensions");
+	const load = readdirSync(examples, { withFileTypes: true })
+		.filter((e) => (e.isFile() && e.name.endsWith(".ts")) || (e.isDirectory() && (existsSync(join(examples, e.name, "index.ts")) || existsSync(join(examples, e.name, "package.json")))))
+		.map((e) => join(examples, e.name))
+		.sort();
+	assert.ok(load.length > 50, `only ${load.length} examples found in ${examples}`);
+	const { HostDriver } = await import("./driver.mjs");
+	const d = new HostDriver({ node: NODE22 });
+	t.after(() => d.close());
+	const reg = await d.hello(load, { timeoutMs: 60000 });
+	const expected = {
+		"custom-provider-anthropic": "Failed to load extension: pi-toolkit host: pi.registerProvider is not available",
+		"custom-provider-gitlab-duo": "Failed to load extension: pi-toolkit host: pi.registerProvider is not available",
+		"jev-router.ts": "Failed to load extension: pi-toolkit host: pi.registerVirtualModel is not available",
+	};
+	const errors = Object.fromEntries(reg.errors.map((e) => [e.path.slice(examples.length + 1), e.message]));
+	// gondolin imports a package the examples folder does not ship
+	if (errors.gondolin) assert.match(errors.gondolin, /^Failed to load extension: Cannot find package '@earendil-works\/gondolin'/);
+	delete errors.gondolin;
+	assert.deepEqual(errors, expected);
+	assert.equal(reg.extensions.length, load.length - reg.errors.length);
+	assert.deepEqual(d.nonJson, []);
+});
