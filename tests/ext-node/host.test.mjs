@@ -107,13 +107,13 @@ ts("tool_result patch, input transform / continue, before_agent_start message wi
 	assert.equal(after.result.message.content, "mode=lenient prompt=yo");
 });
 
-ts("execute: updates then the result; TS enum, extensionless and .js->.ts imports, JSON, __dirname, a CommonJS dependency", async (t) => {
+ts("execute: updates then the result; TS enum, extensionless and .js->.ts imports, JSON, require/__dirname/__filename, a CommonJS dependency", async (t) => {
 	const { d } = await started(t, [FIXTURE]);
 	const r = await d.request({ type: "execute", ext: 0, tool: "greet", toolCallId: "call_1", params: { name: "bob", style: "loud", times: 2 }, ctx: { cwd: "/somewhere" } });
 	assert.deepEqual(r.updates, [{ content: [{ type: "text", text: "warming up" }], details: { step: 1 } }]);
 	assert.deepEqual(r.result, {
 		content: [{ type: "text", text: "HELLO, BOB!HELLO, BOB!" }],
-		details: { toolCallId: "call_1", cwd: "/somewhere", level: "high", here: join(ROOT, "tests", "ext-node", "fixtures", "gate-ext", "lib"), fromCjs: "abab:cjs" },
+		details: { toolCallId: "call_1", cwd: "/somewhere", level: "high", here: join(ROOT, "tests", "ext-node", "fixtures", "gate-ext", "lib", "where.ts"), fromCjs: "abab:cjs" },
 	});
 	const missing = await d.request({ type: "execute", ext: 0, tool: "nope", toolCallId: "c", params: {} });
 	assert.equal(missing.error, "Tool nope not found");

@@ -171,12 +171,14 @@ export async function resolve(spec, context, nextResolve) {
 	}
 }
 
+// Prepended on the module's first line (positions stay), without top-level await so the module
+// can still be require()d.
 function tsPrelude(source) {
 	const uses = (n) => new RegExp(`(^|[^\\w$.])${n}\\b`).test(source) && !new RegExp(`(const|let|var|function|import)\\s+[^;=]*\\b${n}\\b`).test(source);
 	const parts = [];
-	if (uses("require")) parts.push(`const require = (await import("node:module")).createRequire(import.meta.url);`);
-	if (uses("__filename")) parts.push(`const __filename = (await import("node:url")).fileURLToPath(import.meta.url);`);
-	if (uses("__dirname")) parts.push(`const __dirname = (await import("node:path")).dirname((await import("node:url")).fileURLToPath(import.meta.url));`);
+	if (uses("require")) parts.push(`import { createRequire as __piToolkitCreateRequire } from "node:module"; const require = __piToolkitCreateRequire(import.meta.url);`);
+	if (uses("__filename")) parts.push(`const __filename = import.meta.filename;`);
+	if (uses("__dirname")) parts.push(`const __dirname = import.meta.dirname;`);
 	return parts.join(" ");
 }
 
