@@ -159,9 +159,10 @@ ts("load failures are errors with pi's wording; the other extensions still load,
 	const syntax = writeExt(dir, "syntax.ts", `export default function (pi) { let x: = ; }`);
 	const missingImport = writeExt(dir, "missingimport.ts", `import { y } from "./nowhere"; export default function () { return y; }`);
 	const good2 = writeExt(dir, "good2.js", `export default function (pi) { pi.registerCommand("two", { handler() {} }); }`);
+	const circular = writeExt(dir, "circular.ts", `export default function (pi: any) { const p: any = { type: "object", properties: {} }; p.self = p; pi.registerTool({ name: "loop", description: "", parameters: p }); }`);
 	const nope = join(dir, "nope.ts");
-	const { reg } = await started(t, [good1, throws, asyncStr, noDefault, action, badFlag, badCmd, syntax, missingImport, nope, good2]);
-	assert.deepEqual(reg.extensions.map((e) => [e.ext, e.path, e.commands.map((c) => c.name)]), [[0, good1, ["one"]], [10, good2, ["two"]]]);
+	const { reg } = await started(t, [good1, throws, asyncStr, noDefault, action, badFlag, badCmd, syntax, missingImport, nope, circular, good2]);
+	assert.deepEqual(reg.extensions.map((e) => [e.ext, e.path, e.commands.map((c) => c.name)]), [[0, good1, ["one"]], [11, good2, ["two"]]]);
 	const byPath = Object.fromEntries(reg.errors.map((e) => [e.path, e.message]));
 	assert.equal(byPath[throws], "Failed to load extension: boom");
 	assert.equal(byPath[asyncStr], "Failed to load extension: str");
@@ -172,7 +173,8 @@ ts("load failures are errors with pi's wording; the other extensions still load,
 	assert.match(byPath[syntax], /^Failed to load extension: .*syntax\.ts/);
 	assert.match(byPath[missingImport], /^Failed to load extension: Cannot find module .*nowhere/);
 	assert.equal(byPath[nope], `Extension path does not exist: ${nope}`);
-	assert.equal(reg.errors.length, 9);
+	assert.match(byPath[circular], /^Failed to load extension: a registration is not JSON: .*circular/);
+	assert.equal(reg.errors.length, 10);
 });
 
 ts("throws: tool_call fails closed with the thrown text (non-Errors wrapped as pi does); other events report and go on", async (t) => {

@@ -143,7 +143,14 @@ function flushAnnounce(index) {
 	const ext = exts[index];
 	if (!q || !ext) return;
 	const rec = { type: "register_more", ext: index };
-	rec.tools = [...q.tools].filter((n) => ext.tools.has(n)).map((n) => toolSpec(ext.tools.get(n)));
+	rec.tools = [];
+	for (const n of [...q.tools].filter((n) => ext.tools.has(n))) {
+		try {
+			rec.tools.push(toolSpec(ext.tools.get(n)));
+		} catch (e) {
+			send({ type: "extension_error", ext: index, event: "registerTool", error: `Tool "${n}": parameters are not JSON: ${thrownMessage(e)}` });
+		}
+	}
 	rec.commands = [...q.commands].filter((n) => ext.commands.has(n)).map((n) => commandSpec(n, ext.commands.get(n)));
 	rec.events = [...q.events].filter((e) => !ext.announcedEvents.has(e));
 	for (const e of rec.events) ext.announcedEvents.add(e);
@@ -275,12 +282,18 @@ async function onHello(rec) {
 		const path = typeof load[i] === "string" ? load[i] : load[i]?.path;
 		const ms = Number.isFinite(rec.loadTimeoutMs) && rec.loadTimeoutMs > 0 ? rec.loadTimeoutMs : DEFAULT_LOAD_TIMEOUT_MS;
 		try {
-			exts[i] = await withinLoadTimeout(loadOne(i, load[i]), ms);
+			const ext = await withinLoadTimeout(loadOne(i, load[i]), ms);
+			try {
+				ext.registration = registration(ext);
+			} catch (e) {
+				throw new LoadError(`Failed to load extension: a registration is not JSON: ${thrownMessage(e)}`);
+			}
+			exts[i] = ext;
 		} catch (e) {
 			errors.push({ path, message: e instanceof LoadError ? e.message : `Failed to load extension: ${thrownMessage(e)}` });
 		}
 	}
-	send({ type: "register", protocol: PROTOCOL, extensions: exts.filter(Boolean).map(registration), errors });
+	send({ type: "register", protocol: PROTOCOL, extensions: exts.filter(Boolean).map((e) => e.registration), errors });
 	registered = true;
 }
 
