@@ -1,0 +1,12 @@
+#!/usr/bin/env bash
+# Installs everything the test suite compares against, pinned, into caches
+# outside the repo (idempotent; a few minutes the first time, seconds after):
+#   * the real pi 1.6.0 and 0.73.1 with Node 22 (npm)   tests/oracle/install.sh
+#   * the mock LLM servers llmock and fakellm (PyPI)     tests/peers/install.sh
+#   * real pi extensions from npm for the Node host      tests/ext-node/install.sh
+# Only the package registries are contacted.
+set -euo pipefail
+HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+bash "$HERE/oracle/install.sh"
+bash "$HERE/peers/install.sh"
+bash "$HERE/ext-node/install.sh"
