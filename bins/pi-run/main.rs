@@ -285,11 +285,7 @@ fn run(cli: Cli) -> Result<i32, CliError> {
         .build()
         .map_err(|e| CliError::input(format!("cannot start the runtime: {e}")))?;
     rt.block_on(async move {
-        let mut agent = Agent {
-            opts,
-            store,
-            cancel: cancel.clone(),
-        };
+        let mut agent = Agent::new(opts, store, cancel.clone());
         // SIGINT, SIGTERM and SIGHUP are taken over right here, before the
         // first request, so an early signal still saves the session; a
         // stdout that fails stops the run the same way.
