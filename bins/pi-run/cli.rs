@@ -215,6 +215,20 @@ pub struct Cli {
     #[arg(long, value_name = "SECS", default_value_t = 120)]
     pub idle_timeout: u64,
 
+    /// Approve every tool call with CMD (beyond pi; repeatable, all must
+    /// allow): `sh -c CMD` gets {"toolName","toolCallId","input","cwd"} on
+    /// stdin after the extensions' tool_call handlers; exit 0 allows, exit
+    /// 1 blocks with the first stdout line as the reason, anything else (a
+    /// crash, a timeout of --extension-timeout) blocks.
+    #[arg(long, value_name = "CMD", allow_hyphen_values = true)]
+    pub gate: Vec<String>,
+
+    /// Seconds an extension may take to register (default 10) and to
+    /// answer one event (default 30), and a --gate command to answer
+    /// (default 30); a tool_call that times out is blocked.
+    #[arg(long, value_name = "SECS", value_parser = clap::value_parser!(u64).range(1..))]
+    pub extension_timeout: Option<u64>,
+
     /// Print the version.
     #[arg(short = 'v', long, action = clap::ArgAction::Version)]
     pub version: (),

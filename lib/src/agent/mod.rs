@@ -275,6 +275,21 @@ impl Agent {
         Ok(())
     }
 
+    /// Appends an entry on behalf of a hook's owner (an extension's
+    /// `appendEntry`), reported as `entry_appended`.
+    pub fn append_entry(&mut self, entry: Entry, emit: Emit<'_>) -> Result<(), String> {
+        self.append(entry, Some(emit))
+    }
+
+    /// Appends a message outside a run's flow (an extension's
+    /// `sendMessage` while idle): its `message_start`/`message_end`, then
+    /// the entry.
+    pub fn append_message_now(&mut self, m: AgentMessage, emit: Emit<'_>) -> Result<(), String> {
+        emit(&events::message("message_start", &m));
+        emit(&events::message("message_end", &m));
+        self.append_message(m)
+    }
+
     fn append(&mut self, entry: Entry, emit: Option<&mut dyn FnMut(&Value)>) -> Result<(), String> {
         // The store decides the parent under the file's lock; report the
         // entry as written.
@@ -745,6 +760,7 @@ impl Agent {
                 cwd: self.opts.cwd.clone(),
                 cancel: self.cancel.clone(),
                 auto_resize_images: self.opts.auto_resize_images,
+                tool_call_id: call.id.clone(),
             };
             let policy = gated.then(|| self.ext.policy.clone());
             let (name, id) = (call.name.clone(), call.id.clone());
