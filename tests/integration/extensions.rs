@@ -461,3 +461,129 @@ fn missing_node_is_one_diagnostic_per_ts_extension() {
     assert_eq!(err.matches("a.ts").count(), 1, "{err}");
     assert!(err.contains("skipped"), "{err}");
 }
+
+/// The same tool, registered by a TypeScript extension under pi 1.6.0 and
+/// by a process extension under pi-run, through the same mock: the same
+/// recorded system message (toolsAdded, the tools and rules sections; the
+/// docs section names this toolkit), the same tool result and the same
+/// event types.
+#[test]
+fn registered_tool_is_recorded_as_pi_records_it() {
+    let Some(o) = Oracle::find("registered_tool_is_recorded_as_pi_records_it") else {
+        return;
+    };
+    if !have("python3", "registered_tool_vs_pi") {
+        return;
+    }
+    let turns = json!([
+        {"tool_calls": [{"name": "shout", "arguments": {"text": "hey"}}]},
+        {"text": "done"}
+    ]);
+    let ts = r#"import { Type } from "typebox";
+export default function (pi: any) {
+  pi.registerTool({
+    name: "shout", label: "Shout", description: "Upper-case a text.",
+    promptSnippet: "Upper-case a text", promptGuidelines: ["Use shout to shout."],
+    parameters: Type.Object({ text: Type.String() }),
+    async execute(_id: string, p: any) { return { content: [{ type: "text", text: p.text.toUpperCase() }], details: {} }; },
+  });
+}
+"#;
+    let py = r#"#!/usr/bin/env python3
+import json, sys
+def send(r): sys.stdout.write(json.dumps(r) + "\n"); sys.stdout.flush()
+h = json.loads(sys.stdin.readline())
+send({"type": "register", "protocol": 1, "extensions": [{"path": h["load"][0]["path"], "tools": [{"name": "shout", "label": "Shout",
+  "description": "Upper-case a text.", "promptSnippet": "Upper-case a text", "promptGuidelines": ["Use shout to shout."],
+  "parameters": {"type": "object", "required": ["text"], "properties": {"text": {"type": "string"}}}}]}]})
+for line in sys.stdin:
+    r = json.loads(line)
+    if r["type"] == "execute":
+        send({"type": "result", "id": r["id"], "result": {"content": [{"type": "text", "text": r["params"]["text"].upper()}], "details": {}}})
+"#;
+    let run = |ours: bool| {
+        let sb = Sandbox::new();
+        let mock = MockLlm::start(&o, sb.root(), &turns);
+        mock.configure(&sb.agent());
+        let out = if ours {
+            let ext = write_exec(&sb.root().join("shout.py"), py);
+            sb.cmd("pi-run")
+                .arg("-e")
+                .arg(&ext)
+                .args(["--mode", "json", "-p", "go"])
+                .output()
+                .unwrap()
+        } else {
+            let ext = sb.root().join("shout.ts");
+            std::fs::write(&ext, ts).unwrap();
+            o.pi160(&sb)
+                .arg("-e")
+                .arg(&ext)
+                .args(["--mode", "json", "-p", "go"])
+                .output()
+                .unwrap()
+        };
+        assert!(out.status.success(), "ours={ours}: {}", stderr(&out));
+        let evs = jsonl(&out);
+        let mut sys = evs
+            .iter()
+            .find(|e| e["type"] == "message_end" && e["message"]["role"] == "system")
+            .map(|e| e["message"].clone())
+            .unwrap();
+        sys.as_object_mut().unwrap().remove("timestamp");
+        sys["sections"].as_object_mut().unwrap().remove("docs");
+        // Each run has its own sandbox.
+        assert_eq!(
+            sys["sections"]["cwd"],
+            format!("<cwd>\n{}\n</cwd>", sb.cwd().display())
+        );
+        sys["sections"]["cwd"] = json!("<cwd>");
+        let mut end = evs
+            .iter()
+            .find(|e| e["type"] == "tool_execution_end")
+            .cloned()
+            .unwrap();
+        end.as_object_mut().unwrap().remove("durationMs");
+        let types: Vec<String> = evs
+            .iter()
+            .filter_map(|e| e["type"].as_str())
+            .filter(|t| *t != "message_update")
+            .map(str::to_string)
+            .collect();
+        (sys, end, types)
+    };
+    let theirs = run(false);
+    let ours = run(true);
+    assert_eq!(ours.0, theirs.0, "system message");
+    assert_eq!(ours.1, theirs.1, "tool result");
+    assert_eq!(ours.2, theirs.2, "event types");
+}
+
+#[test]
+fn pi_resources_lists_process_extensions() {
+    let sb = Sandbox::new();
+    let ext = sb.agent().join("extensions");
+    write_exec(&ext.join("guard.py"), "#!/bin/sh\n");
+    write_exec(&ext.join("pkg/bin/run"), "#!/bin/sh\n");
+    std::fs::write(
+        ext.join("pkg/package.json"),
+        r#"{"pi": {"process": "./bin/run"}}"#,
+    )
+    .unwrap();
+    write_exec(&ext.join("dir/extension"), "#!/bin/sh\n");
+    std::fs::write(ext.join("notes.txt"), "not executable").unwrap();
+    let out = sb.cmd("pi-resources").output().unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let mut paths: Vec<String> = jsonl(&out)
+        .iter()
+        .filter(|r| r["type"] == "extension")
+        .filter_map(|r| r["path"].as_str())
+        .map(|p| {
+            p.strip_prefix(&ext.display().to_string())
+                .unwrap_or(p)
+                .to_string()
+        })
+        .collect();
+    paths.sort();
+    assert_eq!(paths, ["/dir/extension", "/guard.py", "/pkg/bin/run"]);
+}
