@@ -4,6 +4,7 @@
 //! tells CI what happened.
 
 mod cli;
+mod extflags;
 mod input;
 mod models;
 mod sessions;
@@ -41,8 +42,10 @@ mod exts {
 const PROG: &str = "pi-run";
 
 fn main() {
-    let cli: Cli = pi_lib::cli::parse_or_exit(PROG, cli::normalize_args(std::env::args_os()));
-    let code = match run(cli) {
+    let (args, ext_flags) =
+        extflags::split(cli::normalize_args(std::env::args_os()), &Cli::command());
+    let cli: Cli = pi_lib::cli::parse_or_exit(PROG, args.clone());
+    let code = match run(cli, &args, &ext_flags) {
         Ok(code) => code,
         Err(e) => report(PROG, &e),
     };
@@ -106,7 +109,11 @@ fn sections_from(src: &str) -> Result<Vec<(String, String)>, CliError> {
     Ok(sections)
 }
 
-fn run(cli: Cli) -> Result<i32, CliError> {
+fn run(
+    mut cli: Cli,
+    args: &[std::ffi::OsString],
+    ext_flags: &[extflags::Pending],
+) -> Result<i32, CliError> {
     if let Some(what) = cli.generate {
         let mut out = pi_lib::cli::Stdout::new();
         pi_lib::cli::generate(Cli::command(), what, &mut out).map_err(stdout_error)?;
@@ -300,14 +307,27 @@ fn run(cli: Cli) -> Result<i32, CliError> {
     }
     let has_exts = !chat_only && !runner.extensions().is_empty();
     if has_exts {
-        rt.block_on(runner.session_start());
         // Extension tools join the set (one named like a built-in replaces it).
         for t in exts::tools(&runner, PROG) {
             let name = t.definition().name;
             tools.retain(|b| b.definition().name != name);
             tools.push(t);
         }
-        runner.configure(&serde_json::Map::new());
+    }
+    // Extension flags, now that the extensions registered theirs.
+    let registered: Vec<_> = runner
+        .extensions()
+        .iter()
+        .flat_map(|e| e.reg.flags.clone())
+        .collect();
+    let (flag_values, back) = extflags::resolve(ext_flags, &registered)?;
+    if !back.is_empty() {
+        let pos = extflags::positions(args, &cli.messages);
+        extflags::reinsert(&mut cli.messages, &pos, back);
+    }
+    if has_exts {
+        runner.configure(&flag_values);
+        rt.block_on(runner.session_start());
     }
 
     let sections = if let Some(exact) = &selection.exact_prompt {

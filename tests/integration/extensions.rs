@@ -43,9 +43,13 @@ def send(r):
     sys.stdout.write(json.dumps(r) + "\n"); sys.stdout.flush()
 hello = json.loads(sys.stdin.readline())
 events = ["tool_call", "tool_result", "project_trust", "input", "before_agent_start"]
-send({"type": "register", "protocol": 1, "extensions": [{"path": hello["load"][0]["path"], "events": events}]})
+flags = [{"name": "probe-flag", "type": "string"}, {"name": "probe-bool", "type": "boolean", "default": False}]
+send({"type": "register", "protocol": 1, "extensions": [{"path": hello["load"][0]["path"], "events": events, "flags": flags}]})
+seen = {}
 for line in sys.stdin:
     r = json.loads(line)
+    if r["type"] == "configure":
+        seen = r["flags"]
     if r["type"] != "event":
         continue
     t = r["event"]["type"]
@@ -53,6 +57,8 @@ for line in sys.stdin:
         send({"type": "result", "id": r["id"], "error": "probe exploded"}); continue
     if t == "tool_call" and mode == "tool_call:hang":
         continue
+    if t == "tool_call" and mode == "flags":
+        send({"type": "result", "id": r["id"], "result": {"block": True, "reason": json.dumps(seen, sort_keys=True)}}); continue
     if t == "tool_call" and mode == "tool_call:crash":
         sys.exit(3)
     if t == "tool_result" and mode == "tool_result:error":
@@ -586,4 +592,38 @@ fn pi_resources_lists_process_extensions() {
         .collect();
     paths.sort();
     assert_eq!(paths, ["/dir/extension", "/guard.py", "/pkg/bin/run"]);
+}
+
+#[test]
+fn extension_flags_are_parsed_after_load() {
+    if !have("python3", "extension_flags") {
+        return;
+    }
+    let sb = Sandbox::new();
+    let out = run_probe(&sb, "flags", &["--probe-flag", "cli-value", "--probe-bool"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    // `go` after the boolean flag is still the prompt.
+    let user = jsonl(&out)
+        .into_iter()
+        .find(|e| e["type"] == "message_end" && e["message"]["role"] == "user")
+        .unwrap();
+    assert_eq!(user["message"]["content"][0]["text"], "go");
+    assert_eq!(
+        ends(&out)[0].1,
+        r#"{"probe-bool": true, "probe-flag": "cli-value"}"#
+    );
+    // Defaults when not given; a flag nobody registered is a usage error.
+    let sb = Sandbox::new();
+    let out = run_probe(&sb, "flags", &[]);
+    assert_eq!(
+        ends(&out)[0].1,
+        r#"{"probe-bool": false, "probe-flag": null}"#
+    );
+    let out = run_probe(&sb, "flags", &["--no-such-flag"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        stderr(&out).contains("unknown option --no-such-flag"),
+        "{}",
+        stderr(&out)
+    );
 }

@@ -83,10 +83,11 @@ pub fn install() -> std::io::Result<PathBuf> {
     install_into(&cache_dir().join("pi-toolkit"), FILES)
 }
 
-/// `$PI_NODE`, else `node` on `PATH`.
+/// `$PI_NODE` (when it exists), else `node` on `PATH`.
 pub fn find_node() -> Option<PathBuf> {
     if let Some(p) = std::env::var_os("PI_NODE").filter(|v| !v.is_empty()) {
-        return Some(PathBuf::from(p));
+        let p = PathBuf::from(p);
+        return p.is_file().then_some(p);
     }
     let path = std::env::var_os("PATH")?;
     std::env::split_paths(&path)
