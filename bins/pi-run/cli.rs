@@ -26,13 +26,26 @@ header that pi's stream does not have: {\"type\":\"trust\", \"decision\",
 \"trusted\", \"reason\", \"protectedPaths\", \"savedPath\"?}, the record
 `pi-resources` prints.
 
+Extensions: pi's TS/JS extensions run in the bundled Node host ($PI_NODE or
+node on PATH); any executable that speaks the JSONL protocol pi-ext/1 on
+stdin/stdout is a process extension (README: Extensions). CLI and user
+extensions start first and may answer project_trust; project extensions
+start only in a trusted project. A tool_call handler that throws, times
+out or dies blocks the call (the tool never runs); other handler errors are
+extension_error records in --mode json, `Extension error (<path>): <msg>`
+lines otherwise. A broken extension is one stderr line; the run goes on.
+`/name args` runs an extension command instead of the agent; extension
+flags (--name [value]) are accepted once an extension registers them.
+
 Exit status:
-  0    the run ended with an answer
+  0    the run ended with an answer (or an extension command or input
+       handler took the prompt)
   1    the run failed: model or provider error (also in --mode json),
        --max-turns reached with tool calls pending, a session write failed,
        or stdout could not be written (a full disk: the run stops)
   2    usage, configuration or input error (unknown model, missing API key,
-       malformed models.json or settings.json, bad flag, an interactive-only
+       malformed models.json or settings.json, bad flag (also an unknown
+       --flag no extension registered), an interactive-only
        flag, a missing -e path or --export file, an @file that is missing,
        not a regular file or over 16 MiB, piped stdin over 16 MiB)
   129  hung up (SIGHUP)
