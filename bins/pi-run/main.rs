@@ -10,6 +10,7 @@ mod models;
 mod sessions;
 
 use std::io::Write;
+use std::sync::Arc;
 use std::time::Duration;
 
 use clap::CommandFactory;
@@ -308,11 +309,21 @@ fn run(
     let has_exts = !chat_only && !runner.extensions().is_empty();
     if has_exts {
         // Extension tools join the set (one named like a built-in replaces it).
-        for t in exts::tools(&runner, PROG) {
+        let names: Vec<String> = pi_lib::tools::BUILTIN_TOOLS
+            .iter()
+            .map(|n| n.to_string())
+            .collect();
+        let mut pool = select::builtin_tools(&names);
+        for (t, active) in exts::tools(&runner, PROG) {
             let name = t.definition().name;
-            tools.retain(|b| b.definition().name != name);
-            tools.push(t);
+            pool.retain(|b| b.definition().name != name);
+            pool.push(Arc::clone(&t));
+            if active {
+                tools.retain(|b| b.definition().name != name);
+                tools.push(t);
+            }
         }
+        runner.set_tool_pool(pool);
     }
     // Extension flags, now that the extensions registered theirs.
     let registered: Vec<_> = runner

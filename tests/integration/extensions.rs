@@ -57,6 +57,18 @@ for line in sys.stdin:
         send({"type": "result", "id": r["id"], "error": "probe exploded"}); continue
     if t == "tool_call" and mode == "tool_call:hang":
         continue
+    if t == "tool_call" and mode == "nested":
+        # Call back into the host while the host waits for this answer.
+        send({"type": "call", "id": "c1", "method": "appendEntry", "params": {"customType": "probe", "data": {"n": 1}}})
+        send({"type": "call", "id": "c2", "method": "session.getBranch"})
+        send({"type": "call", "id": "c3", "method": "nope"})
+        got = {}
+        while len(got) < 3:
+            a = json.loads(sys.stdin.readline())
+            if a["type"] == "return":
+                got[a["id"]] = a
+        types = [e.get("customType") or e["type"] for e in got["c2"]["result"]]
+        send({"type": "result", "id": r["id"], "result": {"block": True, "reason": json.dumps([types[-1], got["c3"]["error"]])}}); continue
     if t == "tool_call" and mode == "flags":
         send({"type": "result", "id": r["id"], "result": {"block": True, "reason": json.dumps(seen, sort_keys=True)}}); continue
     if t == "tool_call" and mode == "tool_call:crash":
@@ -626,4 +638,23 @@ fn extension_flags_are_parsed_after_load() {
         "{}",
         stderr(&out)
     );
+}
+
+#[test]
+fn calls_are_served_while_the_host_waits_for_the_handler() {
+    if !have("python3", "nested_calls") {
+        return;
+    }
+    let sb = Sandbox::new();
+    let out = run_probe(&sb, "nested", &["--extension-timeout", "5"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    // The entry appended from inside the handler is on the branch the same
+    // handler reads back; an unknown method is pi's error.
+    assert_eq!(ends(&out)[0].1, r#"["probe", "Unknown method: nope"]"#);
+    let appended: Vec<Value> = jsonl(&out)
+        .into_iter()
+        .filter(|e| e["type"] == "entry_appended")
+        .collect();
+    assert_eq!(appended.len(), 1);
+    assert_eq!(appended[0]["entry"]["data"]["n"], 1);
 }

@@ -201,6 +201,13 @@ pub trait Hooks: Send + Sync {
     fn take_ops(&self) -> Vec<AgentOp> {
         Vec::new()
     }
+
+    /// Ready when operations (or records) wait to be taken: the loop
+    /// applies them while it waits for a hook or a tool. Never ready by
+    /// default.
+    fn ops_ready(&self) -> BoxFuture<'_, ()> {
+        Box::pin(std::future::pending())
+    }
 }
 
 /// The watchers of one agent: its hooks, its approvers and its final

@@ -125,6 +125,24 @@ impl Agent {
         }
     }
 
+    /// Awaits a hook's answer while applying the changes its owner asks
+    /// for meanwhile (an extension handler that calls back into the host
+    /// and waits for the answer must not wait for the handler).
+    async fn wait<T>(
+        &mut self,
+        h: &Arc<dyn Hooks>,
+        fut: hooks::BoxFuture<'_, T>,
+        emit: Emit<'_>,
+    ) -> T {
+        let mut fut = fut;
+        loop {
+            tokio::select! {
+                out = &mut fut => return out,
+                _ = h.ops_ready() => self.settle_hook(emit),
+            }
+        }
+    }
+
     /// After a hook returned: its records go on the stream, its changes to
     /// the agent are applied.
     fn settle_hook(&mut self, emit: Emit<'_>) {
@@ -145,7 +163,8 @@ impl Agent {
     async fn dispatch(&mut self, wire: Value, for_hooks: Option<Value>, emit: Emit<'_>) {
         let kind = wire.get("type").and_then(Value::as_str).unwrap_or("");
         if let Some(h) = self.hooks_for(kind) {
-            h.notify(for_hooks.unwrap_or_else(|| wire.clone())).await;
+            let fut = h.notify(for_hooks.unwrap_or_else(|| wire.clone()));
+            self.wait(&h, fut, emit).await;
             self.settle_hook(emit);
         }
         emit(&wire);
@@ -162,7 +181,8 @@ impl Agent {
 
     async fn end_message(&mut self, mut msg: AgentMessage, emit: Emit<'_>) -> AgentMessage {
         if let Some(h) = self.hooks_for("message_end") {
-            if let Some(r) = h.message_end(msg.clone()).await {
+            let fut = h.message_end(msg.clone());
+            if let Some(r) = self.wait(&h, fut, emit).await {
                 if r.role() == msg.role() {
                     msg = r;
                 }
@@ -179,7 +199,8 @@ impl Agent {
         let Some(h) = self.hooks_for("input") else {
             return hooks::InputOutcome::Continue;
         };
-        let out = h.input(ev).await;
+        let fut = h.input(ev);
+        let out = self.wait(&h, fut, emit).await;
         self.settle_hook(emit);
         out
     }
@@ -193,7 +214,7 @@ impl Agent {
         let Some(fut) = h.command(name, args) else {
             return false;
         };
-        fut.await;
+        self.wait(&h, fut, emit).await;
         self.settle_hook(emit);
         true
     }
@@ -209,13 +230,12 @@ impl Agent {
         emit: Emit<'_>,
     ) -> Result<(Value, Option<hooks::Ticket>), String> {
         if let Some(h) = self.hooks_for("tool_call") {
-            let out = h
-                .tool_call(hooks::ToolCallEvent {
-                    tool_name: call.name.clone(),
-                    tool_call_id: call.id.clone(),
-                    input: args.clone(),
-                })
-                .await;
+            let fut = h.tool_call(hooks::ToolCallEvent {
+                tool_name: call.name.clone(),
+                tool_call_id: call.id.clone(),
+                input: args.clone(),
+            });
+            let out = self.wait(&h, fut, emit).await;
             self.settle_hook(emit);
             match out {
                 hooks::ToolCallOutcome::Continue(Some(a)) => args = a,
@@ -365,13 +385,12 @@ impl Agent {
             "cwd": self.opts.cwd.display().to_string(),
             "sections": self.opts.sections.iter().map(|(k, v)| (k.clone(), Value::String(v.clone()))).collect::<Map<String, Value>>(),
         });
-        let out = h
-            .before_agent_start(hooks::BeforeAgentStart {
-                start,
-                system_prompt,
-                options,
-            })
-            .await;
+        let fut = h.before_agent_start(hooks::BeforeAgentStart {
+            start,
+            system_prompt,
+            options,
+        });
+        let out = self.wait(&h, fut, emit).await;
         self.settle_hook(emit);
         self.run_extra = out.messages;
         self.run_forced = out.system_prompt;
@@ -611,7 +630,8 @@ impl Agent {
             .iter()
             .cloned()
             .partition(|m| matches!(m, AgentMessage::System(_)));
-        let changed = h.context(rest).await;
+        let fut = h.context(rest);
+        let changed = self.wait(&h, fut, emit).await;
         self.settle_hook(emit);
         match changed {
             Some(new) => system.into_iter().chain(new).collect(),
@@ -788,8 +808,19 @@ impl Agent {
         drop(tx);
         // Ends come as tools finish; the result messages follow in call
         // order, as pi 1.6.0 does.
+        let watcher = self.ext.hooks.clone();
         while running > 0 {
-            let Some((i, update, finished)) = rx.recv().await else {
+            let next = match &watcher {
+                // An extension tool may call back into the host while it runs.
+                Some(h) => loop {
+                    tokio::select! {
+                        m = rx.recv() => break m,
+                        _ = h.ops_ready() => self.settle_hook(emit),
+                    }
+                },
+                None => rx.recv().await,
+            };
+            let Some((i, update, finished)) = next else {
                 break;
             };
             if let Some(p) = update {
@@ -802,14 +833,13 @@ impl Agent {
             }
             if let Some((mut out, ms)) = finished {
                 if let Some(h) = self.hooks_for("tool_result") {
-                    let patched = h
-                        .tool_result(hooks::ToolResultEvent {
-                            tool_name: calls[i].name.clone(),
-                            tool_call_id: calls[i].id.clone(),
-                            input: inputs[i].clone(),
-                            output: out.clone(),
-                        })
-                        .await;
+                    let fut = h.tool_result(hooks::ToolResultEvent {
+                        tool_name: calls[i].name.clone(),
+                        tool_call_id: calls[i].id.clone(),
+                        input: inputs[i].clone(),
+                        output: out.clone(),
+                    });
+                    let patched = self.wait(&h, fut, emit).await;
                     self.settle_hook(emit);
                     if let Some(p) = patched {
                         out = p;

@@ -191,11 +191,12 @@ pub async fn load(
     runner.add(infos);
 }
 
-/// The tools the extensions registered, in load order. A name a previous
+/// The tools the extensions registered, in load order, each with whether
+/// it starts active (`defaultActive`, default true). A name a previous
 /// extension already registered is pi's conflict error, reported and
-/// skipped; `defaultActive: false` tools are left out.
-pub fn tools(runner: &Arc<Runner>, prog: &str) -> Vec<Arc<dyn Tool>> {
-    let mut out: Vec<Arc<dyn Tool>> = Vec::new();
+/// skipped.
+pub fn tools(runner: &Arc<Runner>, prog: &str) -> Vec<(Arc<dyn Tool>, bool)> {
+    let mut out: Vec<(Arc<dyn Tool>, bool)> = Vec::new();
     let mut owners: Vec<(String, String)> = Vec::new();
     for e in runner.extensions() {
         for spec in &e.reg.tools {
@@ -207,16 +208,14 @@ pub fn tools(runner: &Arc<Runner>, prog: &str) -> Vec<Arc<dyn Tool>> {
                 continue;
             }
             owners.push((spec.name.clone(), e.path.clone()));
-            if spec.default_active == Some(false) {
-                continue;
-            }
-            out.push(Arc::new(ExtensionTool {
+            let tool: Arc<dyn Tool> = Arc::new(ExtensionTool {
                 host: Arc::clone(&e.host),
                 ext: e.ext,
                 path: e.path.clone(),
                 spec: spec.clone(),
                 runner: Arc::clone(runner),
-            }));
+            });
+            out.push((tool, spec.default_active != Some(false)));
         }
     }
     out

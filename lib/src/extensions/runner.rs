@@ -92,6 +92,9 @@ pub struct Runner {
     errors: Mutex<Vec<Value>>,
     ops: Mutex<Vec<AgentOp>>,
     shared: Mutex<Shared>,
+    /// Every tool `setActiveTools` may choose from.
+    pool: Mutex<Vec<Arc<dyn crate::tools::Tool>>>,
+    ops_ready: tokio::sync::Notify,
     cancel: CancellationToken,
 }
 
@@ -104,6 +107,8 @@ impl Runner {
             errors: Mutex::default(),
             ops: Mutex::default(),
             shared: Mutex::default(),
+            pool: Mutex::default(),
+            ops_ready: tokio::sync::Notify::new(),
             cancel,
         })
     }
@@ -334,6 +339,29 @@ impl Runner {
 
     fn push_op(&self, op: AgentOp) {
         lock(&self.ops).push(op);
+        self.ops_ready.notify_one();
+    }
+
+    /// Every tool `setActiveTools` may name (active or not).
+    pub fn set_tool_pool(&self, tools: Vec<Arc<dyn crate::tools::Tool>>) {
+        *lock(&self.pool) = tools;
+    }
+
+    /// Answers a call from the agent itself: `f` runs on the agent as soon
+    /// as the loop can apply it (also while it waits for this very
+    /// extension's handler).
+    fn ask(
+        &self,
+        f: impl FnOnce(&mut crate::agent::Agent) -> Result<Value, String> + Send + 'static,
+    ) -> BoxFuture<'static, Result<Value, String>> {
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        self.push_op(Box::new(move |agent, _emit| {
+            let _ = tx.send(f(agent));
+        }));
+        Box::pin(async move {
+            rx.await
+                .unwrap_or_else(|_| Err("pi-toolkit host: the agent is not running".into()))
+        })
     }
 }
 
@@ -419,6 +447,10 @@ impl Hooks for Runner {
 
     fn take_ops(&self) -> Vec<AgentOp> {
         std::mem::take(&mut lock(&self.ops))
+    }
+
+    fn ops_ready(&self) -> BoxFuture<'_, ()> {
+        Box::pin(self.ops_ready.notified())
     }
 
     fn command(&self, name: &str, args: &str) -> Option<BoxFuture<'_, ()>> {
@@ -630,8 +662,71 @@ impl CallHandler for Runner {
         method: String,
         params: Value,
     ) -> BoxFuture<'static, Result<Value, String>> {
-        let answer = self.answer(&method, &params);
-        ready(answer)
+        let entries = |agent: &crate::agent::Agent, idx: Vec<usize>| {
+            Value::Array(
+                idx.into_iter()
+                    .filter_map(|i| serde_json::to_value(&agent.store.session.entries[i]).ok())
+                    .collect(),
+            )
+        };
+        match method.as_str() {
+            "session.getEntries" => self.ask(move |a| {
+                let n = a.store.session.entries.len();
+                Ok(entries(a, (0..n).collect()))
+            }),
+            "session.getBranch" => {
+                let from = params
+                    .get("fromId")
+                    .and_then(Value::as_str)
+                    .map(str::to_string);
+                self.ask(move |a| {
+                    let idx = match &from {
+                        Some(id) if a.store.session.index_of(id).is_none() => {
+                            return Err(format!("Entry {id} not found"))
+                        }
+                        Some(id) => a.store.session.path_to(id),
+                        None => a.store.session.branch(),
+                    };
+                    Ok(entries(a, idx))
+                })
+            }
+            "session.getHeader" => self
+                .ask(|a| serde_json::to_value(&a.store.session.header).map_err(|e| e.to_string())),
+            "session.getLeafId" => self.ask(|a| {
+                Ok(a.store
+                    .session
+                    .leaf_id()
+                    .map(|s| Value::String(s.to_string()))
+                    .unwrap_or(Value::Null))
+            }),
+            "setActiveTools" => {
+                let names: Vec<String> = params
+                    .get("names")
+                    .and_then(Value::as_array)
+                    .map(|a| {
+                        a.iter()
+                            .filter_map(Value::as_str)
+                            .map(str::to_string)
+                            .collect()
+                    })
+                    .unwrap_or_default();
+                let pool = lock(&self.pool).clone();
+                // Unknown names are ignored, as pi does.
+                let chosen: Vec<Arc<dyn crate::tools::Tool>> = names
+                    .iter()
+                    .filter_map(|n| pool.iter().find(|t| t.definition().name == *n).cloned())
+                    .collect();
+                {
+                    let mut s = lock(&self.shared);
+                    s.active_tools = chosen.iter().map(|t| t.definition().name).collect();
+                }
+                self.ask(move |a| {
+                    a.opts.tools = chosen;
+                    Ok(Value::Null)
+                })
+            }
+            _ => ready(self.answer(&method, &params)),
+        }
     }
 }
 
@@ -700,12 +795,6 @@ impl Runner {
             "getSettings" => Ok(self.cfg.settings.clone()),
             "getSystemPrompt" => Ok(lock(&self.shared).system_prompt.clone().into()),
             "hasPendingMessages" => Ok(false.into()),
-            "session.getLeafId" => Ok(lock(&self.shared)
-                .state
-                .leaf_id
-                .clone()
-                .map(Value::String)
-                .unwrap_or(Value::Null)),
             "abort" => {
                 self.cancel.cancel();
                 Ok(Value::Null)
