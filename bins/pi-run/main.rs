@@ -422,6 +422,7 @@ fn run(
         let mut agent = Agent::new(opts, store, cancel.clone());
         agent.ext.hooks = hooks;
         agent.ext.gates = gates;
+        runner.set_queue(Arc::clone(&agent.queue));
         // SIGINT, SIGTERM and SIGHUP are taken over right here, before the
         // first request, so an early signal still saves the session; a
         // stdout that fails stops the run the same way.
@@ -450,7 +451,26 @@ fn run(
         }
         agent.prepare_session().map_err(CliError::failed)?;
         let mut last = None;
-        for user in prompts {
+        let mut prompts: std::collections::VecDeque<AgentMessage> = prompts.into();
+        loop {
+            // The prompts given, then what extensions asked to run while
+            // the agent was idle (sendMessage triggerTurn, sendUserMessage).
+            let user = match prompts.pop_front() {
+                Some(u) => u,
+                None => match agent.queue.take_idle_run() {
+                    Some(pi_lib::agent::queue::IdleRun::User { text }) => {
+                        AgentMessage::User(pi_lib::format::message::UserMessage {
+                            content: pi_lib::format::UserContent::Blocks(vec![ContentBlock::text(
+                                text,
+                            )]),
+                            timestamp: pi_lib::format::Num::signed(pi_lib::timefmt::now_ms()),
+                            extra: serde_json::Map::new(),
+                        })
+                    }
+                    Some(pi_lib::agent::queue::IdleRun::Custom(c)) => AgentMessage::Custom(c),
+                    None => break,
+                },
+            };
             let Some(user) = preflight(&mut agent, user, &resources, chat_only, &mut emit).await
             else {
                 continue;
@@ -467,6 +487,7 @@ fn run(
                 return Err(CliError::failed(err));
             }
         }
+        agent.apply_pending(&mut emit);
         if !json {
             if let Some(m) = &last {
                 for b in &m.content {

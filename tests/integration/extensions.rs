@@ -69,6 +69,12 @@ for line in sys.stdin:
                 got[a["id"]] = a
         types = [e.get("customType") or e["type"] for e in got["c2"]["result"]]
         send({"type": "result", "id": r["id"], "result": {"block": True, "reason": json.dumps([types[-1], got["c3"]["error"]])}}); continue
+    if t == "tool_call" and mode.startswith("send:"):
+        opts = {"deliverAs": mode.split(":")[1]} if mode != "send:" else {}
+        send({"type": "call", "id": "s1", "method": "sendMessage",
+              "params": {"message": {"customType": "queued", "content": "from probe", "display": True}, "options": opts}})
+        while json.loads(sys.stdin.readline())["type"] != "return":
+            pass
     if t == "tool_call" and mode == "flags":
         send({"type": "result", "id": r["id"], "result": {"block": True, "reason": json.dumps(seen, sort_keys=True)}}); continue
     if t == "tool_call" and mode == "tool_call:crash":
@@ -657,4 +663,63 @@ fn calls_are_served_while_the_host_waits_for_the_handler() {
         .collect();
     assert_eq!(appended.len(), 1);
     assert_eq!(appended[0]["entry"]["data"]["n"], 1);
+}
+
+#[test]
+fn send_message_follows_pi_delivery_rules() {
+    if !have("python3", "send_message") {
+        return;
+    }
+    // (mode, roles after the tool result, final answer)
+    for (mode, after, answer) in [
+        ("send:", vec!["custom", "assistant"], "second"),
+        ("send:steer", vec!["custom", "assistant"], "second"),
+        (
+            "send:followUp",
+            vec!["assistant", "custom", "assistant"],
+            "third",
+        ),
+    ] {
+        let sb = Sandbox::new();
+        let probe = write_exec(&sb.root().join("probe.py"), PROBE);
+        let s = script(
+            &sb,
+            &[
+                json!({"toolCalls": [{"name": "bash", "arguments": {"command": "true"}}]}),
+                json!({"text": "second"}),
+                json!({"text": "third"}),
+            ],
+        );
+        let out = sb
+            .cmd("pi-run")
+            .env("PROBE", mode)
+            .args([
+                "--no-session",
+                "--provider",
+                "faux",
+                "--model",
+                &s,
+                "--mode",
+                "json",
+                "-e",
+            ])
+            .arg(&probe)
+            .arg("go")
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{mode}: {}", stderr(&out));
+        let roles: Vec<String> = jsonl(&out)
+            .into_iter()
+            .filter(|e| e["type"] == "message_end")
+            .map(|e| e["message"]["role"].as_str().unwrap_or("").to_string())
+            .collect();
+        let t = roles.iter().position(|r| r == "toolResult").unwrap();
+        assert_eq!(roles[t + 1..], after[..], "{mode}: {roles:?}");
+        let last = jsonl(&out)
+            .into_iter()
+            .filter(|e| e["type"] == "message_end" && e["message"]["role"] == "assistant")
+            .last()
+            .unwrap();
+        assert_eq!(last["message"]["content"][0]["text"], answer, "{mode}");
+    }
 }

@@ -77,6 +77,9 @@ pub struct Agent {
     pub cancel: CancellationToken,
     /// Hooks, approval gates and the final policy; none by default.
     pub ext: AgentExt,
+    /// Steering, follow-up and next-turn messages (extensions' and, later,
+    /// an RPC client's), delivered with pi's rules.
+    pub queue: Arc<queue::MessageQueue>,
     /// This run's whole prompt from `before_agent_start` (sent, never
     /// recorded).
     run_forced: Option<String>,
@@ -99,6 +102,7 @@ impl Agent {
             store,
             cancel,
             ext: AgentExt::default(),
+            queue: Arc::default(),
             run_forced: None,
             run_extra: Vec::new(),
         }
@@ -141,6 +145,12 @@ impl Agent {
                 _ = h.ops_ready() => self.settle_hook(emit),
             }
         }
+    }
+
+    /// Applies what the hooks' owners asked for and emits their records
+    /// (pending work after the last prompt).
+    pub fn apply_pending(&mut self, emit: Emit<'_>) {
+        self.settle_hook(emit);
     }
 
     /// After a hook returned: its records go on the stream, its changes to
@@ -401,7 +411,9 @@ impl Agent {
         self.run_forced = None;
         self.run_extra.clear();
         self.before_agent_start(&user, emit).await;
+        self.queue.set_streaming(true);
         let out = self.run_inner(user, emit).await;
+        self.queue.set_streaming(false);
         self.run_forced = None;
         out
     }
@@ -519,6 +531,8 @@ impl Agent {
         retry_attempt: Option<u32>,
     ) -> TurnsEnd {
         let mut turn = 0u32;
+        // Queued messages delivered at the start of the next turn.
+        let mut deliver: Vec<AgentMessage> = Vec::new();
         loop {
             turn += 1;
             self.dispatch(
@@ -536,17 +550,23 @@ impl Agent {
                     return TurnsEnd::Failed(e);
                 }
                 new_messages.push(user);
-                for m in std::mem::take(&mut self.run_extra) {
-                    let m = self.start_end(m, emit).await;
-                    if let Err(e) = self.append_message(m.clone()) {
-                        return TurnsEnd::Failed(e);
-                    }
-                    new_messages.push(m);
-                }
+                // before_agent_start's messages, then next-turn messages,
+                // then one steering drain (pi's run-start delivery).
+                let mut extra = std::mem::take(&mut self.run_extra);
+                extra.extend(self.queue.take_next_turn());
+                extra.extend(self.queue.drain_steering());
+                deliver = extra;
             } else if turn > 1 {
                 if let Err(e) = self.sync_system_prompt(emit, new_messages).await {
                     return TurnsEnd::Failed(e);
                 }
+            }
+            for m in std::mem::take(&mut deliver) {
+                let m = self.start_end(m, emit).await;
+                if let Err(e) = self.append_message(m.clone()) {
+                    return TurnsEnd::Failed(e);
+                }
+                new_messages.push(m);
             }
             let (assistant, failure) = self.stream_assistant(emit).await;
             let msg = AgentMessage::Assistant(Box::new(assistant.clone()));
@@ -583,24 +603,55 @@ impl Agent {
                 })
                 .collect();
             if calls.is_empty() {
+                if let Err(e) = self.end_of_turn(emit, new_messages).await {
+                    return TurnsEnd::Failed(e);
+                }
                 self.turn_end(turn, &msg, &[], emit).await;
-                return TurnsEnd::Done;
+                // Where the run would stop: steering, else one follow-up
+                // drain, becomes another turn.
+                deliver = self.queue.drain_steering();
+                if deliver.is_empty() {
+                    deliver = self.queue.drain_follow_up();
+                }
+                if deliver.is_empty() || self.cancel.is_cancelled() {
+                    return TurnsEnd::Done;
+                }
+                continue;
             }
             let results = match self.run_tools(&calls, emit).await {
                 Ok(r) => r,
                 Err(e) => return TurnsEnd::Failed(e),
             };
             new_messages.extend(results.iter().cloned());
+            if let Err(e) = self.end_of_turn(emit, new_messages).await {
+                return TurnsEnd::Failed(e);
+            }
             self.turn_end(turn, &msg, &results, emit).await;
             if self.cancel.is_cancelled() {
                 return TurnsEnd::Aborted;
             }
+            deliver = self.queue.drain_steering();
             if let Some(max) = self.opts.max_turns {
                 if turn >= max {
                     return TurnsEnd::MaxTurns(max);
                 }
             }
         }
+    }
+
+    /// Custom messages sent with `triggerTurn: false` while streaming are
+    /// appended when the turn ends.
+    async fn end_of_turn(
+        &mut self,
+        emit: Emit<'_>,
+        new_messages: &mut Vec<AgentMessage>,
+    ) -> Result<(), String> {
+        for m in self.queue.take_end_of_turn() {
+            let m = self.start_end(m, emit).await;
+            self.append_message(m.clone())?;
+            new_messages.push(m);
+        }
+        Ok(())
     }
 
     async fn turn_end(

@@ -225,15 +225,18 @@ impl Host {
                             method,
                             params,
                         }) => {
-                            let h = handler.get().cloned();
+                            // Started here, in line order (a call's effect
+                            // precedes the answers read after it); awaited
+                            // apart, so a slow answer blocks nothing.
+                            let fut = match handler.get() {
+                                Some(h) => h.call(ext, method, params),
+                                None => Box::pin(std::future::ready(Err(format!(
+                                    "pi-toolkit host: {method} is not available during loading"
+                                )))),
+                            };
                             let w = wtx.clone();
                             tokio::spawn(async move {
-                                let r = match h {
-                                    Some(h) => h.call(ext, method, params).await,
-                                    None => Err(format!(
-                                        "pi-toolkit host: {method} is not available during loading"
-                                    )),
-                                };
+                                let r = fut.await;
                                 let (result, error) = match r {
                                     Ok(v) => (Some(v), None),
                                     Err(e) => (None, Some(e)),

@@ -95,6 +95,7 @@ pub struct Runner {
     /// Every tool `setActiveTools` may choose from.
     pool: Mutex<Vec<Arc<dyn crate::tools::Tool>>>,
     ops_ready: tokio::sync::Notify,
+    queue: Mutex<Option<Arc<crate::agent::queue::MessageQueue>>>,
     cancel: CancellationToken,
 }
 
@@ -109,6 +110,7 @@ impl Runner {
             shared: Mutex::default(),
             pool: Mutex::default(),
             ops_ready: tokio::sync::Notify::new(),
+            queue: Mutex::default(),
             cancel,
         })
     }
@@ -340,6 +342,11 @@ impl Runner {
     fn push_op(&self, op: AgentOp) {
         lock(&self.ops).push(op);
         self.ops_ready.notify_one();
+    }
+
+    /// The agent's message queue (`sendMessage`, `sendUserMessage`).
+    pub fn set_queue(&self, q: Arc<crate::agent::queue::MessageQueue>) {
+        *lock(&self.queue) = Some(q);
     }
 
     /// Every tool `setActiveTools` may name (active or not).
@@ -765,12 +772,58 @@ impl Runner {
                 .map(Value::String)
                 .unwrap_or(Value::Null)),
             "sendMessage" => {
+                use crate::agent::queue::DeliverAs;
                 let msg = custom_message(p.get("message").unwrap_or(&Value::Null))?;
-                self.push_op(Box::new(move |agent, emit| {
-                    if let Err(err) = agent.append_message_now(AgentMessage::Custom(msg), emit) {
-                        eprintln!("pi-run: sendMessage: {err}");
+                let opts = p.get("options");
+                let trigger = opts
+                    .and_then(|o| o.get("triggerTurn"))
+                    .and_then(Value::as_bool);
+                let deliver = DeliverAs::parse(
+                    opts.and_then(|o| o.get("deliverAs"))
+                        .and_then(Value::as_str),
+                )?;
+                let queue = lock(&self.queue).clone();
+                match queue {
+                    // Idle without a trigger: appended at once.
+                    Some(q)
+                        if q.is_streaming()
+                            || trigger == Some(true)
+                            || deliver == Some(DeliverAs::NextTurn) =>
+                    {
+                        q.send_custom(msg, trigger, deliver)
                     }
-                }));
+                    _ => self.push_op(Box::new(move |agent, emit| {
+                        if let Err(err) = agent.append_message_now(AgentMessage::Custom(msg), emit)
+                        {
+                            eprintln!("pi-run: sendMessage: {err}");
+                        }
+                    })),
+                }
+                Ok(Value::Null)
+            }
+            "sendUserMessage" => {
+                use crate::agent::queue::DeliverAs;
+                let text = match p.get("content") {
+                    Some(Value::String(t)) => t.clone(),
+                    Some(c @ Value::Array(_)) => serde_json::from_value::<UserContent>(c.clone())
+                        .map(|u| u.joined_text("\n"))
+                        .map_err(|e| format!("invalid content: {e}"))?,
+                    _ => return Err("sendUserMessage needs content".into()),
+                };
+                let deliver = DeliverAs::parse(
+                    p.get("options")
+                        .and_then(|o| o.get("deliverAs"))
+                        .and_then(Value::as_str),
+                )?;
+                let Some(q) = lock(&self.queue).clone() else {
+                    return Err("pi-toolkit host: sendUserMessage is not available".into());
+                };
+                let message = AgentMessage::User(crate::format::message::UserMessage {
+                    content: UserContent::Blocks(vec![ContentBlock::text(text.clone())]),
+                    timestamp: Num::signed(crate::timefmt::now_ms()),
+                    extra: Map::new(),
+                });
+                q.send_user(message, text, deliver)?;
                 Ok(Value::Null)
             }
             "getActiveTools" => Ok(json!(lock(&self.shared).active_tools)),
@@ -794,7 +847,10 @@ impl Runner {
             "getThinkingLevel" => Ok(lock(&self.shared).state.thinking_level.clone().into()),
             "getSettings" => Ok(self.cfg.settings.clone()),
             "getSystemPrompt" => Ok(lock(&self.shared).system_prompt.clone().into()),
-            "hasPendingMessages" => Ok(false.into()),
+            "hasPendingMessages" => Ok(lock(&self.queue)
+                .as_ref()
+                .is_some_and(|q| q.has_pending())
+                .into()),
             "abort" => {
                 self.cancel.cancel();
                 Ok(Value::Null)
