@@ -717,8 +717,8 @@ fn send_message_follows_pi_delivery_rules() {
         assert_eq!(roles[t + 1..], after[..], "{mode}: {roles:?}");
         let last = jsonl(&out)
             .into_iter()
-            .filter(|e| e["type"] == "message_end" && e["message"]["role"] == "assistant")
-            .last()
+            .rev()
+            .find(|e| e["type"] == "message_end" && e["message"]["role"] == "assistant")
             .unwrap();
         assert_eq!(last["message"]["content"][0]["text"], answer, "{mode}");
     }
