@@ -32,6 +32,7 @@ else
     fi
 fi
 [ -x "$BIN" ] || die "no pi-run binary at $BIN"
+BIN="$(cd "$(dirname "$BIN")" && pwd)/$(basename "$BIN")"
 
 WORK="$(mktemp -d "${TMPDIR:-/tmp}/pi-bench-ext.XXXXXX")"
 cleanup() { [ -n "${BENCH_KEEP:-}" ] && echo "kept $WORK" >&2 || rm -rf "$WORK"; }

@@ -723,3 +723,43 @@ fn send_message_follows_pi_delivery_rules() {
         assert_eq!(last["message"]["content"][0]["text"], answer, "{mode}");
     }
 }
+
+#[test]
+fn pi_resources_inspect_lists_what_extensions_registered() {
+    if !have("python3", "inspect") {
+        return;
+    }
+    let sb = Sandbox::new();
+    let ext = sb.agent().join("extensions");
+    std::fs::create_dir_all(&ext).unwrap();
+    std::fs::copy(repo().join("examples/guard.py"), ext.join("guard.py")).unwrap();
+    let marker = evil_project(&sb);
+    let rec = |args: &[&str]| {
+        let out = sb.cmd("pi-resources").args(args).output().unwrap();
+        assert!(out.status.success(), "{}", stderr(&out));
+        jsonl(&out)
+            .into_iter()
+            .filter(|r| r["type"] == "extension")
+            .collect::<Vec<Value>>()
+    };
+    // Without --inspect nothing runs and nothing is added.
+    let plain = rec(&["--approve"]);
+    assert!(plain.iter().all(|r| r.get("registered").is_none()));
+    assert!(!marker.exists());
+    // Untrusted: only the user's extension starts.
+    let untrusted = rec(&["--inspect", "--no-approve"]);
+    assert_eq!(untrusted.len(), 1);
+    assert_eq!(
+        untrusted[0]["registered"],
+        json!({"tools": ["shout"], "commands": ["note"], "flags": []})
+    );
+    assert!(!marker.exists(), "an untrusted project's extension started");
+    let trusted = rec(&["--inspect", "--approve"]);
+    assert_eq!(trusted.len(), 2);
+    assert!(marker.exists());
+    let evil = trusted.iter().find(|r| r["name"] == "evil").unwrap();
+    assert_eq!(
+        evil["registered"]["flags"],
+        json!(["probe-flag", "probe-bool"])
+    );
+}

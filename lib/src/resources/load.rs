@@ -122,6 +122,7 @@ pub(crate) fn load_all(kind: Kind, cands: Vec<Candidate>, res: &mut Resources) {
                 source: c.source,
                 scope: c.scope,
                 package: c.package.clone(),
+                registered: None,
             })),
             Kind::Skill => load_skill(&c, &mut res.diagnostics).map(Loaded::Skill),
             Kind::Prompt => load_prompt(&c, &mut res.diagnostics).map(Loaded::Prompt),
