@@ -43,6 +43,8 @@ def send(r):
     sys.stdout.write(json.dumps(r) + "\n"); sys.stdout.flush()
 hello = json.loads(sys.stdin.readline())
 events = ["tool_call", "tool_result", "project_trust", "input", "before_agent_start"]
+if mode == "boundary":
+    events.append("turn_end")
 flags = [{"name": "probe-flag", "type": "string"}, {"name": "probe-bool", "type": "boolean", "default": False}]
 send({"type": "register", "protocol": 1, "extensions": [{"path": hello["load"][0]["path"], "events": events, "flags": flags}]})
 seen = {}
@@ -75,6 +77,9 @@ for line in sys.stdin:
               "params": {"message": {"customType": "queued", "content": "from probe", "display": True}, "options": opts}})
         while json.loads(sys.stdin.readline())["type"] != "return":
             pass
+    if t == "turn_end" and mode == "boundary":
+        i = r["event"]["turnIndex"]
+        send({"type": "result", "id": r["id"], "result": {"entries": [{"type": "custom", "customType": "b", "data": {"turn": i}}], "continue": i == 1}}); continue
     if t == "tool_call" and mode == "flags":
         send({"type": "result", "id": r["id"], "result": {"block": True, "reason": json.dumps(seen, sort_keys=True)}}); continue
     if t == "tool_call" and mode == "tool_call:crash":
@@ -762,4 +767,53 @@ fn pi_resources_inspect_lists_what_extensions_registered() {
         evil["registered"]["flags"],
         json!(["probe-flag", "probe-bool"])
     );
+}
+
+#[test]
+fn turn_end_boundary_appends_entries_and_continues() {
+    if !have("python3", "boundary") {
+        return;
+    }
+    let sb = Sandbox::new();
+    let probe = write_exec(&sb.root().join("probe.py"), PROBE);
+    let s = script(
+        &sb,
+        &[
+            json!({"toolCalls": [{"name": "bash", "arguments": {"command": "true"}}]}),
+            json!({"text": "second"}),
+            json!({"text": "third"}),
+        ],
+    );
+    let out = sb
+        .cmd("pi-run")
+        .env("PROBE", "boundary")
+        .args([
+            "--no-session",
+            "--provider",
+            "faux",
+            "--model",
+            &s,
+            "--mode",
+            "json",
+            "-e",
+        ])
+        .arg(&probe)
+        .arg("go")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let evs = jsonl(&out);
+    let turns: Vec<&Value> = evs
+        .iter()
+        .filter(|e| e["type"] == "entry_appended")
+        .map(|e| &e["entry"]["data"]["turn"])
+        .collect();
+    assert_eq!(turns, [&json!(0), &json!(1), &json!(2)]);
+    // `continue` after the answer "second" asked for one more request.
+    let texts: Vec<&str> = evs
+        .iter()
+        .filter(|e| e["type"] == "message_end" && e["message"]["role"] == "assistant")
+        .filter_map(|e| e["message"]["content"][0]["text"].as_str())
+        .collect();
+    assert_eq!(texts, ["second", "third"]);
 }

@@ -583,7 +583,7 @@ impl Agent {
                 }
             }
             if assistant.stop_reason == "error" || assistant.stop_reason == "aborted" {
-                self.turn_end(turn, &msg, &[], emit).await;
+                let _ = self.turn_end(turn, &msg, &[], emit).await;
                 let err = assistant
                     .error_message
                     .clone()
@@ -606,14 +606,15 @@ impl Agent {
                 if let Err(e) = self.end_of_turn(emit, new_messages).await {
                     return TurnsEnd::Failed(e);
                 }
-                self.turn_end(turn, &msg, &[], emit).await;
+                let more = self.turn_end(turn, &msg, &[], emit).await;
                 // Where the run would stop: steering, else one follow-up
-                // drain, becomes another turn.
+                // drain, becomes another turn; a boundary handler's
+                // `continue` asks for one more request as it is.
                 deliver = self.queue.drain_steering();
                 if deliver.is_empty() {
                     deliver = self.queue.drain_follow_up();
                 }
-                if deliver.is_empty() || self.cancel.is_cancelled() {
+                if (deliver.is_empty() && !more) || self.cancel.is_cancelled() {
                     return TurnsEnd::Done;
                 }
                 continue;
@@ -626,7 +627,7 @@ impl Agent {
             if let Err(e) = self.end_of_turn(emit, new_messages).await {
                 return TurnsEnd::Failed(e);
             }
-            self.turn_end(turn, &msg, &results, emit).await;
+            let _ = self.turn_end(turn, &msg, &results, emit).await;
             if self.cancel.is_cancelled() {
                 return TurnsEnd::Aborted;
             }
@@ -654,18 +655,64 @@ impl Agent {
         Ok(())
     }
 
+    /// `turn_end`, pi's boundary event: the handlers may add entries
+    /// (`custom` entries, `custom_message` messages) and ask for one more
+    /// request (`true`).
     async fn turn_end(
         &mut self,
         turn: u32,
         msg: &AgentMessage,
         results: &[AgentMessage],
         emit: Emit<'_>,
-    ) {
-        let for_hooks = self.ext.hooks.as_ref().map(|_| {
-            json!({"type": "turn_end", "turnIndex": turn - 1, "message": msg, "toolResults": results})
-        });
-        self.dispatch(events::turn_end(msg, results), for_hooks, emit)
-            .await;
+    ) -> bool {
+        let wire = events::turn_end(msg, results);
+        let Some(h) = self.hooks_for("turn_end") else {
+            emit(&wire);
+            return false;
+        };
+        let payload = json!({"type": "turn_end", "turnIndex": turn - 1, "message": msg, "toolResults": results, "outcome": if self.cancel.is_cancelled() { "aborted" } else { "completed" }, "entries": [], "continue": false});
+        let fut = h.boundary(payload);
+        let out = self.wait(&h, fut, emit).await;
+        self.settle_hook(emit);
+        for d in out.entries {
+            let entry = match d.get("type").and_then(Value::as_str) {
+                Some("custom") => {
+                    let ty = d.get("customType").and_then(Value::as_str).unwrap_or("");
+                    let leaf = self.store.session.leaf_id().map(str::to_string);
+                    self.store.session.new_custom(
+                        leaf.as_deref(),
+                        ty,
+                        d.get("data").cloned().unwrap_or(Value::Null),
+                    )
+                }
+                Some("custom_message") => {
+                    let m = crate::format::message::CustomMessage {
+                        custom_type: d
+                            .get("customType")
+                            .and_then(Value::as_str)
+                            .unwrap_or("")
+                            .to_string(),
+                        content: match d.get("content") {
+                            Some(Value::String(t)) => crate::format::UserContent::Text(t.clone()),
+                            Some(c) => serde_json::from_value(c.clone())
+                                .unwrap_or(crate::format::UserContent::Text(String::new())),
+                            None => crate::format::UserContent::Text(String::new()),
+                        },
+                        display: d.get("display").and_then(Value::as_bool).unwrap_or(false),
+                        details: d.get("details").cloned(),
+                        timestamp: Num::signed(now_ms()),
+                        extra: Map::new(),
+                    };
+                    self.store.message_entry(AgentMessage::Custom(m))
+                }
+                _ => continue,
+            };
+            if let Err(e) = self.append(entry, Some(&mut *emit)) {
+                emit(&json!({"type": "extension_error", "event": "turn_end", "error": e}));
+            }
+        }
+        emit(&wire);
+        out.continue_run
     }
 
     /// The messages of the next request, after the `context` hooks: they

@@ -660,6 +660,47 @@ impl Hooks for Runner {
     fn notify(&self, event: Value) -> BoxFuture<'_, ()> {
         Box::pin(self.notify_all(event))
     }
+
+    /// pi's boundary chain: each handler sees the proposal so far; a
+    /// returned `entries` or `continue` replaces that field. Drafts that
+    /// are not `custom` / `custom_message` objects are reported and the
+    /// proposal is dropped (pi: `Invalid boundary entries`).
+    fn boundary(&self, payload: Value) -> BoxFuture<'_, crate::agent::hooks::BoundaryOutcome> {
+        Box::pin(async move {
+            let kind = payload["type"].as_str().unwrap_or("turn_end").to_string();
+            let mut ev = payload;
+            for e in self.handlers(&kind, false) {
+                let Some(v) = self.send_reported(&e, &ev).await else {
+                    continue;
+                };
+                if let Some(entries) = v.get("entries").filter(|x| x.is_array()) {
+                    ev["entries"] = entries.clone();
+                }
+                if let Some(c) = v.get("continue").and_then(Value::as_bool) {
+                    ev["continue"] = c.into();
+                }
+            }
+            let entries = ev["entries"].as_array().cloned().unwrap_or_default();
+            let bad = entries.iter().find(|d| {
+                !matches!(
+                    d.get("type").and_then(Value::as_str),
+                    Some("custom") | Some("custom_message")
+                ) || d.get("customType").and_then(Value::as_str).is_none()
+            });
+            if let Some(b) = bad {
+                self.report(
+                    "boundary",
+                    &kind,
+                    &format!("Invalid boundary entries: unsupported draft {b}"),
+                );
+                return crate::agent::hooks::BoundaryOutcome::default();
+            }
+            crate::agent::hooks::BoundaryOutcome {
+                entries,
+                continue_run: ev["continue"].as_bool() == Some(true),
+            }
+        })
+    }
 }
 
 impl CallHandler for Runner {
