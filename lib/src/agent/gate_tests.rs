@@ -101,6 +101,13 @@ impl Hooks for Probe {
             ..Default::default()
         })
     }
+    fn boundary(&self, payload: Value) -> BoxFuture<'_, BoundaryOutcome> {
+        self.seen
+            .lock()
+            .unwrap()
+            .push(payload["type"].as_str().unwrap_or("").to_string());
+        ready(BoundaryOutcome::default())
+    }
     fn notify(&self, ev: Value) -> BoxFuture<'_, ()> {
         self.seen
             .lock()
