@@ -276,7 +276,7 @@ fn run(
         }
     }
 
-    let resources = if chat_only {
+    let mut resources = if chat_only {
         // Only context files: no skills, templates, extensions or themes.
         pi_lib::resources::discover_chat_only(&discover)
             .map_err(|e| CliError::input(e.to_string()))?
@@ -338,7 +338,17 @@ fn run(
     }
     if has_exts {
         runner.configure(&flag_values);
-        rt.block_on(runner.session_start());
+        // resources_discover: extra skill, template and theme paths (relative
+        // to the cwd), discovered like --skill & co.
+        let (skills, prompts, themes) = rt.block_on(runner.session_start());
+        if !(skills.is_empty() && prompts.is_empty() && themes.is_empty()) {
+            let abs = |v: Vec<String>| v.into_iter().map(|p| cwd.join(p)).collect::<Vec<_>>();
+            discover.skills.extend(abs(skills));
+            discover.prompt_templates.extend(abs(prompts));
+            discover.themes.extend(abs(themes));
+            resources = pi_lib::resources::discover(&discover, trusted)
+                .map_err(|e| CliError::input(e.to_string()))?;
+        }
     }
 
     let sections = if let Some(exact) = &selection.exact_prompt {

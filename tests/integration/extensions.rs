@@ -45,6 +45,8 @@ hello = json.loads(sys.stdin.readline())
 events = ["tool_call", "tool_result", "project_trust", "input", "before_agent_start"]
 if mode == "boundary":
     events.append("turn_end")
+if mode == "discover":
+    events.append("resources_discover")
 flags = [{"name": "probe-flag", "type": "string"}, {"name": "probe-bool", "type": "boolean", "default": False}]
 send({"type": "register", "protocol": 1, "extensions": [{"path": hello["load"][0]["path"], "events": events, "flags": flags}]})
 seen = {}
@@ -77,6 +79,8 @@ for line in sys.stdin:
               "params": {"message": {"customType": "queued", "content": "from probe", "display": True}, "options": opts}})
         while json.loads(sys.stdin.readline())["type"] != "return":
             pass
+    if t == "resources_discover":
+        send({"type": "result", "id": r["id"], "result": {"skillPaths": [os.environ["PROBE_SKILLS"]]}}); continue
     if t == "turn_end" and mode == "boundary":
         i = r["event"]["turnIndex"]
         send({"type": "result", "id": r["id"], "result": {"entries": [{"type": "custom", "customType": "b", "data": {"turn": i}}], "continue": i == 1}}); continue
@@ -816,4 +820,46 @@ fn turn_end_boundary_appends_entries_and_continues() {
         .filter_map(|e| e["message"]["content"][0]["text"].as_str())
         .collect();
     assert_eq!(texts, ["second", "third"]);
+}
+
+#[test]
+fn resources_discover_adds_skills_to_the_prompt() {
+    if !have("python3", "resources_discover") {
+        return;
+    }
+    let sb = Sandbox::new();
+    let skill = sb.root().join("extra-skills/probe-skill");
+    std::fs::create_dir_all(&skill).unwrap();
+    std::fs::write(
+        skill.join("SKILL.md"),
+        "---\nname: probe-skill\ndescription: A skill an extension brought.\n---\nBody.\n",
+    )
+    .unwrap();
+    let probe = write_exec(&sb.root().join("probe.py"), PROBE);
+    let s = script(&sb, &[json!({"text": "ok"})]);
+    let out = sb
+        .cmd("pi-run")
+        .env("PROBE", "discover")
+        .env("PROBE_SKILLS", sb.root().join("extra-skills"))
+        .args([
+            "--no-session",
+            "--provider",
+            "faux",
+            "--model",
+            &s,
+            "--mode",
+            "json",
+            "-e",
+        ])
+        .arg(&probe)
+        .arg("go")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let sys = jsonl(&out)
+        .into_iter()
+        .find(|e| e["type"] == "message_end" && e["message"]["role"] == "system")
+        .unwrap();
+    let skills = sys["message"]["sections"]["skills"].as_str().unwrap_or("");
+    assert!(skills.contains("probe-skill"), "{sys}");
 }
