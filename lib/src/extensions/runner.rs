@@ -486,7 +486,11 @@ impl Hooks for Runner {
             let (mut text, mut images) = (ev.text.clone(), ev.images.clone());
             let mut changed = false;
             for e in self.handlers("input", false) {
-                let payload = json!({"type": "input", "text": text, "images": images, "source": ev.source, "streamingBehavior": ev.streaming_behavior});
+                let mut payload = json!({"type": "input", "text": text, "images": images, "source": ev.source});
+                // pi omits it when idle.
+                if let Some(b) = &ev.streaming_behavior {
+                    payload["streamingBehavior"] = b.clone().into();
+                }
                 let Some(v) = self.send_reported(&e, &payload).await else {
                     continue;
                 };
