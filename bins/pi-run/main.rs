@@ -337,7 +337,7 @@ fn run(
         extflags::reinsert(&mut cli.messages, &pos, back);
     }
     if has_exts {
-        runner.configure(&flag_values);
+        rt.block_on(runner.configure(&flag_values));
         // resources_discover: extra skill, template and theme paths (relative
         // to the cwd), discovered like --skill & co.
         let (skills, prompts, themes) = rt.block_on(runner.session_start());

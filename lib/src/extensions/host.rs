@@ -70,7 +70,7 @@ struct Pending {
 pub struct Host {
     pub display: String,
     prog: String,
-    writer: mpsc::UnboundedSender<Option<String>>,
+    stdin: Arc<tokio::sync::Mutex<Option<tokio::process::ChildStdin>>>,
     pending: Arc<Mutex<HashMap<u64, Pending>>>,
     next_id: AtomicU64,
     dead: Arc<Mutex<Option<String>>>,
@@ -82,6 +82,23 @@ pub struct Host {
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// Writes one record line; `false` once stdin is closed or broken.
+async fn write_line(
+    stdin: &tokio::sync::Mutex<Option<tokio::process::ChildStdin>>,
+    mut line: String,
+) -> bool {
+    line.push('\n');
+    let mut g = stdin.lock().await;
+    let Some(w) = g.as_mut() else {
+        return false;
+    };
+    if w.write_all(line.as_bytes()).await.is_err() || w.flush().await.is_err() {
+        g.take();
+        return false;
+    }
+    true
 }
 
 /// Kills process group `pgid` with SIGKILL.
@@ -135,7 +152,7 @@ impl Host {
             .spawn()
             .map_err(|e| format!("extension {display}: cannot start: {e}"))?;
         let pgid = child.id().and_then(|p| i32::try_from(p).ok());
-        let (Some(mut stdin), Some(stdout), Some(stderr)) =
+        let (Some(stdin), Some(stdout), Some(stderr)) =
             (child.stdin.take(), child.stdout.take(), child.stderr.take())
         else {
             kill_group(pgid);
@@ -147,16 +164,9 @@ impl Host {
         let handler: Arc<OnceLock<Arc<dyn CallHandler>>> = Arc::default();
         let more: Arc<Mutex<Vec<RegisterMore>>> = Arc::default();
 
-        // Writer: one line per record; `None` closes stdin.
-        let (wtx, mut wrx) = mpsc::unbounded_channel::<Option<String>>();
-        tokio::spawn(async move {
-            while let Some(Some(mut line)) = wrx.recv().await {
-                line.push('\n');
-                if stdin.write_all(line.as_bytes()).await.is_err() || stdin.flush().await.is_err() {
-                    break;
-                }
-            }
-        });
+        // Every record is written by whoever sends it, holding the lock for
+        // the whole line (so lines never interleave and keep send order).
+        let stdin = Arc::new(tokio::sync::Mutex::new(Some(stdin)));
 
         // stderr is free text, forwarded with the extension's name.
         {
@@ -179,7 +189,7 @@ impl Host {
                 Arc::clone(&handler),
                 Arc::clone(&more),
             );
-            let (prog, display, wtx) = (prog.clone(), display.clone(), wtx.clone());
+            let (prog, display, stdin) = (prog.clone(), display.clone(), Arc::clone(&stdin));
             tokio::spawn(async move {
                 let mut reg_tx = Some(reg_tx);
                 let mut lines = BufReader::new(stdout).lines();
@@ -234,15 +244,15 @@ impl Host {
                                     "pi-toolkit host: {method} is not available during loading"
                                 )))),
                             };
-                            let w = wtx.clone();
+                            let w = Arc::clone(&stdin);
                             tokio::spawn(async move {
                                 let r = fut.await;
                                 let (result, error) = match r {
                                     Ok(v) => (Some(v), None),
                                     Err(e) => (None, Some(e)),
                                 };
-                                let _ = w
-                                    .send(Some(HostRecord::Return { id, result, error }.to_line()));
+                                write_line(&w, HostRecord::Return { id, result, error }.to_line())
+                                    .await;
                             });
                         }
                         Ok(ExtRecord::Unknown(_)) => {}
@@ -296,7 +306,7 @@ impl Host {
         let host = Arc::new(Host {
             display: display.clone(),
             prog,
-            writer: wtx,
+            stdin,
             pending,
             next_id: AtomicU64::new(1),
             dead,
@@ -305,7 +315,7 @@ impl Host {
             handler,
             more,
         });
-        host.send(HostRecord::Hello(hello));
+        host.send(HostRecord::Hello(hello)).await;
         let reg = match tokio::time::timeout(handshake, reg_rx).await {
             Ok(Ok(r)) => r,
             Ok(Err(_)) => {
@@ -330,8 +340,9 @@ impl Host {
             );
             host.send(HostRecord::Bye {
                 reason: Some(reason.clone()),
-            });
-            let _ = host.writer.send(None);
+            })
+            .await;
+            host.stdin.lock().await.take();
             host.kill();
             return Err(format!("extension {display}: {reason}"));
         }
@@ -353,9 +364,16 @@ impl Host {
         lock(&self.dead).clone()
     }
 
+    /// Writes one record without waiting for the write (it may wait for
+    /// a full pipe).
+    fn send_later(&self, rec: HostRecord) {
+        let stdin = Arc::clone(&self.stdin);
+        tokio::spawn(async move { write_line(&stdin, rec.to_line()).await });
+    }
+
     /// Writes one record (a one-way record: configure, bye).
-    pub fn send(&self, rec: HostRecord) {
-        let _ = self.writer.send(Some(rec.to_line()));
+    pub async fn send(&self, rec: HostRecord) {
+        write_line(&self.stdin, rec.to_line()).await;
     }
 
     /// Sends request `make(id)` and waits for its answer; `updates`
@@ -380,18 +398,24 @@ impl Host {
             lock(&self.pending).remove(&id);
             return Err(HostError::Dead(r));
         }
-        self.send(make(id));
+        // The write is inside the limit too: an extension that stops
+        // reading fills the pipe.
+        let line = make(id).to_line();
+        let work = async {
+            write_line(&self.stdin, line).await;
+            rx.await
+        };
         let wait = async {
             match timeout {
-                Some(t) => tokio::time::timeout(t, rx).await.ok(),
-                None => Some(rx.await),
+                Some(t) => tokio::time::timeout(t, work).await.ok(),
+                None => Some(work.await),
             }
         };
         let answer = tokio::select! {
             a = wait => a,
             _ = cancel.cancelled() => {
                 lock(&self.pending).remove(&id);
-                self.send(HostRecord::Cancel { id });
+                self.send_later(HostRecord::Cancel { id });
                 return Err(HostError::Aborted);
             }
         };
@@ -405,7 +429,7 @@ impl Host {
             }
             None => {
                 lock(&self.pending).remove(&id);
-                self.send(HostRecord::Cancel { id });
+                self.send_later(HostRecord::Cancel { id });
                 Err(HostError::Timeout)
             }
         }
@@ -428,9 +452,11 @@ impl Host {
             alive
         };
         if was_alive {
-            self.send(HostRecord::Bye { reason: None });
+            let _ = tokio::time::timeout(grace, self.send(HostRecord::Bye { reason: None })).await;
         }
-        let _ = self.writer.send(None);
+        if let Ok(mut g) = tokio::time::timeout(grace, self.stdin.lock()).await {
+            g.take();
+        }
         let mut exited = self.exited.clone();
         let _ = tokio::time::timeout(grace, exited.wait_for(|e| *e)).await;
         self.kill();

@@ -324,7 +324,7 @@ impl Runner {
 
     /// The flag values each extension gets (`configure`), from what the
     /// command line gave: every flag it registered, its default otherwise.
-    pub fn configure(&self, given: &Map<String, Value>) {
+    pub async fn configure(&self, given: &Map<String, Value>) {
         for e in self.extensions() {
             let mut flags = Map::new();
             for f in &e.reg.flags {
@@ -335,7 +335,8 @@ impl Runner {
                     .unwrap_or(Value::Null);
                 flags.insert(f.name.clone(), v);
             }
-            e.host.send(HostRecord::Configure { ext: e.ext, flags });
+            let send = e.host.send(HostRecord::Configure { ext: e.ext, flags });
+            let _ = tokio::time::timeout(self.cfg.event_timeout, send).await;
         }
     }
 
@@ -486,7 +487,8 @@ impl Hooks for Runner {
             let (mut text, mut images) = (ev.text.clone(), ev.images.clone());
             let mut changed = false;
             for e in self.handlers("input", false) {
-                let mut payload = json!({"type": "input", "text": text, "images": images, "source": ev.source});
+                let mut payload =
+                    json!({"type": "input", "text": text, "images": images, "source": ev.source});
                 // pi omits it when idle.
                 if let Some(b) = &ev.streaming_behavior {
                     payload["streamingBehavior"] = b.clone().into();
