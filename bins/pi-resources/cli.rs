@@ -54,7 +54,8 @@ Environment:
 /// extensions, skills, prompt templates, themes, context files and
 /// system-prompt files pi 1.6.0 would load in a directory, where each came
 /// from, what lost a name collision, and whether the project is trusted
-/// and why. Nothing is executed or installed.
+/// and why. Nothing is executed or installed (except the extensions, with
+/// --inspect).
 #[derive(Parser, Debug)]
 #[command(name = "pi-resources", version, after_help = AFTER_HELP, args_override_self = true)]
 pub struct Cli {
@@ -75,6 +76,12 @@ pub struct Cli {
     /// Treat the project as untrusted for this run (alias `-na`).
     #[arg(long, overrides_with = "approve")]
     pub no_approve: bool,
+
+    /// Start each extension that would load (trusted ones only, as pi-run
+    /// starts them) and add what it registered to its record:
+    /// `registered: {tools, commands, flags}`; stopped right after.
+    #[arg(long)]
+    pub inspect: bool,
 
     /// Output format [default: text on a terminal, jsonl otherwise].
     #[arg(long, value_enum, global = true)]

@@ -79,12 +79,87 @@ fn run(cli: Cli) -> Result<i32, CliError> {
         discover(&opts, outcome.trusted)
     }
     .map_err(bad_settings)?;
+    let mut res = res;
+    if cli.inspect && !res.extensions.is_empty() {
+        inspect(
+            &mut res,
+            &settings,
+            outcome.trusted,
+            &opts.agent_dir,
+            &opts.cwd,
+        )?;
+    }
     out::print(
         &trust,
         &tool_set.record(),
         &res,
         pi_lib::cli::resolve_format(cli.format),
     )
+}
+
+/// Starts the extensions `res` lists (already filtered by trust), records
+/// what each registered, and stops them.
+fn inspect(
+    res: &mut pi_lib::resources::Resources,
+    settings: &Settings,
+    trusted: bool,
+    agent_dir: &std::path::Path,
+    cwd: &std::path::Path,
+) -> Result<(), CliError> {
+    use pi_lib::extensions::{loader, runner};
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .map_err(|e| CliError::input(format!("cannot start the runtime: {e}")))?;
+    let cwd = cwd.to_path_buf();
+    let cancel = tokio_util::sync::CancellationToken::new();
+    let settings_value = serde_json::Value::Object(settings.values.clone());
+    let r = runner::Runner::new(
+        runner::RunnerConfig {
+            mode: "print".into(),
+            json: false,
+            cwd: cwd.display().to_string(),
+            event_timeout: std::time::Duration::from_secs(30),
+            prog: PROG.into(),
+            settings: settings_value.clone(),
+        },
+        cancel,
+    );
+    let opts = loader::LoadOptions {
+        prog: PROG.into(),
+        cwd,
+        agent_dir: agent_dir.to_path_buf(),
+        mode: "print".into(),
+        session_file: None,
+        session_id: String::new(),
+        settings: settings_value,
+        handshake: std::time::Duration::from_secs(10),
+    };
+    rt.block_on(loader::load(
+        &r,
+        &res.extensions,
+        "full",
+        Some(trusted),
+        &opts,
+    ));
+    for info in r.extensions() {
+        let names = |v: Vec<String>| serde_json::Value::from(v);
+        let reg = serde_json::json!({
+            "tools": names(info.reg.tools.iter().map(|t| t.name.clone()).collect()),
+            "commands": names(info.reg.commands.iter().map(|c| c.name.clone()).collect()),
+            "flags": names(info.reg.flags.iter().map(|f| f.name.clone()).collect()),
+        });
+        if let Some(e) = res
+            .extensions
+            .iter_mut()
+            .find(|e| e.path.display().to_string() == info.path)
+        {
+            e.registered = Some(reg);
+        }
+    }
+    rt.block_on(r.shutdown());
+    Ok(())
 }
 
 /// `--cwd` made absolute and real; the current directory by default.

@@ -26,13 +26,26 @@ header that pi's stream does not have: {\"type\":\"trust\", \"decision\",
 \"trusted\", \"reason\", \"protectedPaths\", \"savedPath\"?}, the record
 `pi-resources` prints.
 
+Extensions: pi's TS/JS extensions run in the bundled Node host ($PI_NODE or
+node on PATH); any executable that speaks the JSONL protocol pi-ext/1 on
+stdin/stdout is a process extension (README: Extensions). CLI and user
+extensions start first and may answer project_trust; project extensions
+start only in a trusted project. A tool_call handler that throws, times
+out or dies blocks the call (the tool never runs); other handler errors are
+extension_error records in --mode json, `Extension error (<path>): <msg>`
+lines otherwise. A broken extension is one stderr line; the run goes on.
+`/name args` runs an extension command instead of the agent; extension
+flags (--name [value]) are accepted once an extension registers them.
+
 Exit status:
-  0    the run ended with an answer
+  0    the run ended with an answer (or an extension command or input
+       handler took the prompt)
   1    the run failed: model or provider error (also in --mode json),
        --max-turns reached with tool calls pending, a session write failed,
        or stdout could not be written (a full disk: the run stops)
   2    usage, configuration or input error (unknown model, missing API key,
-       malformed models.json or settings.json, bad flag, an interactive-only
+       malformed models.json or settings.json, bad flag (also an unknown
+       --flag no extension registered), an interactive-only
        flag, a missing -e path or --export file, an @file that is missing,
        not a regular file or over 16 MiB, piped stdin over 16 MiB)
   129  hung up (SIGHUP)
@@ -215,6 +228,20 @@ pub struct Cli {
     /// Default: settings `httpIdleTimeoutMs` (300 s, as pi); 0 disables.
     #[arg(long, value_name = "SECS")]
     pub idle_timeout: Option<u64>,
+
+    /// Approve every tool call with CMD (beyond pi; repeatable, all must
+    /// allow): `sh -c CMD` gets {"toolName","toolCallId","input","cwd"} on
+    /// stdin after the extensions' tool_call handlers; exit 0 allows, exit
+    /// 1 blocks with the first stdout line as the reason, anything else (a
+    /// crash, a timeout of --extension-timeout) blocks.
+    #[arg(long, value_name = "CMD", allow_hyphen_values = true)]
+    pub gate: Vec<String>,
+
+    /// Seconds an extension may take to register (default 10) and to
+    /// answer one event (default 30), and a --gate command to answer
+    /// (default 30); a tool_call that times out is blocked.
+    #[arg(long, value_name = "SECS", value_parser = clap::value_parser!(u64).range(1..))]
+    pub extension_timeout: Option<u64>,
 
     /// Print the version.
     #[arg(short = 'v', long, action = clap::ArgAction::Version)]

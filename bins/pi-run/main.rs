@@ -4,11 +4,13 @@
 //! tells CI what happened.
 
 mod cli;
+mod extflags;
 mod input;
 mod models;
 mod sessions;
 
 use std::io::Write;
+use std::sync::Arc;
 use std::time::Duration;
 
 use clap::CommandFactory;
@@ -27,12 +29,24 @@ use pi_lib::trust::CliTrust;
 use tokio_util::sync::CancellationToken;
 
 use cli::{Cli, Mode};
+use pi_lib::extensions::gate as exts_gate;
+use pi_lib::extensions::loader as exts_loader;
+use pi_lib::extensions::runner as exts_runner;
+
+/// The extension machinery pi-run wires in.
+mod exts {
+    pub use super::exts_gate::CommandGate;
+    pub use super::exts_loader::{first_pass, load, tools, LoadOptions};
+    pub use super::exts_runner::{Runner, RunnerConfig};
+}
 
 const PROG: &str = "pi-run";
 
 fn main() {
-    let cli: Cli = pi_lib::cli::parse_or_exit(PROG, cli::normalize_args(std::env::args_os()));
-    let code = match run(cli) {
+    let (args, ext_flags) =
+        extflags::split(cli::normalize_args(std::env::args_os()), &Cli::command());
+    let cli: Cli = pi_lib::cli::parse_or_exit(PROG, args.clone());
+    let code = match run(cli, &args, &ext_flags) {
         Ok(code) => code,
         Err(e) => report(PROG, &e),
     };
@@ -85,7 +99,11 @@ fn sections_from(src: &str) -> Result<Vec<(String, String)>, CliError> {
     Ok(sections)
 }
 
-fn run(cli: Cli) -> Result<i32, CliError> {
+fn run(
+    mut cli: Cli,
+    args: &[std::ffi::OsString],
+    ext_flags: &[extflags::Pending],
+) -> Result<i32, CliError> {
     if let Some(what) = cli.generate {
         let mut out = pi_lib::cli::Stdout::new();
         pi_lib::cli::generate(Cli::command(), what, &mut out).map_err(stdout_error)?;
@@ -134,8 +152,81 @@ fn run(cli: Cli) -> Result<i32, CliError> {
     } else {
         CliTrust::Unset
     };
-    let trust = pi_lib::trust::decide(&cwd, &agent_dir, cli_trust, None, false)
-        .map_err(|e| CliError::input(e.to_string()))?;
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .map_err(|e| CliError::input(format!("cannot start the runtime: {e}")))?;
+    let cancel = CancellationToken::new();
+    let json = cli.mode == Mode::Json;
+    let event_timeout = Duration::from_secs(cli.extension_timeout.unwrap_or(30));
+    let mut discover = DiscoverOptions::for_cwd(&cwd);
+    discover.agent_dir = agent_dir.clone();
+    cli.resource_args.apply(&mut discover);
+    discover.no_context_files |= !selection.context_files;
+    // Seed 002's first pass: only CLI and user extensions start before the
+    // trust decision (they may answer project_trust).
+    let runner = exts::Runner::new(
+        exts::RunnerConfig {
+            mode: if json { "json" } else { "print" }.into(),
+            json,
+            cwd: cwd.display().to_string(),
+            event_timeout,
+            prog: PROG.into(),
+            settings: serde_json::Value::Object(
+                Settings::load(&agent_dir, &cwd, false)
+                    .map(|s| s.values)
+                    .unwrap_or_default(),
+            ),
+        },
+        cancel.clone(),
+    );
+    let load_opts = |settings: &Settings| exts::LoadOptions {
+        prog: PROG.into(),
+        cwd: cwd.clone(),
+        agent_dir: agent_dir.clone(),
+        mode: if json { "json" } else { "print" }.into(),
+        session_file: store.path().map(|p| p.display().to_string()),
+        session_id: store.session.id().to_string(),
+        settings: serde_json::Value::Object(settings.values.clone()),
+        handshake: Duration::from_secs(cli.extension_timeout.unwrap_or(10)),
+    };
+    let untrusted_settings =
+        Settings::load(&agent_dir, &cwd, false).map_err(|e| CliError::input(e.to_string()))?;
+    let chat_only_first = select::resolve(
+        &cli.tool_args.flags(),
+        &untrusted_settings.default_tools(),
+        selection.pinned().as_ref(),
+        &select::builtin_available(),
+    )
+    .map(|t| t.chat_only)
+    .unwrap_or(true);
+    let mut loaded_first: Vec<std::path::PathBuf> = Vec::new();
+    if !chat_only_first {
+        if let Ok(first) = pi_lib::resources::discover(&discover, false) {
+            let list: Vec<_> = first
+                .extensions
+                .into_iter()
+                .filter(exts::first_pass)
+                .collect();
+            if !list.is_empty() {
+                loaded_first = list.iter().map(|e| e.path.clone()).collect();
+                let opts = load_opts(&untrusted_settings);
+                rt.block_on(exts::load(&runner, &list, "trust", None, &opts));
+            }
+        }
+    }
+    let mut trust_hook =
+        |dir: &std::path::Path| rt.block_on(runner.project_trust(&dir.display().to_string()));
+    let asks = pi_lib::agent::Hooks::handles(runner.as_ref(), "project_trust");
+    let trust = pi_lib::trust::decide(
+        &cwd,
+        &agent_dir,
+        cli_trust,
+        asks.then_some(&mut trust_hook as pi_lib::trust::TrustHook<'_>),
+        false,
+    )
+    .map_err(|e| CliError::input(e.to_string()))?;
     let trusted = trust.trusted;
     // Never silent about trust: one line on stderr (and a `trust` record
     // in --mode json) whenever the project has protected resources.
@@ -161,7 +252,7 @@ fn run(cli: Cli) -> Result<i32, CliError> {
         pi_lib::cli::warn(PROG, w);
     }
     let chat_only = tool_set.chat_only;
-    let tools = select::builtin_tools(&tool_set.names);
+    let mut tools = select::builtin_tools(&tool_set.names);
     for e in &cli.resource_args.extensions {
         let p = cwd.join(e);
         if !p.exists() {
@@ -174,11 +265,7 @@ fn run(cli: Cli) -> Result<i32, CliError> {
         }
     }
 
-    let mut discover = DiscoverOptions::for_cwd(&cwd);
-    discover.agent_dir = agent_dir.clone();
-    cli.resource_args.apply(&mut discover);
-    discover.no_context_files |= !selection.context_files;
-    let resources = if chat_only {
+    let mut resources = if chat_only {
         // Only context files: no skills, templates, extensions or themes.
         pi_lib::resources::discover_chat_only(&discover)
             .map_err(|e| CliError::input(e.to_string()))?
@@ -191,19 +278,66 @@ fn run(cli: Cli) -> Result<i32, CliError> {
             pi_lib::cli::warn(PROG, &d.message);
         }
     }
-    if !resources.extensions.is_empty() {
-        let names: Vec<&str> = resources
+    // The second pass: the project's extensions, only when trusted
+    // (`resources` holds them only then).
+    runner.set_project_trusted(trusted);
+    if chat_only {
+        rt.block_on(runner.shutdown());
+    } else {
+        let rest: Vec<_> = resources
             .extensions
             .iter()
-            .map(|e| e.name.as_str())
+            .filter(|e| !loaded_first.contains(&e.path))
+            .cloned()
             .collect();
-        pi_lib::cli::warn(
-            PROG,
-            &format!(
-                "extensions are not run by this toolkit yet; not loaded: {}",
-                names.join(", ")
-            ),
-        );
+        if !rest.is_empty() {
+            let opts = load_opts(&settings);
+            rt.block_on(exts::load(&runner, &rest, "full", Some(trusted), &opts));
+        }
+    }
+    let has_exts = !chat_only && !runner.extensions().is_empty();
+    if has_exts {
+        // Extension tools join the set (one named like a built-in replaces it).
+        let names: Vec<String> = pi_lib::tools::BUILTIN_TOOLS
+            .iter()
+            .map(|n| n.to_string())
+            .collect();
+        let mut pool = select::builtin_tools(&names);
+        for (t, active) in exts::tools(&runner, PROG) {
+            let name = t.definition().name;
+            pool.retain(|b| b.definition().name != name);
+            pool.push(Arc::clone(&t));
+            if active {
+                tools.retain(|b| b.definition().name != name);
+                tools.push(t);
+            }
+        }
+        runner.set_tool_pool(pool);
+    }
+    // Extension flags, now that the extensions registered theirs.
+    let registered: Vec<_> = runner
+        .extensions()
+        .iter()
+        .flat_map(|e| e.reg.flags.clone())
+        .collect();
+    let (flag_values, back) = extflags::resolve(ext_flags, &registered)?;
+    if !back.is_empty() {
+        let pos = extflags::positions(args, &cli.messages);
+        extflags::reinsert(&mut cli.messages, &pos, back);
+    }
+    if has_exts {
+        rt.block_on(runner.configure(&flag_values));
+        // resources_discover: extra skill, template and theme paths (relative
+        // to the cwd), discovered like --skill & co.
+        let (skills, prompts, themes) = rt.block_on(runner.session_start());
+        if !(skills.is_empty() && prompts.is_empty() && themes.is_empty()) {
+            let abs = |v: Vec<String>| v.into_iter().map(|p| cwd.join(p)).collect::<Vec<_>>();
+            discover.skills.extend(abs(skills));
+            discover.prompt_templates.extend(abs(prompts));
+            discover.themes.extend(abs(themes));
+            resources = pi_lib::resources::discover(&discover, trusted)
+                .map_err(|e| CliError::input(e.to_string()))?;
+        }
     }
 
     let sections = if let Some(exact) = &selection.exact_prompt {
@@ -231,7 +365,6 @@ fn run(cli: Cli) -> Result<i32, CliError> {
         return Err(CliError::input("no prompt given")
             .with_hint("pass a message, an @file, or pipe text on stdin"));
     }
-    let prompts = expand_prompts(prompts, &resources, chat_only);
     if let Some(name) = &cli.name {
         sessions::name_session(&mut store, name)?;
     }
@@ -245,7 +378,13 @@ fn run(cli: Cli) -> Result<i32, CliError> {
             .map_err(|e| CliError::failed(format!("cannot write session: {e}")))?;
     }
 
-    let cancel = CancellationToken::new();
+    runner.set_tools(
+        tools.iter().map(|t| t.definition().name).collect(),
+        tools
+            .iter()
+            .filter_map(|t| serde_json::to_value(t.definition()).ok())
+            .collect(),
+    );
     let opts = AgentOptions {
         model: resolved.model,
         api_key: resolved.api_key,
@@ -265,18 +404,22 @@ fn run(cli: Cli) -> Result<i32, CliError> {
         auto_resize_images: settings.auto_resize_images(),
         retry: settings.retry(),
     };
-    let json = cli.mode == Mode::Json;
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .map_err(|e| CliError::input(format!("cannot start the runtime: {e}")))?;
-    rt.block_on(async move {
-        let mut agent = Agent {
-            opts,
-            store,
-            cancel: cancel.clone(),
-        };
+    let gates: Vec<std::sync::Arc<dyn pi_lib::agent::hooks::Gate>> = cli
+        .gate
+        .iter()
+        .map(|c| {
+            std::sync::Arc::new(exts::CommandGate {
+                command: c.clone(),
+                timeout: event_timeout,
+            }) as std::sync::Arc<dyn pi_lib::agent::hooks::Gate>
+        })
+        .collect();
+    let hooks = has_exts.then(|| runner.clone() as std::sync::Arc<dyn pi_lib::agent::Hooks>);
+    let result = rt.block_on(async {
+        let mut agent = Agent::new(opts, store, cancel.clone());
+        agent.ext.hooks = hooks;
+        agent.ext.gates = gates;
+        runner.set_queue(Arc::clone(&agent.queue));
         // SIGINT, SIGTERM and SIGHUP are taken over right here, before the
         // first request, so an early signal still saves the session; a
         // stdout that fails stops the run the same way.
@@ -305,7 +448,30 @@ fn run(cli: Cli) -> Result<i32, CliError> {
         }
         agent.prepare_session().map_err(CliError::failed)?;
         let mut last = None;
-        for user in prompts {
+        let mut prompts: std::collections::VecDeque<AgentMessage> = prompts.into();
+        loop {
+            // The prompts given, then what extensions asked to run while
+            // the agent was idle (sendMessage triggerTurn, sendUserMessage).
+            let user = match prompts.pop_front() {
+                Some(u) => u,
+                None => match agent.queue.take_idle_run() {
+                    Some(pi_lib::agent::queue::IdleRun::User { text }) => {
+                        AgentMessage::User(pi_lib::format::message::UserMessage {
+                            content: pi_lib::format::UserContent::Blocks(vec![ContentBlock::text(
+                                text,
+                            )]),
+                            timestamp: pi_lib::format::Num::signed(pi_lib::timefmt::now_ms()),
+                            extra: serde_json::Map::new(),
+                        })
+                    }
+                    Some(pi_lib::agent::queue::IdleRun::Custom(c)) => AgentMessage::Custom(c),
+                    None => break,
+                },
+            };
+            let Some(user) = preflight(&mut agent, user, &resources, chat_only, &mut emit).await
+            else {
+                continue;
+            };
             let outcome = agent.run(user, &mut emit).await;
             last = outcome.last.clone();
             if let Some(reason) = stop.reason() {
@@ -318,6 +484,7 @@ fn run(cli: Cli) -> Result<i32, CliError> {
                 return Err(CliError::failed(err));
             }
         }
+        agent.apply_pending(&mut emit);
         if !json {
             if let Some(m) = &last {
                 for b in &m.content {
@@ -329,7 +496,67 @@ fn run(cli: Cli) -> Result<i32, CliError> {
         }
         out.flush().map_err(|e| stopped_writing(&e))?;
         Ok::<i32, CliError>(EXIT_OK)
-    })
+    });
+    if cancel.is_cancelled() {
+        runner.kill_all();
+    }
+    rt.block_on(runner.shutdown());
+    result
+}
+
+/// What pi does with a prompt before a run (seed 004 step 2): an
+/// extension command runs instead of the agent; the `input` handlers may
+/// transform the text or handle it; then `/skill:` and template expansion.
+/// `None`: nothing to run.
+async fn preflight(
+    agent: &mut Agent,
+    user: AgentMessage,
+    resources: &Resources,
+    chat_only: bool,
+    emit: pi_lib::agent::Emit<'_>,
+) -> Option<AgentMessage> {
+    let AgentMessage::User(mut u) = user else {
+        return Some(user);
+    };
+    if agent.ext.hooks.is_some() {
+        let text = u.content.joined_text("\n");
+        if let Some(rest) = text.strip_prefix('/') {
+            let (name, args) = rest.split_once(' ').unwrap_or((rest, ""));
+            if agent.command(name, args.trim_start(), emit).await {
+                return None;
+            }
+        }
+        let images: Vec<serde_json::Value> = match &u.content {
+            pi_lib::format::UserContent::Blocks(b) => b
+                .iter()
+                .filter(|b| matches!(b, ContentBlock::Image(_)))
+                .filter_map(|b| serde_json::to_value(b).ok())
+                .collect(),
+            _ => Vec::new(),
+        };
+        let ev = pi_lib::agent::hooks::InputEvent {
+            text,
+            images,
+            source: "interactive".into(),
+            streaming_behavior: None,
+        };
+        match agent.input(ev, emit).await {
+            pi_lib::agent::hooks::InputOutcome::Handled => return None,
+            pi_lib::agent::hooks::InputOutcome::Transform { text, images } => {
+                let mut blocks = vec![ContentBlock::text(text)];
+                blocks.extend(
+                    images
+                        .into_iter()
+                        .filter_map(|i| serde_json::from_value::<ContentBlock>(i).ok()),
+                );
+                u.content = pi_lib::format::UserContent::Blocks(blocks);
+            }
+            pi_lib::agent::hooks::InputOutcome::Continue => {}
+        }
+    }
+    expand_prompts(vec![AgentMessage::User(u)], resources, chat_only)
+        .into_iter()
+        .next()
 }
 
 /// The error for a run that was stopped from outside: its one line on

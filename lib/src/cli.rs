@@ -519,8 +519,9 @@ impl ToolArgs {
 #[derive(clap::Args, Debug, Clone, Default, PartialEq, Eq)]
 pub struct ResourceArgs {
     /// Load an extension file or folder (repeatable; kept with
-    /// --no-extensions). Extensions are listed, not run, by this toolkit
-    /// yet.
+    /// --no-extensions): pi's TS/JS extensions (run in the Node host) or
+    /// an executable process extension (pi-run runs them; pi-resources and
+    /// pi-prompt only list them).
     #[arg(
         short = 'e',
         long = "extension",

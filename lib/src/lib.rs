@@ -10,6 +10,7 @@
 
 pub mod agent;
 pub mod cli;
+pub mod extensions;
 pub mod format;
 pub mod interrupt;
 pub mod model;

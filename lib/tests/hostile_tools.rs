@@ -13,6 +13,7 @@ use tokio_util::sync::CancellationToken;
 
 fn ctx(cwd: &Path, cancel: &CancellationToken) -> ToolContext {
     ToolContext {
+        tool_call_id: String::new(),
         cwd: cwd.to_path_buf(),
         cancel: cancel.clone(),
         auto_resize_images: true,

@@ -150,6 +150,7 @@ fn summarise(content: &Value) -> Value {
 async fn check_case(name: &str, file: &str, cwd: PathBuf, want: &Value) -> Option<String> {
     let tool = builtin("read").unwrap();
     let ctx = ToolContext {
+        tool_call_id: String::new(),
         auto_resize_images: true,
         cwd,
         cancel: CancellationToken::new(),

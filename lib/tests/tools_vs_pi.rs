@@ -112,6 +112,7 @@ async fn run_case(case: &Value, expected: &Value) -> Verdict {
     let name = case["tool"].as_str().unwrap();
     let tool = builtin(name).unwrap();
     let ctx = ToolContext {
+        tool_call_id: String::new(),
         auto_resize_images: true,
         cwd: cwd.clone(),
         cancel: CancellationToken::new(),
@@ -274,6 +275,7 @@ async fn bash_streams_and_aborts() {
     let tmp = tempfile::tempdir().unwrap();
     let cancel = CancellationToken::new();
     let ctx = ToolContext {
+        tool_call_id: String::new(),
         auto_resize_images: true,
         cwd: tmp.path().to_path_buf(),
         cancel: cancel.clone(),

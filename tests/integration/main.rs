@@ -5,6 +5,7 @@ mod bad_input;
 mod cli_docs;
 mod common;
 mod ext_node;
+mod extensions;
 mod hostile;
 mod peers;
 mod pi_compat;

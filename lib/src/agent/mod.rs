@@ -11,6 +11,8 @@
 
 pub mod convert;
 pub mod events;
+pub mod hooks;
+pub mod queue;
 pub mod retry;
 
 use std::collections::HashMap;
@@ -31,6 +33,7 @@ use crate::session::store::SessionStore;
 use crate::timefmt::{now_iso, now_ms};
 use crate::tools::{Tool, ToolContext, ToolOutput};
 
+pub use hooks::{AgentExt, Hooks};
 pub use retry::RetrySettings;
 
 /// Receives every event of the run as a JSON object.
@@ -67,11 +70,22 @@ pub struct RunOutcome {
     pub aborted: bool,
 }
 
-/// The agent: a session, the tools, a model.
+/// The agent: a session, the tools, a model, and whoever watches it.
 pub struct Agent {
     pub opts: AgentOptions,
     pub store: SessionStore,
     pub cancel: CancellationToken,
+    /// Hooks, approval gates and the final policy; none by default.
+    pub ext: AgentExt,
+    /// Steering, follow-up and next-turn messages (extensions' and, later,
+    /// an RPC client's), delivered with pi's rules.
+    pub queue: Arc<queue::MessageQueue>,
+    /// This run's whole prompt from `before_agent_start` (sent, never
+    /// recorded).
+    run_forced: Option<String>,
+    /// This run's custom messages from `before_agent_start`, added after
+    /// the user message.
+    run_extra: Vec<AgentMessage>,
 }
 
 fn io_error(e: std::io::Error, store: &SessionStore) -> String {
@@ -82,6 +96,183 @@ fn io_error(e: std::io::Error, store: &SessionStore) -> String {
 }
 
 impl Agent {
+    pub fn new(opts: AgentOptions, store: SessionStore, cancel: CancellationToken) -> Agent {
+        Agent {
+            opts,
+            store,
+            cancel,
+            ext: AgentExt::default(),
+            queue: Arc::default(),
+            run_forced: None,
+            run_extra: Vec::new(),
+        }
+    }
+
+    /// The hooks, when they handle `event`.
+    fn hooks_for(&self, event: &str) -> Option<Arc<dyn Hooks>> {
+        let h = self.ext.hooks.as_ref().filter(|h| h.handles(event))?;
+        h.set_state(self.snapshot());
+        Some(Arc::clone(h))
+    }
+
+    /// The state a hook's owner may read without asking.
+    pub fn snapshot(&self) -> hooks::AgentSnapshot {
+        hooks::AgentSnapshot {
+            provider: self.opts.model.provider.clone(),
+            model: self.opts.model.id.clone(),
+            thinking_level: self.opts.thinking.as_str().to_string(),
+            session_file: self.store.path().map(|p| p.display().to_string()),
+            session_id: self.store.session.id().to_string(),
+            leaf_id: self.store.session.leaf_id().map(str::to_string),
+            idle: false,
+            aborted: self.cancel.is_cancelled(),
+        }
+    }
+
+    /// Awaits a hook's answer while applying the changes its owner asks
+    /// for meanwhile (an extension handler that calls back into the host
+    /// and waits for the answer must not wait for the handler).
+    async fn wait<T>(
+        &mut self,
+        h: &Arc<dyn Hooks>,
+        fut: hooks::BoxFuture<'_, T>,
+        emit: Emit<'_>,
+    ) -> T {
+        let mut fut = fut;
+        loop {
+            tokio::select! {
+                out = &mut fut => return out,
+                _ = h.ops_ready() => self.settle_hook(emit),
+            }
+        }
+    }
+
+    /// Applies what the hooks' owners asked for and emits their records
+    /// (pending work after the last prompt).
+    pub fn apply_pending(&mut self, emit: Emit<'_>) {
+        self.settle_hook(emit);
+    }
+
+    /// After a hook returned: its records go on the stream, its changes to
+    /// the agent are applied.
+    fn settle_hook(&mut self, emit: Emit<'_>) {
+        let Some(h) = self.ext.hooks.clone() else {
+            return;
+        };
+        for ev in h.drain_events() {
+            emit(&ev);
+        }
+        for op in h.take_ops() {
+            op(self, &mut *emit);
+        }
+    }
+
+    /// Emits `wire`; the hooks see the event first (`for_hooks`, else the
+    /// wire form) when they handle it, as pi's extensions see events before
+    /// its clients do.
+    async fn dispatch(&mut self, wire: Value, for_hooks: Option<Value>, emit: Emit<'_>) {
+        let kind = wire.get("type").and_then(Value::as_str).unwrap_or("");
+        if let Some(h) = self.hooks_for(kind) {
+            let fut = h.notify(for_hooks.unwrap_or_else(|| wire.clone()));
+            self.wait(&h, fut, emit).await;
+            self.settle_hook(emit);
+        }
+        emit(&wire);
+    }
+
+    /// `message_start` then `message_end` of a message the loop made; a
+    /// `message_end` hook may replace it (same role). Returns the message
+    /// as it ended.
+    async fn start_end(&mut self, msg: AgentMessage, emit: Emit<'_>) -> AgentMessage {
+        self.dispatch(events::message("message_start", &msg), None, emit)
+            .await;
+        self.end_message(msg, emit).await
+    }
+
+    async fn end_message(&mut self, mut msg: AgentMessage, emit: Emit<'_>) -> AgentMessage {
+        if let Some(h) = self.hooks_for("message_end") {
+            let fut = h.message_end(msg.clone());
+            if let Some(r) = self.wait(&h, fut, emit).await {
+                if r.role() == msg.role() {
+                    msg = r;
+                }
+            }
+            self.settle_hook(emit);
+        }
+        emit(&events::message("message_end", &msg));
+        msg
+    }
+
+    /// pi's `input` event for a prompt (before template expansion); with
+    /// no hook for it, `Continue` at once.
+    pub async fn input(&mut self, ev: hooks::InputEvent, emit: Emit<'_>) -> hooks::InputOutcome {
+        let Some(h) = self.hooks_for("input") else {
+            return hooks::InputOutcome::Continue;
+        };
+        let fut = h.input(ev);
+        let out = self.wait(&h, fut, emit).await;
+        self.settle_hook(emit);
+        out
+    }
+
+    /// An extension command `/name args`: `false` when no hook has it.
+    pub async fn command(&mut self, name: &str, args: &str, emit: Emit<'_>) -> bool {
+        let Some(h) = self.ext.hooks.clone() else {
+            return false;
+        };
+        h.set_state(self.snapshot());
+        let Some(fut) = h.command(name, args) else {
+            return false;
+        };
+        self.wait(&h, fut, emit).await;
+        self.settle_hook(emit);
+        true
+    }
+
+    /// The tool-call gate of seed 004 after validation: `tool_call` hooks
+    /// (rewrite or block), then every approver on the final arguments.
+    /// `Ok` holds the arguments to run and the approval ticket the final
+    /// policy checks right before execute; `Err` the error result's text.
+    async fn gate_call(
+        &mut self,
+        call: &ToolCallBlock,
+        mut args: Value,
+        emit: Emit<'_>,
+    ) -> Result<(Value, Option<hooks::Ticket>), String> {
+        if let Some(h) = self.hooks_for("tool_call") {
+            let fut = h.tool_call(hooks::ToolCallEvent {
+                tool_name: call.name.clone(),
+                tool_call_id: call.id.clone(),
+                input: args.clone(),
+            });
+            let out = self.wait(&h, fut, emit).await;
+            self.settle_hook(emit);
+            match out {
+                hooks::ToolCallOutcome::Continue(Some(a)) => args = a,
+                hooks::ToolCallOutcome::Continue(None) => {}
+                hooks::ToolCallOutcome::Block(reason) => return Err(reason),
+            }
+        }
+        if self.ext.gates.is_empty() {
+            return Ok((args, None));
+        }
+        for g in self.ext.gates.clone() {
+            let answer = g
+                .approve(hooks::ApprovalRequest {
+                    tool_name: call.name.clone(),
+                    tool_call_id: call.id.clone(),
+                    input: args.clone(),
+                    cwd: self.opts.cwd.clone(),
+                })
+                .await;
+            if let hooks::Approval::Block(reason) = answer {
+                return Err(reason);
+            }
+        }
+        let ticket = hooks::Ticket::new(&call.id, &args);
+        Ok((args, Some(ticket)))
+    }
+
     fn tool_values(&self) -> Vec<Value> {
         self.opts
             .tools
@@ -114,6 +305,21 @@ impl Agent {
         Ok(())
     }
 
+    /// Appends an entry on behalf of a hook's owner (an extension's
+    /// `appendEntry`), reported as `entry_appended`.
+    pub fn append_entry(&mut self, entry: Entry, emit: Emit<'_>) -> Result<(), String> {
+        self.append(entry, Some(emit))
+    }
+
+    /// Appends a message outside a run's flow (an extension's
+    /// `sendMessage` while idle): its `message_start`/`message_end`, then
+    /// the entry.
+    pub fn append_message_now(&mut self, m: AgentMessage, emit: Emit<'_>) -> Result<(), String> {
+        emit(&events::message("message_start", &m));
+        emit(&events::message("message_end", &m));
+        self.append_message(m)
+    }
+
     fn append(&mut self, entry: Entry, emit: Option<&mut dyn FnMut(&Value)>) -> Result<(), String> {
         // The store decides the parent under the file's lock; report the
         // entry as written.
@@ -134,7 +340,7 @@ impl Agent {
 
     /// Appends a system patch when the desired prompt differs from the one
     /// the branch records; emits its message events.
-    fn sync_system_prompt(
+    async fn sync_system_prompt(
         &mut self,
         emit: Emit<'_>,
         new_messages: &mut Vec<AgentMessage>,
@@ -143,22 +349,83 @@ impl Agent {
         let state = PromptState::replay(ctx.messages.iter().map(|(_, m)| m));
         if let Some(patch) = diff(&state, &self.opts.sections, &self.tool_values(), now_ms()) {
             let msg = AgentMessage::System(patch);
-            emit(&events::message("message_start", &msg));
-            emit(&events::message("message_end", &msg));
+            let msg = self.start_end(msg, emit).await;
             self.append_message(msg.clone())?;
             new_messages.push(msg);
         }
         Ok(())
     }
 
+    /// pi's `before_agent_start`: the handlers may add custom messages
+    /// (after the user message) and force a whole prompt for this run.
+    async fn before_agent_start(&mut self, user: &AgentMessage, emit: Emit<'_>) {
+        let Some(h) = self.hooks_for("before_agent_start") else {
+            return;
+        };
+        let mut start = Map::new();
+        let (text, images) = match user {
+            AgentMessage::User(u) => (
+                u.content.joined_text("\n"),
+                match &u.content {
+                    crate::format::UserContent::Blocks(b) => b
+                        .iter()
+                        .filter(|b| matches!(b, ContentBlock::Image(_)))
+                        .filter_map(|b| serde_json::to_value(b).ok())
+                        .collect(),
+                    _ => Vec::new(),
+                },
+            ),
+            _ => (String::new(), Vec::new()),
+        };
+        start.insert("messageType".into(), "user".into());
+        start.insert("prompt".into(), text.into());
+        start.insert("images".into(), Value::Array(images));
+        let system_prompt = self.opts.forced_prompt.clone().unwrap_or_else(|| {
+            let parts: Vec<&str> = self
+                .opts
+                .sections
+                .iter()
+                .map(|(_, t)| t.as_str())
+                .filter(|t| !t.is_empty())
+                .collect();
+            parts.join("\n\n")
+        });
+        let options = json!({
+            "selectedTools": self.opts.tools.iter().map(|t| t.definition().name).collect::<Vec<_>>(),
+            "cwd": self.opts.cwd.display().to_string(),
+            "sections": self.opts.sections.iter().map(|(k, v)| (k.clone(), Value::String(v.clone()))).collect::<Map<String, Value>>(),
+        });
+        let fut = h.before_agent_start(hooks::BeforeAgentStart {
+            start,
+            system_prompt,
+            options,
+        });
+        let out = self.wait(&h, fut, emit).await;
+        self.settle_hook(emit);
+        self.run_extra = out.messages;
+        self.run_forced = out.system_prompt;
+    }
+
     /// Runs one prompt to the end (turns, tools, retries).
     pub async fn run(&mut self, user: AgentMessage, emit: Emit<'_>) -> RunOutcome {
+        self.run_forced = None;
+        self.run_extra.clear();
+        self.before_agent_start(&user, emit).await;
+        self.queue.set_streaming(true);
+        let out = self.run_inner(user, emit).await;
+        self.queue.set_streaming(false);
+        self.run_forced = None;
+        out
+    }
+
+    async fn run_inner(&mut self, user: AgentMessage, emit: Emit<'_>) -> RunOutcome {
         let mut new_messages: Vec<AgentMessage> = Vec::new();
         let mut attempt: u32 = 0;
         let mut first_run = true;
         let mut retrying = false;
         loop {
-            emit(&events::simple("agent_start"));
+            self.dispatch(events::simple("agent_start"), None, emit)
+                .await;
             let mut result = self
                 .turns(
                     &user,
@@ -184,7 +451,12 @@ impl Agent {
                 }
                 None => false,
             };
-            emit(&events::agent_end(&new_messages, will_retry));
+            self.dispatch(
+                events::agent_end(&new_messages, will_retry),
+                Some(json!({"type": "agent_end", "messages": &new_messages})),
+                emit,
+            )
+            .await;
             if let Some((err, info)) = retry_error {
                 if will_retry {
                     attempt += 1;
@@ -227,7 +499,12 @@ impl Agent {
                 }
             }
             let aborted = self.cancel.is_cancelled() || matches!(result, TurnsEnd::Aborted);
-            emit(&json!({"type": "agent_settled", "aborted": aborted}));
+            self.dispatch(
+                json!({"type": "agent_settled", "aborted": aborted}),
+                None,
+                emit,
+            )
+            .await;
             let last = last_assistant(&new_messages);
             let error = match result {
                 TurnsEnd::Done => None,
@@ -254,23 +531,42 @@ impl Agent {
         retry_attempt: Option<u32>,
     ) -> TurnsEnd {
         let mut turn = 0u32;
+        // Queued messages delivered at the start of the next turn.
+        let mut deliver: Vec<AgentMessage> = Vec::new();
         loop {
             turn += 1;
-            emit(&events::simple("turn_start"));
+            self.dispatch(
+                events::simple("turn_start"),
+                Some(json!({"type": "turn_start", "turnIndex": turn - 1, "timestamp": now_ms()})),
+                emit,
+            )
+            .await;
             if turn == 1 && first_run {
-                if let Err(e) = self.sync_system_prompt(emit, new_messages) {
+                if let Err(e) = self.sync_system_prompt(emit, new_messages).await {
                     return TurnsEnd::Failed(e);
                 }
-                emit(&events::message("message_start", user));
-                emit(&events::message("message_end", user));
+                let user = self.start_end(user.clone(), emit).await;
                 if let Err(e) = self.append_message(user.clone()) {
                     return TurnsEnd::Failed(e);
                 }
-                new_messages.push(user.clone());
+                new_messages.push(user);
+                // before_agent_start's messages, then next-turn messages,
+                // then one steering drain (pi's run-start delivery).
+                let mut extra = std::mem::take(&mut self.run_extra);
+                extra.extend(self.queue.take_next_turn());
+                extra.extend(self.queue.drain_steering());
+                deliver = extra;
             } else if turn > 1 {
-                if let Err(e) = self.sync_system_prompt(emit, new_messages) {
+                if let Err(e) = self.sync_system_prompt(emit, new_messages).await {
                     return TurnsEnd::Failed(e);
                 }
+            }
+            for m in std::mem::take(&mut deliver) {
+                let m = self.start_end(m, emit).await;
+                if let Err(e) = self.append_message(m.clone()) {
+                    return TurnsEnd::Failed(e);
+                }
+                new_messages.push(m);
             }
             let (assistant, failure) = self.stream_assistant(emit).await;
             let msg = AgentMessage::Assistant(Box::new(assistant.clone()));
@@ -287,7 +583,7 @@ impl Agent {
                 }
             }
             if assistant.stop_reason == "error" || assistant.stop_reason == "aborted" {
-                emit(&events::turn_end(&msg, &[]));
+                let _ = self.turn_end(turn, &msg, &[], emit).await;
                 let err = assistant
                     .error_message
                     .clone()
@@ -307,18 +603,35 @@ impl Agent {
                 })
                 .collect();
             if calls.is_empty() {
-                emit(&events::turn_end(&msg, &[]));
-                return TurnsEnd::Done;
+                if let Err(e) = self.end_of_turn(emit, new_messages).await {
+                    return TurnsEnd::Failed(e);
+                }
+                let more = self.turn_end(turn, &msg, &[], emit).await;
+                // Where the run would stop: steering, else one follow-up
+                // drain, becomes another turn; a boundary handler's
+                // `continue` asks for one more request as it is.
+                deliver = self.queue.drain_steering();
+                if deliver.is_empty() {
+                    deliver = self.queue.drain_follow_up();
+                }
+                if (deliver.is_empty() && !more) || self.cancel.is_cancelled() {
+                    return TurnsEnd::Done;
+                }
+                continue;
             }
             let results = match self.run_tools(&calls, emit).await {
                 Ok(r) => r,
                 Err(e) => return TurnsEnd::Failed(e),
             };
             new_messages.extend(results.iter().cloned());
-            emit(&events::turn_end(&msg, &results));
+            if let Err(e) = self.end_of_turn(emit, new_messages).await {
+                return TurnsEnd::Failed(e);
+            }
+            let _ = self.turn_end(turn, &msg, &results, emit).await;
             if self.cancel.is_cancelled() {
                 return TurnsEnd::Aborted;
             }
+            deliver = self.queue.drain_steering();
             if let Some(max) = self.opts.max_turns {
                 if turn >= max {
                     return TurnsEnd::MaxTurns(max);
@@ -327,16 +640,113 @@ impl Agent {
         }
     }
 
+    /// Custom messages sent with `triggerTurn: false` while streaming are
+    /// appended when the turn ends.
+    async fn end_of_turn(
+        &mut self,
+        emit: Emit<'_>,
+        new_messages: &mut Vec<AgentMessage>,
+    ) -> Result<(), String> {
+        for m in self.queue.take_end_of_turn() {
+            let m = self.start_end(m, emit).await;
+            self.append_message(m.clone())?;
+            new_messages.push(m);
+        }
+        Ok(())
+    }
+
+    /// `turn_end`, pi's boundary event: the handlers may add entries
+    /// (`custom` entries, `custom_message` messages) and ask for one more
+    /// request (`true`).
+    async fn turn_end(
+        &mut self,
+        turn: u32,
+        msg: &AgentMessage,
+        results: &[AgentMessage],
+        emit: Emit<'_>,
+    ) -> bool {
+        let wire = events::turn_end(msg, results);
+        let Some(h) = self.hooks_for("turn_end") else {
+            emit(&wire);
+            return false;
+        };
+        let payload = json!({"type": "turn_end", "turnIndex": turn - 1, "message": msg, "toolResults": results, "outcome": if self.cancel.is_cancelled() { "aborted" } else { "completed" }, "entries": [], "continue": false});
+        let fut = h.boundary(payload);
+        let out = self.wait(&h, fut, emit).await;
+        self.settle_hook(emit);
+        for d in out.entries {
+            let entry = match d.get("type").and_then(Value::as_str) {
+                Some("custom") => {
+                    let ty = d.get("customType").and_then(Value::as_str).unwrap_or("");
+                    let leaf = self.store.session.leaf_id().map(str::to_string);
+                    self.store.session.new_custom(
+                        leaf.as_deref(),
+                        ty,
+                        d.get("data").cloned().unwrap_or(Value::Null),
+                    )
+                }
+                Some("custom_message") => {
+                    let m = crate::format::message::CustomMessage {
+                        custom_type: d
+                            .get("customType")
+                            .and_then(Value::as_str)
+                            .unwrap_or("")
+                            .to_string(),
+                        content: match d.get("content") {
+                            Some(Value::String(t)) => crate::format::UserContent::Text(t.clone()),
+                            Some(c) => serde_json::from_value(c.clone())
+                                .unwrap_or(crate::format::UserContent::Text(String::new())),
+                            None => crate::format::UserContent::Text(String::new()),
+                        },
+                        display: d.get("display").and_then(Value::as_bool).unwrap_or(false),
+                        details: d.get("details").cloned(),
+                        timestamp: Num::signed(now_ms()),
+                        extra: Map::new(),
+                    };
+                    self.store.message_entry(AgentMessage::Custom(m))
+                }
+                _ => continue,
+            };
+            if let Err(e) = self.append(entry, Some(&mut *emit)) {
+                emit(&json!({"type": "extension_error", "event": "turn_end", "error": e}));
+            }
+        }
+        emit(&wire);
+        out.continue_run
+    }
+
+    /// The messages of the next request, after the `context` hooks: they
+    /// see the list without system messages; a changed list keeps the
+    /// system head.
+    async fn request_messages(&mut self, emit: Emit<'_>) -> Vec<AgentMessage> {
+        let ctx = self.store.session.context(None);
+        let msgs: Vec<AgentMessage> = ctx.messages.into_iter().map(|(_, m)| m).collect();
+        let Some(h) = self.hooks_for("context") else {
+            return msgs;
+        };
+        let (system, rest): (Vec<AgentMessage>, Vec<AgentMessage>) = msgs
+            .iter()
+            .cloned()
+            .partition(|m| matches!(m, AgentMessage::System(_)));
+        let fut = h.context(rest);
+        let changed = self.wait(&h, fut, emit).await;
+        self.settle_hook(emit);
+        match changed {
+            Some(new) => system.into_iter().chain(new).collect(),
+            None => msgs,
+        }
+    }
+
     async fn stream_assistant(
         &mut self,
         emit: Emit<'_>,
     ) -> (AssistantMessage, Option<provider::FailureInfo>) {
-        let ctx = self.store.session.context(None);
-        let msgs: Vec<AgentMessage> = ctx.messages.into_iter().map(|(_, m)| m).collect();
+        let msgs = self.request_messages(emit).await;
         let llm = convert::to_llm(&msgs);
+        let forced = self.run_forced.clone().or(self.opts.forced_prompt.clone());
         let req = Request {
             model: self.opts.model.clone(),
-            system_prompt: self.opts.forced_prompt.clone().or(llm.system_prompt),
+            system_prompt: forced.or(llm.system_prompt),
             messages: llm.messages,
             tools: llm.tools,
             api_key: self.opts.api_key.clone(),
@@ -383,12 +793,16 @@ impl Agent {
         if !started_emitted {
             emit(&events::message("message_start", &as_agent));
         }
-        emit(&events::message("message_end", &as_agent));
+        if let AgentMessage::Assistant(m) = self.end_message(as_agent, emit).await {
+            msg = *m;
+        }
         (msg, failure)
     }
 
     /// Validates and runs tool calls: all starts first, failures answered at
-    /// once, the rest concurrently; ends and results in call order.
+    /// once, the rest concurrently; ends and results in call order. With
+    /// hooks or gates, each call passes seed 004's gate between validation
+    /// and execution, and its result the `tool_result` hooks.
     async fn run_tools(
         &mut self,
         calls: &[ToolCallBlock],
@@ -400,9 +814,12 @@ impl Agent {
             .iter()
             .map(|t| (t.definition().name, Arc::clone(t)))
             .collect();
+        let gated = self.ext.gates_tools();
         // Finished results by call index: immediate failures now, the rest
         // as their tasks report back.
         let mut done: Vec<Option<(ToolOutput, Option<u64>)>> = vec![None; calls.len()];
+        // The arguments each call runs with (after `tool_call` rewrites).
+        let mut inputs: Vec<Value> = vec![Value::Null; calls.len()];
         let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<(
             usize,
             Option<ToolOutput>,
@@ -410,7 +827,12 @@ impl Agent {
         )>();
         let mut running = 0usize;
         for (i, call) in calls.iter().enumerate() {
-            emit(&events::tool_start(&call.id, &call.name, &call.arguments));
+            self.dispatch(
+                events::tool_start(&call.id, &call.name, &call.arguments),
+                None,
+                emit,
+            )
+            .await;
             let arguments_error = call.extra.get("argumentsError").and_then(Value::as_str);
             let prepared = match (by_name.get(&call.name), arguments_error) {
                 (None, _) => Err(format!("Tool {} not found", call.name)),
@@ -426,25 +848,53 @@ impl Agent {
                 )
                 .map(|args| (Arc::clone(tool), args)),
             };
-            let (tool, args) = match prepared {
+            let prepared = match prepared {
+                Ok((tool, args)) if gated => self
+                    .gate_call(call, args, emit)
+                    .await
+                    .map(|(args, ticket)| (tool, args, ticket)),
+                Ok((tool, args)) => Ok((tool, args, None)),
+                Err(e) => Err(e),
+            };
+            let (tool, args, mut ticket) = match prepared {
                 Ok(p) => p,
                 Err(text) => {
                     // A call that fails before running ends right after its start.
                     let out = with_empty_details(ToolOutput::error(text));
-                    emit(&events::tool_end(&call.id, &call.name, &out, None));
+                    self.dispatch(
+                        events::tool_end(&call.id, &call.name, &out, None),
+                        None,
+                        emit,
+                    )
+                    .await;
                     done[i] = Some((out, None));
                     continue;
                 }
             };
+            inputs[i] = args.clone();
             running += 1;
             let tx = tx.clone();
             let ctx = ToolContext {
                 cwd: self.opts.cwd.clone(),
                 cancel: self.cancel.clone(),
                 auto_resize_images: self.opts.auto_resize_images,
+                tool_call_id: call.id.clone(),
             };
+            let policy = gated.then(|| self.ext.policy.clone());
+            let (name, id) = (call.name.clone(), call.id.clone());
             tokio::spawn(async move {
                 let started = Instant::now();
+                // The final policy, right before execute (seed 004 step
+                // 10): the arguments are the approved ones, the approval
+                // is used once, paths stay where the policy says.
+                if let Some(p) = policy {
+                    if let Err(text) = p.check(ticket.as_mut(), &name, &id, &args, &ctx.cwd) {
+                        let out = ToolOutput::error(text);
+                        let _ =
+                            tx.send((i, None, Some((out, started.elapsed().as_millis() as u64))));
+                        return;
+                    }
+                }
                 let utx = tx.clone();
                 let sink = Box::new(move |partial: ToolOutput| {
                     let _ = utx.send((i, Some(partial), None));
@@ -456,25 +906,49 @@ impl Agent {
         drop(tx);
         // Ends come as tools finish; the result messages follow in call
         // order, as pi 1.6.0 does.
+        let watcher = self.ext.hooks.clone();
         while running > 0 {
-            let Some((i, update, finished)) = rx.recv().await else {
+            let next = match &watcher {
+                // An extension tool may call back into the host while it runs.
+                Some(h) => loop {
+                    tokio::select! {
+                        m = rx.recv() => break m,
+                        _ = h.ops_ready() => self.settle_hook(emit),
+                    }
+                },
+                None => rx.recv().await,
+            };
+            let Some((i, update, finished)) = next else {
                 break;
             };
             if let Some(p) = update {
-                emit(&events::tool_update(
-                    &calls[i].id,
-                    &calls[i].name,
-                    &calls[i].arguments,
-                    &p,
-                ));
+                self.dispatch(
+                    events::tool_update(&calls[i].id, &calls[i].name, &calls[i].arguments, &p),
+                    None,
+                    emit,
+                )
+                .await;
             }
-            if let Some((out, ms)) = finished {
-                emit(&events::tool_end(
-                    &calls[i].id,
-                    &calls[i].name,
-                    &out,
-                    Some(ms),
-                ));
+            if let Some((mut out, ms)) = finished {
+                if let Some(h) = self.hooks_for("tool_result") {
+                    let fut = h.tool_result(hooks::ToolResultEvent {
+                        tool_name: calls[i].name.clone(),
+                        tool_call_id: calls[i].id.clone(),
+                        input: inputs[i].clone(),
+                        output: out.clone(),
+                    });
+                    let patched = self.wait(&h, fut, emit).await;
+                    self.settle_hook(emit);
+                    if let Some(p) = patched {
+                        out = p;
+                    }
+                }
+                self.dispatch(
+                    events::tool_end(&calls[i].id, &calls[i].name, &out, Some(ms)),
+                    None,
+                    emit,
+                )
+                .await;
                 done[i] = Some((out, Some(ms)));
                 running -= 1;
             }
@@ -484,8 +958,7 @@ impl Agent {
             let (out, ms) =
                 d.unwrap_or_else(|| (ToolOutput::error("Tool execution did not complete"), None));
             let msg = tool_result_message(&calls[i], &out, ms);
-            emit(&events::message("message_start", &msg));
-            emit(&events::message("message_end", &msg));
+            let msg = self.start_end(msg, emit).await;
             self.append_message(msg.clone())?;
             results.push(msg);
         }
@@ -544,3 +1017,6 @@ pub fn prompt_tools(tools: &[Arc<dyn Tool>]) -> Vec<PromptTool> {
         })
         .collect()
 }
+
+#[cfg(test)]
+mod gate_tests;

@@ -11,6 +11,7 @@
 //!   object, so a read → write round trip never loses data.
 
 pub mod entry;
+pub mod extension;
 pub mod message;
 pub mod model;
 pub mod num;

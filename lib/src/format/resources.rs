@@ -108,6 +108,10 @@ pub struct Extension {
     /// The package it came from (its settings source), for `package`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub package: Option<String>,
+    /// What it registered, `{tools, commands, flags}` (names), when it was
+    /// loaded to find out (`pi-resources --inspect`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub registered: Option<serde_json::Value>,
 }
 
 /// A context file (AGENTS.md / CLAUDE.md …), in load order.

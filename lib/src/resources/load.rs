@@ -24,10 +24,44 @@ fn diag(kind: &str, rt: Kind, message: String, path: &Path) -> ResourceDiagnosti
     }
 }
 
+/// Whether `name` is a TypeScript/JavaScript extension file (run by the
+/// Node host).
+pub fn is_js_extension(name: &str) -> bool {
+    [".ts", ".js", ".mjs", ".cjs"]
+        .iter()
+        .any(|e| name.ends_with(e))
+}
+
+fn is_executable_file(p: &Path) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+}
+
+/// The program of a process extension (this toolkit's rule; pi ignores
+/// such files): an executable file that is not `.ts/.js/.mjs/.cjs`, or a
+/// folder whose `package.json` has `"pi": {"process": "<path>"}` or that
+/// holds an executable `extension` file.
+pub fn process_program(p: &Path) -> Option<PathBuf> {
+    if p.is_dir() {
+        if let Some(prog) = std::fs::read_to_string(p.join("package.json"))
+            .ok()
+            .and_then(|t| serde_json::from_str::<Value>(&t).ok())
+            .and_then(|v| v.get("pi")?.get("process")?.as_str().map(|s| p.join(s)))
+        {
+            return is_executable_file(&prog).then(|| super::filter::normalize(&prog));
+        }
+        let e = p.join("extension");
+        return is_executable_file(&e).then_some(e);
+    }
+    let name = p.file_name()?.to_string_lossy();
+    (!is_js_extension(&name) && is_executable_file(p)).then(|| p.to_path_buf())
+}
+
 /// The entry points of an extension folder: its `package.json` `pi`
-/// manifest's extensions, else `index.ts`, else `index.js`; a folder with
-/// none of these is searched one level deep for `*.ts` / `*.js` files and
-/// such subfolders (the layout of `<agentDir>/extensions`).
+/// manifest's extensions, else `index.ts`, else `index.js`, else a process
+/// extension's program; a folder with none of these is searched one level
+/// deep for `*.ts` / `*.js` files, executable files and such subfolders
+/// (the layout of `<agentDir>/extensions`).
 pub(crate) fn extension_entries(dir: &Path) -> Vec<PathBuf> {
     if let Some(v) = folder_entry(dir) {
         return v;
@@ -39,7 +73,10 @@ pub(crate) fn extension_entries(dir: &Path) -> Vec<PathBuf> {
             if let Some(v) = folder_entry(&e.path) {
                 out.extend(v);
             }
-        } else if e.name.ends_with(".ts") || e.name.ends_with(".js") {
+        } else if e.name.ends_with(".ts")
+            || e.name.ends_with(".js")
+            || process_program(&e.path).is_some()
+        {
             out.push(e.path);
         }
     }
@@ -57,7 +94,7 @@ fn folder_entry(dir: &Path) -> Option<Vec<PathBuf>> {
             return Some(vec![p]);
         }
     }
-    None
+    process_program(dir).map(|p| vec![p])
 }
 
 fn manifest_extensions(dir: &Path) -> Option<Vec<PathBuf>> {
@@ -85,6 +122,7 @@ pub(crate) fn load_all(kind: Kind, cands: Vec<Candidate>, res: &mut Resources) {
                 source: c.source,
                 scope: c.scope,
                 package: c.package.clone(),
+                registered: None,
             })),
             Kind::Skill => load_skill(&c, &mut res.diagnostics).map(Loaded::Skill),
             Kind::Prompt => load_prompt(&c, &mut res.diagnostics).map(Loaded::Prompt),

@@ -24,6 +24,7 @@ mod load;
 mod packages;
 pub mod scan;
 pub mod text;
+pub use load::{is_js_extension, process_program};
 
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};

@@ -49,6 +49,9 @@ pub struct ToolContext {
     /// Fit images into the model's limits (pi's `images.autoResize`,
     /// default true).
     pub auto_resize_images: bool,
+    /// The model's id for this call (empty outside the agent loop); an
+    /// extension's tool receives it as pi's `execute(toolCallId, …)`.
+    pub tool_call_id: String,
 }
 
 /// Receives partial results while a tool runs (bash's growing output):

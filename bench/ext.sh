@@ -1,0 +1,91 @@
+#!/usr/bin/env bash
+# What an extension gate costs per tool call: `pi-run` with the faux provider on a 2-turn run
+# (turn 1: N `read` calls of a small file, turn 2: a final text), without extensions and with one
+# process extension (bench/ext-gate.py) that handles `tool_call` for every call. The extension's
+# start-up is paid once per run, so the per-call cost is taken from two call counts:
+#   per gated call = ((gated(N2) - gated(N1)) - (plain(N2) - plain(N1))) / (N2 - N1)
+# Target: <= 0.5 ms. Median wall time of BENCH_RUNS runs per cell. See bench/README.md.
+#
+#   bench/ext.sh
+#
+# Environment: BENCH_RUNS=15, BENCH_N1=1, BENCH_N2=101, PI_RUN_BIN=<binary> (default
+# target/release/pi-run, built unless BENCH_SKIP_BUILD=1), BENCH_STRICT=1 (exit 1 when the target
+# is missed), BENCH_KEEP=1 (keep the scratch directory).
+set -euo pipefail
+
+die() { echo "bench/ext.sh: error: $*" >&2; exit 1; }
+HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+REPO="$(cd "$HERE/.." && pwd)"
+RUNS="${BENCH_RUNS:-15}"
+N1="${BENCH_N1:-1}"
+N2="${BENCH_N2:-101}"
+command -v python3 >/dev/null || die "python3 is required"
+[ -n "${EPOCHREALTIME:-}" ] || die "bash >= 5 is required (\$EPOCHREALTIME)"
+[ "$N2" -gt "$N1" ] || die "BENCH_N2 must be larger than BENCH_N1"
+
+if [ -n "${PI_RUN_BIN:-}" ]; then
+    BIN="$PI_RUN_BIN"
+else
+    BIN="$REPO/target/release/pi-run"
+    if [ -z "${BENCH_SKIP_BUILD:-}" ]; then
+        (cd "$REPO" && cargo build --release --bin pi-run >&2)
+    fi
+fi
+[ -x "$BIN" ] || die "no pi-run binary at $BIN"
+BIN="$(cd "$(dirname "$BIN")" && pwd)/$(basename "$BIN")"
+
+WORK="$(mktemp -d "${TMPDIR:-/tmp}/pi-bench-ext.XXXXXX")"
+cleanup() { [ -n "${BENCH_KEEP:-}" ] && echo "kept $WORK" >&2 || rm -rf "$WORK"; }
+trap cleanup EXIT
+mkdir -p "$WORK/home" "$WORK/agent" "$WORK/cwd"
+echo "hello world" > "$WORK/cwd/notes.txt"
+
+script() { # N -> path of a faux script with N read calls, then a text
+    local n=$1 f="$WORK/script-$1.jsonl"
+    python3 - "$n" > "$f" <<'PY'
+import json, sys
+n = int(sys.argv[1])
+print(json.dumps({"toolCalls": [{"name": "read", "arguments": {"path": "notes.txt"}, "id": f"c{i}"} for i in range(n)]}))
+print(json.dumps({"text": "done"}))
+PY
+    echo "$f"
+}
+
+one() { # script, extra args... -> wall ms
+    local s=$1; shift
+    local t0=$EPOCHREALTIME
+    (cd "$WORK/cwd" && env -i HOME="$WORK/home" PATH="$PATH" PI_CODING_AGENT_DIR="$WORK/agent" \
+        "$BIN" --no-session --provider faux --model "$s" "$@" -p go > "$WORK/out.txt" 2> "$WORK/err.txt") \
+        || die "pi-run failed: $(cat "$WORK/err.txt")"
+    [ "$(cat "$WORK/out.txt")" = done ] || die "unexpected answer: $(cat "$WORK/out.txt")"
+    python3 -c "print(($EPOCHREALTIME - $t0) * 1000)"
+}
+
+median() { python3 -c 'import statistics, sys; print(statistics.median(float(x) for x in sys.argv[1:]))' "$@"; }
+
+cell() { # N, extra args... -> median ms
+    local n=$1; shift
+    local s; s=$(script "$n")
+    one "$s" "$@" > /dev/null   # warm-up
+    local v=()
+    for _ in $(seq "$RUNS"); do v+=("$(one "$s" "$@")"); done
+    median "${v[@]}"
+}
+
+EXT=(-e "$HERE/ext-gate.py")
+p1=$(cell "$N1"); p2=$(cell "$N2")
+g1=$(cell "$N1" "${EXT[@]}"); g2=$(cell "$N2" "${EXT[@]}")
+python3 - "$N1" "$N2" "$p1" "$p2" "$g1" "$g2" "${BENCH_STRICT:-}" <<'PY'
+import sys
+n1, n2 = int(sys.argv[1]), int(sys.argv[2])
+p1, p2, g1, g2 = map(float, sys.argv[3:7])
+strict = sys.argv[7] == "1"
+per_plain = (p2 - p1) / (n2 - n1)
+per_gate = ((g2 - g1) - (p2 - p1)) / (n2 - n1)
+print(f"{'':28}{n1:>6} calls{n2:>8} calls   per call")
+print(f"{'no extension':28}{p1:>9.1f} ms{p2:>9.1f} ms{per_plain:>9.3f} ms")
+print(f"{'process extension gating':28}{g1:>9.1f} ms{g2:>9.1f} ms{per_plain + per_gate:>9.3f} ms")
+print(f"gate cost per tool call: {per_gate:.3f} ms (target <= 0.5 ms); extension start-up: {g1 - p1:.1f} ms per run")
+if strict and per_gate > 0.5:
+    sys.exit(1)
+PY

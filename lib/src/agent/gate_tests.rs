@@ -1,0 +1,234 @@
+//! The agent loop with hooks and gates: seed 004's tool-call gate in
+//! order, against the scripted faux provider.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use serde_json::{json, Value};
+use tokio_util::sync::CancellationToken;
+
+use super::hooks::*;
+use super::*;
+use crate::format::message::UserMessage;
+use crate::format::model::{Model, ModelCost, ThinkingLevel};
+use crate::format::UserContent;
+
+fn model(script: &std::path::Path) -> Model {
+    Model {
+        id: "faux".into(),
+        name: "faux".into(),
+        api: "faux".into(),
+        provider: "faux".into(),
+        base_url: format!("file://{}", script.display()),
+        reasoning: false,
+        input: vec!["text".into()],
+        cost: ModelCost::default(),
+        context_window: 128000,
+        max_tokens: 16384,
+        headers: None,
+        compat: None,
+    }
+}
+
+fn agent(dir: &std::path::Path, lines: &[Value]) -> Agent {
+    let script = dir.join("script.jsonl");
+    let text: Vec<String> = lines.iter().map(Value::to_string).collect();
+    std::fs::write(&script, text.join("\n")).unwrap();
+    let opts = AgentOptions {
+        model: model(&script),
+        api_key: None,
+        thinking: ThinkingLevel::Off,
+        tools: crate::tools::select::builtin_tools(&["bash".to_string(), "write".to_string()]),
+        cwd: dir.to_path_buf(),
+        sections: vec![("preamble".into(), "sys".into())],
+        forced_prompt: None,
+        max_turns: None,
+        idle_timeout: Duration::from_secs(5),
+        auto_resize_images: true,
+        retry: RetrySettings::default(),
+    };
+    let store = SessionStore::create(&dir.display().to_string(), None, None);
+    Agent::new(opts, store, CancellationToken::new())
+}
+
+fn user(text: &str) -> AgentMessage {
+    AgentMessage::User(UserMessage {
+        content: UserContent::Text(text.into()),
+        timestamp: Num::int(0),
+        extra: Map::new(),
+    })
+}
+
+/// Blocks `touch`, rewrites what `write` writes, patches every result, and
+/// logs the events it sees.
+#[derive(Default)]
+struct Probe {
+    seen: Mutex<Vec<String>>,
+}
+
+impl Hooks for Probe {
+    fn handles(&self, _event: &str) -> bool {
+        true
+    }
+    fn tool_call(&self, ev: ToolCallEvent) -> BoxFuture<'_, ToolCallOutcome> {
+        self.seen
+            .lock()
+            .unwrap()
+            .push(format!("tool_call {}", ev.tool_name));
+        let cmd = ev
+            .input
+            .get("command")
+            .and_then(Value::as_str)
+            .unwrap_or("");
+        ready(if cmd.contains("touch") {
+            ToolCallOutcome::Block("no touching".into())
+        } else if ev.tool_name == "write" {
+            let mut input = ev.input.clone();
+            input["content"] = json!("rewritten");
+            ToolCallOutcome::Continue(Some(input))
+        } else {
+            ToolCallOutcome::Continue(None)
+        })
+    }
+    fn tool_result(&self, ev: ToolResultEvent) -> BoxFuture<'_, Option<ToolOutput>> {
+        let mut out = ev.output;
+        out.content = vec![ContentBlock::text(format!("patched {}", ev.tool_name))];
+        ready(Some(out))
+    }
+    fn before_agent_start(&self, _ev: BeforeAgentStart) -> BoxFuture<'_, BeforeAgentStartOutcome> {
+        ready(BeforeAgentStartOutcome {
+            system_prompt: Some("FORCED".into()),
+            ..Default::default()
+        })
+    }
+    fn boundary(&self, payload: Value) -> BoxFuture<'_, BoundaryOutcome> {
+        self.seen
+            .lock()
+            .unwrap()
+            .push(payload["type"].as_str().unwrap_or("").to_string());
+        ready(BoundaryOutcome::default())
+    }
+    fn notify(&self, ev: Value) -> BoxFuture<'_, ()> {
+        self.seen
+            .lock()
+            .unwrap()
+            .push(ev["type"].as_str().unwrap_or("").to_string());
+        ready(())
+    }
+}
+
+fn results(a: &Agent) -> Vec<(bool, String)> {
+    let ctx = a.store.session.context(None);
+    ctx.messages
+        .iter()
+        .filter_map(|(_, m)| match m {
+            AgentMessage::ToolResult(r) => Some((
+                r.is_error,
+                UserContent::Blocks(r.content.clone()).joined_text(""),
+            )),
+            _ => None,
+        })
+        .collect()
+}
+
+fn two_calls() -> Vec<Value> {
+    vec![
+        json!({"toolCalls": [
+            {"name": "bash", "arguments": {"command": "touch marker"}},
+            {"name": "write", "arguments": {"path": "w.txt", "content": "orig"}}
+        ]}),
+        json!({"text": "done"}),
+    ]
+}
+
+#[tokio::test]
+async fn tool_call_blocks_rewrites_and_results_are_patched() {
+    let t = tempfile::tempdir().unwrap();
+    let mut a = agent(t.path(), &two_calls());
+    let probe = Arc::new(Probe::default());
+    a.ext.hooks = Some(probe.clone());
+    let mut evs = Vec::new();
+    let out = a
+        .run(user("go"), &mut |v: &Value| evs.push(v.clone()))
+        .await;
+    assert_eq!(out.error, None);
+    assert!(
+        !t.path().join("marker").exists(),
+        "a blocked call never runs"
+    );
+    assert_eq!(
+        std::fs::read_to_string(t.path().join("w.txt")).unwrap(),
+        "rewritten"
+    );
+    assert_eq!(
+        results(&a),
+        [
+            (true, "no touching".to_string()),
+            (false, "patched write".to_string())
+        ]
+    );
+    let seen = probe.seen.lock().unwrap().clone();
+    // Hooks see the start of a call before its tool_call, and the run's
+    // notifications in pi's order.
+    let pos = |s: &str| seen.iter().position(|x| x == s).unwrap_or(usize::MAX);
+    assert!(pos("agent_start") < pos("turn_start"));
+    assert!(pos("tool_execution_start") < pos("tool_call bash"));
+    assert!(pos("turn_end") < pos("agent_end"));
+    assert!(pos("agent_end") < pos("agent_settled"));
+    // The forced prompt is sent but never recorded.
+    let recorded = serde_json::to_string(&a.store.session.entries).unwrap();
+    assert!(!recorded.contains("FORCED"));
+}
+
+struct Deny(&'static str);
+impl Gate for Deny {
+    fn approve(&self, req: ApprovalRequest) -> BoxFuture<'_, Approval> {
+        ready(if req.tool_name == self.0 {
+            Approval::Block(format!("denied {}", req.tool_name))
+        } else {
+            Approval::Allow
+        })
+    }
+}
+
+#[tokio::test]
+async fn gates_approve_the_final_arguments() {
+    let t = tempfile::tempdir().unwrap();
+    let mut a = agent(
+        t.path(),
+        &[
+            json!({"toolCalls": [
+                {"name": "bash", "arguments": {"command": "touch marker"}},
+                {"name": "write", "arguments": {"path": "w.txt", "content": "orig"}}
+            ]}),
+            json!({"text": "done"}),
+        ],
+    );
+    a.ext.gates = vec![Arc::new(Deny("bash"))];
+    let out = a.run(user("go"), &mut |_: &Value| {}).await;
+    assert_eq!(out.error, None);
+    assert!(!t.path().join("marker").exists());
+    assert_eq!(
+        std::fs::read_to_string(t.path().join("w.txt")).unwrap(),
+        "orig"
+    );
+    assert_eq!(results(&a)[0], (true, "denied bash".to_string()));
+}
+
+#[tokio::test]
+async fn final_policy_keeps_paths_in_the_workspace() {
+    let t = tempfile::tempdir().unwrap();
+    let ws = t.path().join("ws");
+    std::fs::create_dir_all(&ws).unwrap();
+    let mut a = agent(
+        &ws,
+        &[
+            json!({"toolCalls": [{"name": "write", "arguments": {"path": "../out.txt", "content": "x"}}]}),
+            json!({"text": "done"}),
+        ],
+    );
+    a.ext.policy.workspace_paths = true;
+    a.run(user("go"), &mut |_: &Value| {}).await;
+    assert!(!t.path().join("out.txt").exists());
+    assert!(results(&a)[0].1.contains("outside the workspace"));
+}

@@ -1,0 +1,438 @@
+//! The gates the agent loop passes through, for whoever wants to watch or
+//! steer a run (extensions, a CI policy) without the loop knowing who that
+//! is: [`Hooks`] is called at every point pi 1.6.0 dispatches an extension
+//! event, [`Gate`] is the approval step of seed 004 (step 10), and
+//! [`AgentOp`] lets a hook's owner read or change the agent's state (the
+//! session, the active tools) while the loop waits for it.
+//!
+//! With no hooks and no gates the loop takes none of these paths: nothing
+//! is built, nothing is awaited (`Agent::ext` is all `None`/empty).
+//!
+//! The tool-call gate, in seed 004's order: validation → `tool_call` hooks
+//! (rewrite or block; a hook that fails blocks: fail closed) → approval on
+//! the final canonical arguments (every [`Gate`] must allow) → the final
+//! policy right before execute ([`FinalPolicy`]: the arguments are
+//! byte-identical to the approved ones, the approval is used once, paths
+//! stay in the workspace where that is asked for) → execute → `tool_result`
+//! patches.
+
+use std::future::Future;
+use std::path::{Path, PathBuf};
+use std::pin::Pin;
+
+use serde_json::Value;
+
+use crate::format::AgentMessage;
+use crate::tools::ToolOutput;
+
+/// A boxed, sendable future.
+pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+
+/// A future that is ready at once.
+pub fn ready<'a, T: Send + 'a>(v: T) -> BoxFuture<'a, T> {
+    Box::pin(std::future::ready(v))
+}
+
+/// The `input` event (pi: prompt text before template expansion).
+#[derive(Debug, Clone, PartialEq)]
+pub struct InputEvent {
+    pub text: String,
+    /// Image blocks as JSON.
+    pub images: Vec<Value>,
+    /// `interactive`, `rpc` or `extension`.
+    pub source: String,
+    /// `steer` / `followUp` while a run streams; `None` when idle.
+    pub streaming_behavior: Option<String>,
+}
+
+/// What the `input` handlers decided.
+#[derive(Debug, Clone, PartialEq)]
+pub enum InputOutcome {
+    Continue,
+    /// The text (and images) after the transform chain.
+    Transform {
+        text: String,
+        images: Vec<Value>,
+    },
+    /// A handler took the input: no run.
+    Handled,
+}
+
+/// The `before_agent_start` event.
+#[derive(Debug, Clone, PartialEq)]
+pub struct BeforeAgentStart {
+    /// `{messageType:"user", prompt, images}` or `{messageType:"custom",
+    /// message}`: the keys that come first in pi's payload.
+    pub start: serde_json::Map<String, Value>,
+    /// The prompt as it would be sent.
+    pub system_prompt: String,
+    /// pi's `systemPromptOptions` (see [`crate::prompt::PromptInputs::options_value`]).
+    pub options: Value,
+}
+
+/// What the `before_agent_start` handlers returned.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct BeforeAgentStartOutcome {
+    /// Custom messages to add after the prompt's own messages, in order.
+    pub messages: Vec<AgentMessage>,
+    /// A whole prompt sent instead of the sectioned one for this run
+    /// (never recorded; the last handler's wins).
+    pub system_prompt: Option<String>,
+    /// `systemPromptOptions` after the handlers changed it, when they did.
+    pub options: Option<Value>,
+}
+
+/// A `tool_call` event.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ToolCallEvent {
+    pub tool_name: String,
+    pub tool_call_id: String,
+    /// The validated arguments.
+    pub input: Value,
+}
+
+/// What the `tool_call` hooks decided.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ToolCallOutcome {
+    /// Run the call, with rewritten arguments when `Some`.
+    Continue(Option<Value>),
+    /// Do not run it; the text is the error result (pi: the block reason,
+    /// `Tool execution was blocked`, or a failing handler's message).
+    Block(String),
+}
+
+/// A `tool_result` event: the call and what it produced.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ToolResultEvent {
+    pub tool_name: String,
+    pub tool_call_id: String,
+    pub input: Value,
+    pub output: ToolOutput,
+}
+
+/// The outcome of a boundary event (`turn_end`, `agent_before_settle`):
+/// entry drafts to append and whether to continue.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct BoundaryOutcome {
+    /// Drafts as pi's handlers return them (`custom`, `custom_message`, …).
+    pub entries: Vec<Value>,
+    pub continue_run: bool,
+}
+
+/// The agent's state, for the `ctx` snapshot handlers read.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct AgentSnapshot {
+    pub provider: String,
+    pub model: String,
+    pub thinking_level: String,
+    pub session_file: Option<String>,
+    pub session_id: String,
+    pub leaf_id: Option<String>,
+    pub idle: bool,
+    pub aborted: bool,
+}
+
+/// Everything the loop tells or asks its watchers. Every method has a
+/// default that does nothing and changes nothing; [`Hooks::handles`] lets
+/// the loop skip building an event nobody handles.
+pub trait Hooks: Send + Sync {
+    /// Whether anyone handles `event` (pi's event name).
+    fn handles(&self, event: &str) -> bool;
+
+    /// The agent's current state (called before events are dispatched).
+    fn set_state(&self, _state: AgentSnapshot) {}
+
+    /// Records to put on the event stream now (`extension_error`,
+    /// `entry_appended`), in order; the loop emits them before the event
+    /// that caused them.
+    fn drain_events(&self) -> Vec<Value> {
+        Vec::new()
+    }
+
+    /// An extension command `/name args`: `None` when no extension has
+    /// one by that name. Handler failures are reported by the hooks.
+    fn command(&self, _name: &str, _args: &str) -> Option<BoxFuture<'_, ()>> {
+        None
+    }
+
+    fn input(&self, _ev: InputEvent) -> BoxFuture<'_, InputOutcome> {
+        ready(InputOutcome::Continue)
+    }
+
+    fn before_agent_start(&self, _ev: BeforeAgentStart) -> BoxFuture<'_, BeforeAgentStartOutcome> {
+        ready(BeforeAgentStartOutcome::default())
+    }
+
+    /// The messages of the next request without system messages; a new
+    /// list when a handler changed it.
+    fn context(&self, _messages: Vec<AgentMessage>) -> BoxFuture<'_, Option<Vec<AgentMessage>>> {
+        ready(None)
+    }
+
+    fn tool_call(&self, _ev: ToolCallEvent) -> BoxFuture<'_, ToolCallOutcome> {
+        ready(ToolCallOutcome::Continue(None))
+    }
+
+    /// The patched result, when a handler patched it.
+    fn tool_result(&self, _ev: ToolResultEvent) -> BoxFuture<'_, Option<ToolOutput>> {
+        ready(None)
+    }
+
+    /// A replacement message (same role), when a handler returned one.
+    fn message_end(&self, _message: AgentMessage) -> BoxFuture<'_, Option<AgentMessage>> {
+        ready(None)
+    }
+
+    /// `turn_end` / `agent_before_settle`: `payload` is pi's event with
+    /// `entries: []` and `continue: false`; handlers see the proposal so
+    /// far.
+    fn boundary(&self, _payload: Value) -> BoxFuture<'_, BoundaryOutcome> {
+        ready(BoundaryOutcome::default())
+    }
+
+    /// Any other event (pi's payload); awaited, the answer ignored.
+    fn notify(&self, _event: Value) -> BoxFuture<'_, ()> {
+        ready(())
+    }
+
+    /// Changes to the agent its watchers asked for while the loop waited
+    /// (an extension appending an entry); applied in order right after the
+    /// hook call returns.
+    fn take_ops(&self) -> Vec<AgentOp> {
+        Vec::new()
+    }
+
+    /// Ready when operations (or records) wait to be taken: the loop
+    /// applies them while it waits for a hook or a tool. Never ready by
+    /// default.
+    fn ops_ready(&self) -> BoxFuture<'_, ()> {
+        Box::pin(std::future::pending())
+    }
+}
+
+/// The watchers of one agent: its hooks, its approvers and its final
+/// policy. The default has none of them, and then the loop is exactly the
+/// plain loop.
+#[derive(Default, Clone)]
+pub struct AgentExt {
+    pub hooks: Option<std::sync::Arc<dyn Hooks>>,
+    /// Every gate must allow a call (`pi-run --gate`, repeatable).
+    pub gates: Vec<std::sync::Arc<dyn Gate>>,
+    pub policy: FinalPolicy,
+}
+
+impl AgentExt {
+    /// Whether the loop has anything to ask at the tool-call gate.
+    pub fn gates_tools(&self) -> bool {
+        !self.gates.is_empty()
+            || self.policy.workspace_paths
+            || self.hooks.as_ref().is_some_and(|h| h.handles("tool_call"))
+    }
+}
+
+/// A tool call at the approval step: the final canonical arguments.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ApprovalRequest {
+    pub tool_name: String,
+    pub tool_call_id: String,
+    pub input: Value,
+    pub cwd: PathBuf,
+}
+
+/// One approver's answer.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Approval {
+    Allow,
+    /// The error result's text.
+    Block(String),
+}
+
+/// The approval step (seed 004 step 10): `pi-run --gate CMD`, or anything
+/// else that must allow each call.
+pub trait Gate: Send + Sync {
+    fn approve(&self, req: ApprovalRequest) -> BoxFuture<'_, Approval>;
+}
+
+/// What was approved: the canonical bytes of the arguments, used once.
+#[derive(Debug)]
+pub struct Ticket {
+    tool_call_id: String,
+    canonical: String,
+    used: bool,
+}
+
+impl Ticket {
+    /// A ticket for the arguments as approved.
+    pub fn new(tool_call_id: &str, input: &Value) -> Ticket {
+        Ticket {
+            tool_call_id: tool_call_id.to_string(),
+            canonical: canonical_json(input),
+            used: false,
+        }
+    }
+}
+
+/// JSON with object keys sorted, so equal arguments have equal bytes
+/// whatever order their keys came in.
+pub fn canonical_json(v: &Value) -> String {
+    fn sorted(v: &Value) -> Value {
+        match v {
+            Value::Object(m) => {
+                let mut keys: Vec<&String> = m.keys().collect();
+                keys.sort();
+                let mut out = serde_json::Map::new();
+                for k in keys {
+                    out.insert(k.clone(), sorted(&m[k]));
+                }
+                Value::Object(out)
+            }
+            Value::Array(a) => Value::Array(a.iter().map(sorted).collect()),
+            other => other.clone(),
+        }
+    }
+    serde_json::to_string(&sorted(v)).unwrap_or_default()
+}
+
+/// The last check before a tool runs (seed 004 step 10: approval is not
+/// the final permission).
+#[derive(Debug, Clone, Default)]
+pub struct FinalPolicy {
+    /// Paths given to the file tools (`path` of read, write, edit, ls,
+    /// grep, find) must resolve inside the workspace.
+    pub workspace_paths: bool,
+}
+
+/// The tools whose `path` argument names a file or folder.
+const PATH_TOOLS: &[&str] = &["read", "write", "edit", "ls", "grep", "find"];
+
+/// `p` made absolute against `cwd` and normalised (`.`/`..` removed, the
+/// longest existing prefix resolved through symlinks).
+fn resolve_in(cwd: &Path, p: &str) -> PathBuf {
+    let joined = cwd.join(p);
+    let mut out = PathBuf::new();
+    for c in joined.components() {
+        match c {
+            std::path::Component::ParentDir => {
+                out.pop();
+            }
+            std::path::Component::CurDir => {}
+            other => out.push(other),
+        }
+    }
+    // Resolve the existing part through symlinks (a link out of the
+    // workspace counts as outside).
+    let mut existing = out.clone();
+    let mut rest = Vec::new();
+    while !existing.exists() {
+        match existing.file_name() {
+            Some(n) => {
+                rest.push(n.to_os_string());
+                existing.pop();
+            }
+            None => break,
+        }
+    }
+    let mut real = std::fs::canonicalize(&existing).unwrap_or(existing);
+    for n in rest.into_iter().rev() {
+        real.push(n);
+    }
+    real
+}
+
+impl FinalPolicy {
+    /// Checks a call right before it runs: `Err` is the error result.
+    pub fn check(
+        &self,
+        ticket: Option<&mut Ticket>,
+        tool_name: &str,
+        tool_call_id: &str,
+        input: &Value,
+        cwd: &Path,
+    ) -> Result<(), String> {
+        if let Some(t) = ticket {
+            if t.used {
+                return Err(format!(
+                    "Blocked: the approval for tool call {tool_call_id} was already used"
+                ));
+            }
+            if t.tool_call_id != tool_call_id || t.canonical != canonical_json(input) {
+                return Err(format!(
+                    "Blocked: the arguments of tool call {tool_call_id} changed after approval"
+                ));
+            }
+            t.used = true;
+        }
+        if self.workspace_paths && PATH_TOOLS.contains(&tool_name) {
+            if let Some(p) = input.get("path").and_then(Value::as_str) {
+                let root = std::fs::canonicalize(cwd).unwrap_or_else(|_| cwd.to_path_buf());
+                if !resolve_in(&root, p).starts_with(&root) {
+                    return Err(format!(
+                        "Blocked: {p} is outside the workspace {}",
+                        root.display()
+                    ));
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// A change to the agent made on behalf of a hook's owner while the loop
+/// waits (an extension appending an entry, reading the session, changing
+/// the active tools). Applied between two steps of the loop, never during
+/// one.
+pub type AgentOp = Box<dyn FnOnce(&mut super::Agent, super::Emit<'_>) + Send>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn approval_is_used_once_on_identical_arguments() {
+        let cwd = std::env::temp_dir();
+        let p = FinalPolicy::default();
+        let args = json!({"command": "ls", "timeout": 3});
+        let mut t = Ticket::new("c1", &args);
+        let reordered = json!({"timeout": 3, "command": "ls"});
+        assert_eq!(
+            p.check(Some(&mut t), "bash", "c1", &reordered, &cwd),
+            Ok(())
+        );
+        let again = p.check(Some(&mut t), "bash", "c1", &args, &cwd);
+        assert!(again.unwrap_err().contains("already used"));
+        let mut t = Ticket::new("c1", &args);
+        let changed = json!({"command": "rm -rf /", "timeout": 3});
+        let e = p.check(Some(&mut t), "bash", "c1", &changed, &cwd);
+        assert!(e.unwrap_err().contains("changed after approval"));
+        let mut t = Ticket::new("c1", &args);
+        assert!(p.check(Some(&mut t), "bash", "c2", &args, &cwd).is_err());
+    }
+
+    #[test]
+    fn workspace_paths_stay_inside() {
+        let t = tempfile::tempdir().unwrap();
+        let ws = t.path().join("ws");
+        std::fs::create_dir_all(ws.join("sub")).unwrap();
+        std::os::unix::fs::symlink(t.path(), ws.join("out")).unwrap();
+        let p = FinalPolicy {
+            workspace_paths: true,
+        };
+        let ok = |path: &str| p.check(None, "read", "c", &json!({ "path": path }), &ws);
+        assert_eq!(ok("sub/new.txt"), Ok(()));
+        assert_eq!(ok("./a/../b"), Ok(()));
+        assert!(ok("../x").is_err());
+        assert!(ok("/etc/passwd").is_err());
+        assert!(ok("out/x").is_err(), "a symlink out of the workspace");
+        // Tools without a path, and a policy that is off, are not checked.
+        assert_eq!(
+            p.check(None, "bash", "c", &json!({"path": "/etc"}), &ws),
+            Ok(())
+        );
+        let off = FinalPolicy::default();
+        assert_eq!(
+            off.check(None, "read", "c", &json!({"path": "/etc"}), &ws),
+            Ok(())
+        );
+    }
+}

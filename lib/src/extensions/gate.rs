@@ -1,0 +1,83 @@
+//! `pi-run --gate CMD` (beyond pi): an approval step that runs `sh -c CMD`
+//! once per tool call with `{"toolName","toolCallId","input","cwd"}` on
+//! stdin. Exit 0 allows; exit 1 blocks with the first line of stdout as the
+//! reason (else `blocked by --gate`); any other exit, a failure to start,
+//! a signal or a timeout blocks too (fail closed).
+
+use std::process::Stdio;
+use std::time::Duration;
+
+use serde_json::json;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+use crate::agent::hooks::{Approval, ApprovalRequest, BoxFuture, Gate};
+
+pub struct CommandGate {
+    pub command: String,
+    pub timeout: Duration,
+}
+
+async fn run(cmd: &str, input: String, timeout: Duration, cwd: &std::path::Path) -> Approval {
+    let child = tokio::process::Command::new("sh")
+        .arg("-c")
+        .arg(cmd)
+        .current_dir(cwd)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .process_group(0)
+        .kill_on_drop(true)
+        .spawn();
+    let mut child = match child {
+        Ok(c) => c,
+        Err(e) => return Approval::Block(format!("--gate {cmd:?} could not start: {e}")),
+    };
+    let pgid = child.id().and_then(|p| i32::try_from(p).ok());
+    let (Some(mut stdin), Some(mut stdout)) = (child.stdin.take(), child.stdout.take()) else {
+        return Approval::Block("--gate: cannot open its pipes".into());
+    };
+    let work = async {
+        // A gate that does not read its stdin is fine.
+        let _ = stdin.write_all(input.as_bytes()).await;
+        drop(stdin);
+        let mut out = Vec::new();
+        let _ = stdout.read_to_end(&mut out).await;
+        (child.wait().await, out)
+    };
+    match tokio::time::timeout(timeout, work).await {
+        Ok((Ok(status), out)) => match status.code() {
+            Some(0) => Approval::Allow,
+            Some(1) => {
+                let text = String::from_utf8_lossy(&out);
+                let line = text.lines().next().unwrap_or("").trim();
+                Approval::Block(if line.is_empty() {
+                    "blocked by --gate".into()
+                } else {
+                    line.to_string()
+                })
+            }
+            Some(c) => Approval::Block(format!("--gate failed (exit {c}); blocking execution")),
+            None => Approval::Block("--gate was killed; blocking execution".into()),
+        },
+        Ok((Err(e), _)) => Approval::Block(format!("--gate failed: {e}; blocking execution")),
+        Err(_) => {
+            if let Some(pgid @ 1..) = pgid {
+                // SAFETY: kill(2) on the gate's own process group.
+                unsafe {
+                    libc::kill(-pgid, libc::SIGKILL);
+                }
+            }
+            Approval::Block(format!(
+                "--gate did not answer within {} s; blocking execution",
+                timeout.as_secs_f64()
+            ))
+        }
+    }
+}
+
+impl Gate for CommandGate {
+    fn approve(&self, req: ApprovalRequest) -> BoxFuture<'_, Approval> {
+        let input = json!({"toolName": req.tool_name, "toolCallId": req.tool_call_id, "input": req.input, "cwd": req.cwd.display().to_string()}).to_string();
+        Box::pin(async move { run(&self.command, input, self.timeout, &req.cwd).await })
+    }
+}

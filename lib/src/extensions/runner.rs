@@ -1,0 +1,912 @@
+//! All extensions of a run as one [`Hooks`]: each event goes to the
+//! extensions that handle it, in load order, and their answers are composed
+//! exactly as pi 1.6.0 composes handlers (reference §1.4): `input`
+//! transforms chain and the first `handled` wins; `before_agent_start`
+//! messages accumulate and the last `systemPrompt` wins; `context` lists
+//! chain; `tool_call` rewrites chain and the first block wins, while an
+//! error, a timeout or a dead extension blocks (fail closed, no
+//! `extension_error`); `tool_result` patches chain; `message_end`
+//! replacements chain (same role only); every other throw is reported and
+//! the chain goes on. The runner also answers the extensions' calls
+//! (`appendEntry`, `getActiveTools`, `ui.*` …).
+
+use std::collections::HashSet;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use serde_json::{json, Map, Value};
+use tokio_util::sync::CancellationToken;
+
+use super::host::{CallHandler, Host, HostError};
+use crate::agent::hooks::{
+    ready, AgentOp, AgentSnapshot, BeforeAgentStart, BeforeAgentStartOutcome, BoxFuture, Hooks,
+    InputEvent, InputOutcome, ToolCallEvent, ToolCallOutcome, ToolResultEvent,
+};
+use crate::format::extension::{Ctx, HostRecord, Registration};
+use crate::format::message::CustomMessage;
+use crate::format::{AgentMessage, ContentBlock, Num, UserContent};
+use crate::tools::ToolOutput;
+
+/// One loaded extension.
+pub struct ExtInfo {
+    pub host: Arc<Host>,
+    /// Its index in its process.
+    pub ext: usize,
+    /// The path diagnostics and `extension_error` name.
+    pub path: String,
+    pub reg: Registration,
+    events: Mutex<HashSet<String>>,
+}
+
+impl ExtInfo {
+    pub fn new(host: Arc<Host>, ext: usize, path: String, reg: Registration) -> ExtInfo {
+        let events = reg.events.iter().cloned().collect();
+        ExtInfo {
+            host,
+            ext,
+            path,
+            reg,
+            events: Mutex::new(events),
+        }
+    }
+    fn handles(&self, event: &str) -> bool {
+        lock(&self.events).contains(event)
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// How the runner reports and waits.
+#[derive(Debug, Clone)]
+pub struct RunnerConfig {
+    /// `print`, `json` or `rpc` (the `mode` extensions see).
+    pub mode: String,
+    /// `extension_error` records on the event stream (`--mode json`);
+    /// otherwise one stderr line each.
+    pub json: bool,
+    pub cwd: String,
+    pub event_timeout: Duration,
+    pub prog: String,
+    /// The merged settings (`getSettings`).
+    pub settings: Value,
+}
+
+/// What the runner knows about the agent without asking it.
+#[derive(Default)]
+struct Shared {
+    state: AgentSnapshot,
+    active_tools: Vec<String>,
+    all_tools: Vec<Value>,
+    session_name: Option<String>,
+    system_prompt: String,
+    project_trusted: Option<bool>,
+}
+
+/// The extensions of a run.
+pub struct Runner {
+    cfg: RunnerConfig,
+    exts: Mutex<Vec<Arc<ExtInfo>>>,
+    events: Mutex<HashSet<String>>,
+    errors: Mutex<Vec<Value>>,
+    ops: Mutex<Vec<AgentOp>>,
+    shared: Mutex<Shared>,
+    /// Every tool `setActiveTools` may choose from.
+    pool: Mutex<Vec<Arc<dyn crate::tools::Tool>>>,
+    ops_ready: tokio::sync::Notify,
+    queue: Mutex<Option<Arc<crate::agent::queue::MessageQueue>>>,
+    cancel: CancellationToken,
+}
+
+impl Runner {
+    pub fn new(cfg: RunnerConfig, cancel: CancellationToken) -> Arc<Runner> {
+        Arc::new(Runner {
+            cfg,
+            exts: Mutex::default(),
+            events: Mutex::default(),
+            errors: Mutex::default(),
+            ops: Mutex::default(),
+            shared: Mutex::default(),
+            pool: Mutex::default(),
+            ops_ready: tokio::sync::Notify::new(),
+            queue: Mutex::default(),
+            cancel,
+        })
+    }
+
+    /// Adds loaded extensions (a load pass), in load order; their
+    /// processes' calls are served by this runner.
+    pub fn add(self: &Arc<Self>, exts: Vec<ExtInfo>) {
+        for e in &exts {
+            e.host.set_handler(Arc::clone(self) as Arc<dyn CallHandler>);
+            lock(&self.events).extend(e.reg.events.iter().cloned());
+        }
+        lock(&self.exts).extend(exts.into_iter().map(Arc::new));
+    }
+
+    pub fn extensions(&self) -> Vec<Arc<ExtInfo>> {
+        lock(&self.exts).clone()
+    }
+
+    /// The trust decision, once the first pass made it.
+    pub fn set_project_trusted(&self, trusted: bool) {
+        lock(&self.shared).project_trusted = Some(trusted);
+    }
+
+    /// The tools the agent runs with and their definitions (for
+    /// `getActiveTools` / `getAllTools`).
+    pub fn set_tools(&self, active: Vec<String>, all: Vec<Value>) {
+        let mut s = lock(&self.shared);
+        s.active_tools = active;
+        s.all_tools = all;
+    }
+
+    pub fn set_system_prompt(&self, p: String) {
+        lock(&self.shared).system_prompt = p;
+    }
+
+    /// Registrations made after load: new events join at once.
+    fn absorb_more(&self) {
+        for e in self.extensions() {
+            for m in e.host.take_more() {
+                if m.ext == e.ext {
+                    lock(&e.events).extend(m.events.iter().cloned());
+                    lock(&self.events).extend(m.events);
+                }
+            }
+        }
+    }
+
+    /// The snapshot every event and execution carries.
+    pub fn ctx(&self) -> Ctx {
+        let s = lock(&self.shared);
+        Ctx {
+            cwd: self.cfg.cwd.clone(),
+            mode: self.cfg.mode.clone(),
+            has_ui: false,
+            model: (!s.state.model.is_empty())
+                .then(|| json!({"provider": s.state.provider, "id": s.state.model})),
+            thinking_level: s.state.thinking_level.clone(),
+            session_file: s.state.session_file.clone(),
+            session_id: s.state.session_id.clone(),
+            leaf_id: s.state.leaf_id.clone(),
+            is_idle: s.state.idle,
+            project_trusted: s.project_trusted,
+            signal_aborted: self.cancel.is_cancelled(),
+        }
+    }
+
+    /// Reports a handler's failure: an `extension_error` record in JSON
+    /// mode, pi's stderr line otherwise.
+    pub fn report(&self, path: &str, event: &str, error: &str) {
+        if self.cfg.json {
+            lock(&self.errors).push(json!({"type": "extension_error", "extensionPath": path, "event": event, "error": error}));
+        } else {
+            eprintln!("Extension error ({path}): {error}");
+        }
+    }
+
+    /// The extensions handling `event`; `with_dead` keeps dead ones (the
+    /// `tool_call` gate fails closed on them).
+    fn handlers(&self, event: &str, with_dead: bool) -> Vec<Arc<ExtInfo>> {
+        self.absorb_more();
+        self.extensions()
+            .into_iter()
+            .filter(|e| e.handles(event) && (with_dead || e.host.dead_reason().is_none()))
+            .collect()
+    }
+
+    async fn send(&self, e: &ExtInfo, event: &Value) -> Result<Value, HostError> {
+        let ctx = self.ctx();
+        e.host
+            .request(
+                |id| HostRecord::Event {
+                    id,
+                    ext: e.ext,
+                    event: event.clone(),
+                    ctx,
+                },
+                None,
+                Some(self.cfg.event_timeout),
+                &self.cancel,
+            )
+            .await
+    }
+
+    /// Sends `event` to one handler; a failure is reported and gives `None`.
+    async fn send_reported(&self, e: &ExtInfo, event: &Value) -> Option<Value> {
+        let kind = event.get("type").and_then(Value::as_str).unwrap_or("");
+        match self.send(e, event).await {
+            Ok(v) => Some(v),
+            Err(HostError::Failed(msg)) => {
+                self.report(&e.path, kind, &msg);
+                None
+            }
+            Err(HostError::Timeout) => {
+                self.report(
+                    &e.path,
+                    kind,
+                    &format!(
+                        "did not answer {kind} within {} s",
+                        self.cfg.event_timeout.as_secs_f64()
+                    ),
+                );
+                None
+            }
+            Err(HostError::Dead(_)) | Err(HostError::Aborted) => None,
+        }
+    }
+
+    /// Every handler of a notification, in order.
+    async fn notify_all(&self, event: Value) {
+        let kind = event.get("type").and_then(Value::as_str).unwrap_or("");
+        for e in self.handlers(kind, false) {
+            self.send_reported(&e, &event).await;
+        }
+    }
+
+    /// `project_trust` (first pass): the first `yes`/`no` wins; `undecided`
+    /// and failures fall through. `Some((trusted, remember))`.
+    pub async fn project_trust(&self, cwd: &str) -> Option<(bool, bool)> {
+        let ev = json!({"type": "project_trust", "cwd": cwd});
+        for e in self.handlers("project_trust", false) {
+            let Some(v) = self.send_reported(&e, &ev).await else {
+                continue;
+            };
+            let remember = v.get("remember").and_then(Value::as_bool) == Some(true);
+            match v.get("trusted").and_then(Value::as_str) {
+                Some("yes") => return Some((true, remember)),
+                Some("no") => return Some((false, remember)),
+                _ => {}
+            }
+        }
+        None
+    }
+
+    /// `session_start` then `resources_discover`; returns the extra
+    /// `(skillPaths, promptPaths, themePaths)`, merged.
+    pub async fn session_start(&self) -> (Vec<String>, Vec<String>, Vec<String>) {
+        self.notify_all(json!({"type": "session_start", "reason": "startup"}))
+            .await;
+        let ev = json!({"type": "resources_discover", "cwd": self.cfg.cwd, "reason": "startup"});
+        let mut out = (Vec::new(), Vec::new(), Vec::new());
+        for e in self.handlers("resources_discover", false) {
+            if let Some(v) = self.send_reported(&e, &ev).await {
+                let strs = |k: &str| -> Vec<String> {
+                    v.get(k)
+                        .and_then(Value::as_array)
+                        .map(|a| {
+                            a.iter()
+                                .filter_map(Value::as_str)
+                                .map(str::to_string)
+                                .collect()
+                        })
+                        .unwrap_or_default()
+                };
+                out.0.extend(strs("skillPaths"));
+                out.1.extend(strs("promptPaths"));
+                out.2.extend(strs("themePaths"));
+            }
+        }
+        out
+    }
+
+    /// `session_shutdown`, then every process is closed (2 s grace, then
+    /// its group is killed).
+    pub async fn shutdown(&self) {
+        if !self.cancel.is_cancelled() {
+            self.notify_all(json!({"type": "session_shutdown", "reason": "quit"}))
+                .await;
+        }
+        let mut seen: Vec<*const Host> = Vec::new();
+        let hosts: Vec<Arc<Host>> = self
+            .extensions()
+            .iter()
+            .filter_map(|e| {
+                let p = Arc::as_ptr(&e.host);
+                (!seen.contains(&p)).then(|| {
+                    seen.push(p);
+                    Arc::clone(&e.host)
+                })
+            })
+            .collect();
+        let closing = hosts.iter().map(|h| h.close(Duration::from_secs(2)));
+        futures_util::future::join_all(closing).await;
+    }
+
+    /// Kills every process at once (abort).
+    pub fn kill_all(&self) {
+        for e in self.extensions() {
+            e.host.kill();
+        }
+    }
+
+    /// The flag values each extension gets (`configure`), from what the
+    /// command line gave: every flag it registered, its default otherwise.
+    pub async fn configure(&self, given: &Map<String, Value>) {
+        for e in self.extensions() {
+            let mut flags = Map::new();
+            for f in &e.reg.flags {
+                let v = given
+                    .get(&f.name)
+                    .cloned()
+                    .or_else(|| f.default.clone())
+                    .unwrap_or(Value::Null);
+                flags.insert(f.name.clone(), v);
+            }
+            let send = e.host.send(HostRecord::Configure { ext: e.ext, flags });
+            let _ = tokio::time::timeout(self.cfg.event_timeout, send).await;
+        }
+    }
+
+    fn push_op(&self, op: AgentOp) {
+        lock(&self.ops).push(op);
+        self.ops_ready.notify_one();
+    }
+
+    /// The agent's message queue (`sendMessage`, `sendUserMessage`).
+    pub fn set_queue(&self, q: Arc<crate::agent::queue::MessageQueue>) {
+        *lock(&self.queue) = Some(q);
+    }
+
+    /// Every tool `setActiveTools` may name (active or not).
+    pub fn set_tool_pool(&self, tools: Vec<Arc<dyn crate::tools::Tool>>) {
+        *lock(&self.pool) = tools;
+    }
+
+    /// Answers a call from the agent itself: `f` runs on the agent as soon
+    /// as the loop can apply it (also while it waits for this very
+    /// extension's handler).
+    fn ask(
+        &self,
+        f: impl FnOnce(&mut crate::agent::Agent) -> Result<Value, String> + Send + 'static,
+    ) -> BoxFuture<'static, Result<Value, String>> {
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        self.push_op(Box::new(move |agent, _emit| {
+            let _ = tx.send(f(agent));
+        }));
+        Box::pin(async move {
+            rx.await
+                .unwrap_or_else(|_| Err("pi-toolkit host: the agent is not running".into()))
+        })
+    }
+}
+
+/// A patch from `tool_result` applied to `out` (pi's partial patch).
+fn apply_result_patch(out: &mut ToolOutput, v: &Value) -> Result<(), String> {
+    let Value::Object(p) = v else {
+        return Ok(());
+    };
+    if let Some(c) = p.get("content") {
+        out.content = serde_json::from_value::<Vec<ContentBlock>>(c.clone())
+            .map_err(|e| format!("invalid content in tool_result patch: {e}"))?;
+        if !p.contains_key("structuredContent") {
+            out.structured = None;
+        }
+    }
+    if let Some(d) = p.get("details") {
+        out.details = Some(d.clone());
+    }
+    if let Some(s) = p.get("structuredContent") {
+        out.structured = Some(s.clone());
+    }
+    if let Some(e) = p.get("isError").and_then(Value::as_bool) {
+        out.is_error = e;
+    }
+    Ok(())
+}
+
+fn result_event(ev: &ToolResultEvent, out: &ToolOutput) -> Value {
+    let mut m = Map::new();
+    m.insert("type".into(), "tool_result".into());
+    m.insert("toolName".into(), ev.tool_name.clone().into());
+    m.insert("toolCallId".into(), ev.tool_call_id.clone().into());
+    m.insert("input".into(), ev.input.clone());
+    m.insert(
+        "content".into(),
+        serde_json::to_value(&out.content).unwrap_or(Value::Null),
+    );
+    m.insert("details".into(), out.details.clone().unwrap_or(Value::Null));
+    if let Some(s) = &out.structured {
+        m.insert("structuredContent".into(), s.clone());
+    }
+    m.insert("isError".into(), out.is_error.into());
+    Value::Object(m)
+}
+
+/// A `{customType, content, display, details?}` from an extension as a
+/// custom message.
+pub fn custom_message(v: &Value) -> Result<CustomMessage, String> {
+    let custom_type = v
+        .get("customType")
+        .and_then(Value::as_str)
+        .ok_or("a message needs a string customType")?
+        .to_string();
+    let content = match v.get("content") {
+        Some(Value::String(s)) => UserContent::Text(s.clone()),
+        Some(c @ Value::Array(_)) => serde_json::from_value(c.clone())
+            .map_err(|e| format!("invalid message content: {e}"))?,
+        _ => UserContent::Text(String::new()),
+    };
+    Ok(CustomMessage {
+        custom_type,
+        content,
+        display: v.get("display").and_then(Value::as_bool).unwrap_or(false),
+        details: v.get("details").cloned(),
+        timestamp: Num::signed(crate::timefmt::now_ms()),
+        extra: Map::new(),
+    })
+}
+
+impl Hooks for Runner {
+    fn handles(&self, event: &str) -> bool {
+        self.absorb_more();
+        lock(&self.events).contains(event)
+    }
+
+    fn set_state(&self, state: AgentSnapshot) {
+        lock(&self.shared).state = state;
+    }
+
+    fn drain_events(&self) -> Vec<Value> {
+        std::mem::take(&mut lock(&self.errors))
+    }
+
+    fn take_ops(&self) -> Vec<AgentOp> {
+        std::mem::take(&mut lock(&self.ops))
+    }
+
+    fn ops_ready(&self) -> BoxFuture<'_, ()> {
+        Box::pin(self.ops_ready.notified())
+    }
+
+    fn command(&self, name: &str, args: &str) -> Option<BoxFuture<'_, ()>> {
+        let e = self
+            .extensions()
+            .into_iter()
+            .find(|e| e.reg.commands.iter().any(|c| c.name == name))?;
+        let ev = json!({"type": "command", "name": name, "args": args});
+        let name = name.to_string();
+        Some(Box::pin(async move {
+            match self.send(&e, &ev).await {
+                Ok(_) | Err(HostError::Aborted) => {}
+                Err(HostError::Failed(m)) => self.report(&format!("command:{name}"), "command", &m),
+                Err(HostError::Timeout) => self.report(
+                    &format!("command:{name}"),
+                    "command",
+                    "did not answer within the extension timeout",
+                ),
+                Err(HostError::Dead(m)) => self.report(&format!("command:{name}"), "command", &m),
+            }
+        }))
+    }
+
+    fn input(&self, ev: InputEvent) -> BoxFuture<'_, InputOutcome> {
+        Box::pin(async move {
+            let (mut text, mut images) = (ev.text.clone(), ev.images.clone());
+            let mut changed = false;
+            for e in self.handlers("input", false) {
+                let mut payload =
+                    json!({"type": "input", "text": text, "images": images, "source": ev.source});
+                // pi omits it when idle.
+                if let Some(b) = &ev.streaming_behavior {
+                    payload["streamingBehavior"] = b.clone().into();
+                }
+                let Some(v) = self.send_reported(&e, &payload).await else {
+                    continue;
+                };
+                match v.get("action").and_then(Value::as_str) {
+                    Some("handled") => return InputOutcome::Handled,
+                    Some("transform") => {
+                        if let Some(t) = v.get("text").and_then(Value::as_str) {
+                            text = t.to_string();
+                        }
+                        if let Some(i) = v.get("images").and_then(Value::as_array) {
+                            images = i.clone();
+                        }
+                        changed = true;
+                    }
+                    _ => {}
+                }
+            }
+            if changed {
+                InputOutcome::Transform { text, images }
+            } else {
+                InputOutcome::Continue
+            }
+        })
+    }
+
+    fn before_agent_start(&self, ev: BeforeAgentStart) -> BoxFuture<'_, BeforeAgentStartOutcome> {
+        Box::pin(async move {
+            let mut payload = ev.start.clone();
+            payload.insert("type".into(), "before_agent_start".into());
+            payload.insert("systemPromptOptions".into(), ev.options.clone());
+            payload.insert("systemPrompt".into(), ev.system_prompt.clone().into());
+            let payload = Value::Object(payload);
+            let mut out = BeforeAgentStartOutcome::default();
+            for e in self.handlers("before_agent_start", false) {
+                let Some(v) = self.send_reported(&e, &payload).await else {
+                    continue;
+                };
+                if let Some(m) = v.get("message").filter(|m| m.is_object()) {
+                    match custom_message(m) {
+                        Ok(c) => out.messages.push(AgentMessage::Custom(c)),
+                        Err(err) => self.report(&e.path, "before_agent_start", &err),
+                    }
+                }
+                if let Some(p) = v.get("systemPrompt").and_then(Value::as_str) {
+                    out.system_prompt = Some(p.to_string());
+                }
+            }
+            out
+        })
+    }
+
+    fn context(&self, messages: Vec<AgentMessage>) -> BoxFuture<'_, Option<Vec<AgentMessage>>> {
+        Box::pin(async move {
+            let mut list = messages;
+            let mut changed = false;
+            for e in self.handlers("context", false) {
+                let payload = json!({"type": "context", "messages": list});
+                let Some(v) = self.send_reported(&e, &payload).await else {
+                    continue;
+                };
+                if let Some(m) = v.get("messages") {
+                    match serde_json::from_value::<Vec<AgentMessage>>(m.clone()) {
+                        Ok(new) => {
+                            list = new;
+                            changed = true;
+                        }
+                        Err(err) => {
+                            self.report(&e.path, "context", &format!("invalid messages: {err}"))
+                        }
+                    }
+                }
+            }
+            changed.then_some(list)
+        })
+    }
+
+    fn tool_call(&self, ev: ToolCallEvent) -> BoxFuture<'_, ToolCallOutcome> {
+        Box::pin(async move {
+            let mut input = ev.input.clone();
+            let mut changed = false;
+            for e in self.handlers("tool_call", true) {
+                let payload = json!({"type": "tool_call", "toolName": ev.tool_name, "toolCallId": ev.tool_call_id, "input": input});
+                match self.send(&e, &payload).await {
+                    Ok(v) => {
+                        if v.get("block").and_then(Value::as_bool) == Some(true) {
+                            let reason = v
+                                .get("reason")
+                                .and_then(Value::as_str)
+                                .unwrap_or("Tool execution was blocked");
+                            return ToolCallOutcome::Block(reason.to_string());
+                        }
+                        if let Some(i) = v.get("input").filter(|i| i.is_object()) {
+                            input = i.clone();
+                            changed = true;
+                        }
+                    }
+                    // Fail closed, with the thrown text (pi: no
+                    // extension_error for these).
+                    Err(HostError::Failed(msg)) => return ToolCallOutcome::Block(msg),
+                    Err(HostError::Timeout) => {
+                        return ToolCallOutcome::Block(format!(
+                            "Extension {} did not answer tool_call within {} s; blocking execution",
+                            e.path,
+                            self.cfg.event_timeout.as_secs_f64()
+                        ))
+                    }
+                    Err(HostError::Dead(_)) => {
+                        return ToolCallOutcome::Block(format!(
+                            "Extension {} is not running; blocking execution",
+                            e.path
+                        ))
+                    }
+                    Err(HostError::Aborted) => {
+                        return ToolCallOutcome::Block("Operation aborted".into())
+                    }
+                }
+            }
+            ToolCallOutcome::Continue(changed.then_some(input))
+        })
+    }
+
+    fn tool_result(&self, ev: ToolResultEvent) -> BoxFuture<'_, Option<ToolOutput>> {
+        Box::pin(async move {
+            let mut out = ev.output.clone();
+            let mut changed = false;
+            for e in self.handlers("tool_result", false) {
+                let payload = result_event(&ev, &out);
+                let Some(v) = self.send_reported(&e, &payload).await else {
+                    continue;
+                };
+                if v.is_object() {
+                    match apply_result_patch(&mut out, &v) {
+                        Ok(()) => changed = true,
+                        Err(err) => self.report(&e.path, "tool_result", &err),
+                    }
+                }
+            }
+            changed.then_some(out)
+        })
+    }
+
+    fn message_end(&self, message: AgentMessage) -> BoxFuture<'_, Option<AgentMessage>> {
+        Box::pin(async move {
+            let mut msg = message;
+            let mut changed = false;
+            for e in self.handlers("message_end", false) {
+                let payload = json!({"type": "message_end", "message": msg});
+                let Some(v) = self.send_reported(&e, &payload).await else {
+                    continue;
+                };
+                let Some(m) = v.get("message") else { continue };
+                match serde_json::from_value::<AgentMessage>(m.clone()) {
+                    Ok(new) if new.role() == msg.role() => {
+                        msg = new;
+                        changed = true;
+                    }
+                    Ok(_) => self.report(
+                        &e.path,
+                        "message_end",
+                        "message_end handlers must return a message with the same role",
+                    ),
+                    Err(err) => {
+                        self.report(&e.path, "message_end", &format!("invalid message: {err}"))
+                    }
+                }
+            }
+            changed.then_some(msg)
+        })
+    }
+
+    fn notify(&self, event: Value) -> BoxFuture<'_, ()> {
+        Box::pin(self.notify_all(event))
+    }
+
+    /// pi's boundary chain: each handler sees the proposal so far; a
+    /// returned `entries` or `continue` replaces that field. Drafts that
+    /// are not `custom` / `custom_message` objects are reported and the
+    /// proposal is dropped (pi: `Invalid boundary entries`).
+    fn boundary(&self, payload: Value) -> BoxFuture<'_, crate::agent::hooks::BoundaryOutcome> {
+        Box::pin(async move {
+            let kind = payload["type"].as_str().unwrap_or("turn_end").to_string();
+            let mut ev = payload;
+            for e in self.handlers(&kind, false) {
+                let Some(v) = self.send_reported(&e, &ev).await else {
+                    continue;
+                };
+                if let Some(entries) = v.get("entries").filter(|x| x.is_array()) {
+                    ev["entries"] = entries.clone();
+                }
+                if let Some(c) = v.get("continue").and_then(Value::as_bool) {
+                    ev["continue"] = c.into();
+                }
+            }
+            let entries = ev["entries"].as_array().cloned().unwrap_or_default();
+            let bad = entries.iter().find(|d| {
+                !matches!(
+                    d.get("type").and_then(Value::as_str),
+                    Some("custom") | Some("custom_message")
+                ) || d.get("customType").and_then(Value::as_str).is_none()
+            });
+            if let Some(b) = bad {
+                self.report(
+                    "boundary",
+                    &kind,
+                    &format!("Invalid boundary entries: unsupported draft {b}"),
+                );
+                return crate::agent::hooks::BoundaryOutcome::default();
+            }
+            crate::agent::hooks::BoundaryOutcome {
+                entries,
+                continue_run: ev["continue"].as_bool() == Some(true),
+            }
+        })
+    }
+}
+
+impl CallHandler for Runner {
+    fn call(
+        &self,
+        _ext: usize,
+        method: String,
+        params: Value,
+    ) -> BoxFuture<'static, Result<Value, String>> {
+        let entries = |agent: &crate::agent::Agent, idx: Vec<usize>| {
+            Value::Array(
+                idx.into_iter()
+                    .filter_map(|i| serde_json::to_value(&agent.store.session.entries[i]).ok())
+                    .collect(),
+            )
+        };
+        match method.as_str() {
+            "session.getEntries" => self.ask(move |a| {
+                let n = a.store.session.entries.len();
+                Ok(entries(a, (0..n).collect()))
+            }),
+            "session.getBranch" => {
+                let from = params
+                    .get("fromId")
+                    .and_then(Value::as_str)
+                    .map(str::to_string);
+                self.ask(move |a| {
+                    let idx = match &from {
+                        Some(id) if a.store.session.index_of(id).is_none() => {
+                            return Err(format!("Entry {id} not found"))
+                        }
+                        Some(id) => a.store.session.path_to(id),
+                        None => a.store.session.branch(),
+                    };
+                    Ok(entries(a, idx))
+                })
+            }
+            "session.getHeader" => self
+                .ask(|a| serde_json::to_value(&a.store.session.header).map_err(|e| e.to_string())),
+            "session.getLeafId" => self.ask(|a| {
+                Ok(a.store
+                    .session
+                    .leaf_id()
+                    .map(|s| Value::String(s.to_string()))
+                    .unwrap_or(Value::Null))
+            }),
+            "setActiveTools" => {
+                let names: Vec<String> = params
+                    .get("names")
+                    .and_then(Value::as_array)
+                    .map(|a| {
+                        a.iter()
+                            .filter_map(Value::as_str)
+                            .map(str::to_string)
+                            .collect()
+                    })
+                    .unwrap_or_default();
+                let pool = lock(&self.pool).clone();
+                // Unknown names are ignored, as pi does.
+                let chosen: Vec<Arc<dyn crate::tools::Tool>> = names
+                    .iter()
+                    .filter_map(|n| pool.iter().find(|t| t.definition().name == *n).cloned())
+                    .collect();
+                {
+                    let mut s = lock(&self.shared);
+                    s.active_tools = chosen.iter().map(|t| t.definition().name).collect();
+                }
+                self.ask(move |a| {
+                    a.opts.tools = chosen;
+                    Ok(Value::Null)
+                })
+            }
+            _ => ready(self.answer(&method, &params)),
+        }
+    }
+}
+
+impl Runner {
+    /// Answers one call from an extension. Changes to the agent are queued
+    /// as operations the loop applies when the current hook returns.
+    fn answer(&self, method: &str, p: &Value) -> Result<Value, String> {
+        let s = |k: &str| p.get(k).and_then(Value::as_str).map(str::to_string);
+        match method {
+            "appendEntry" => {
+                let ty = s("customType").ok_or("appendEntry needs a customType")?;
+                let data = p.get("data").cloned().unwrap_or(Value::Null);
+                self.push_op(Box::new(move |agent, emit| {
+                    let leaf = agent.store.session.leaf_id().map(str::to_string);
+                    let e = agent.store.session.new_custom(leaf.as_deref(), &ty, data);
+                    if let Err(err) = agent.append_entry(e, emit) {
+                        eprintln!("pi-run: appendEntry: {err}");
+                    }
+                }));
+                Ok(Value::Null)
+            }
+            "setSessionName" => {
+                let name = s("name").ok_or("setSessionName needs a name")?;
+                lock(&self.shared).session_name = Some(name.trim().to_string());
+                self.push_op(Box::new(move |agent, emit| {
+                    let e = agent.store.session.new_session_info(&name);
+                    if let Err(err) = agent.append_entry(e, emit) {
+                        eprintln!("pi-run: setSessionName: {err}");
+                    }
+                }));
+                Ok(Value::Null)
+            }
+            "getSessionName" => Ok(lock(&self.shared)
+                .session_name
+                .clone()
+                .map(Value::String)
+                .unwrap_or(Value::Null)),
+            "sendMessage" => {
+                use crate::agent::queue::DeliverAs;
+                let msg = custom_message(p.get("message").unwrap_or(&Value::Null))?;
+                let opts = p.get("options");
+                let trigger = opts
+                    .and_then(|o| o.get("triggerTurn"))
+                    .and_then(Value::as_bool);
+                let deliver = DeliverAs::parse(
+                    opts.and_then(|o| o.get("deliverAs"))
+                        .and_then(Value::as_str),
+                )?;
+                let queue = lock(&self.queue).clone();
+                match queue {
+                    // Idle without a trigger: appended at once.
+                    Some(q)
+                        if q.is_streaming()
+                            || trigger == Some(true)
+                            || deliver == Some(DeliverAs::NextTurn) =>
+                    {
+                        q.send_custom(msg, trigger, deliver)
+                    }
+                    _ => self.push_op(Box::new(move |agent, emit| {
+                        if let Err(err) = agent.append_message_now(AgentMessage::Custom(msg), emit)
+                        {
+                            eprintln!("pi-run: sendMessage: {err}");
+                        }
+                    })),
+                }
+                Ok(Value::Null)
+            }
+            "sendUserMessage" => {
+                use crate::agent::queue::DeliverAs;
+                let text = match p.get("content") {
+                    Some(Value::String(t)) => t.clone(),
+                    Some(c @ Value::Array(_)) => serde_json::from_value::<UserContent>(c.clone())
+                        .map(|u| u.joined_text("\n"))
+                        .map_err(|e| format!("invalid content: {e}"))?,
+                    _ => return Err("sendUserMessage needs content".into()),
+                };
+                let deliver = DeliverAs::parse(
+                    p.get("options")
+                        .and_then(|o| o.get("deliverAs"))
+                        .and_then(Value::as_str),
+                )?;
+                let Some(q) = lock(&self.queue).clone() else {
+                    return Err("pi-toolkit host: sendUserMessage is not available".into());
+                };
+                let message = AgentMessage::User(crate::format::message::UserMessage {
+                    content: UserContent::Blocks(vec![ContentBlock::text(text.clone())]),
+                    timestamp: Num::signed(crate::timefmt::now_ms()),
+                    extra: Map::new(),
+                });
+                q.send_user(message, text, deliver)?;
+                Ok(Value::Null)
+            }
+            "getActiveTools" => Ok(json!(lock(&self.shared).active_tools)),
+            "getAllTools" => Ok(Value::Array(lock(&self.shared).all_tools.clone())),
+            "getCommands" => {
+                let mut out = Vec::new();
+                for e in self.extensions() {
+                    for c in &e.reg.commands {
+                        let mut m = Map::new();
+                        m.insert("name".into(), c.name.clone().into());
+                        if let Some(d) = &c.description {
+                            m.insert("description".into(), d.clone().into());
+                        }
+                        m.insert("source".into(), "extension".into());
+                        m.insert("sourceInfo".into(), json!({"path": e.path}));
+                        out.push(Value::Object(m));
+                    }
+                }
+                Ok(Value::Array(out))
+            }
+            "getThinkingLevel" => Ok(lock(&self.shared).state.thinking_level.clone().into()),
+            "getSettings" => Ok(self.cfg.settings.clone()),
+            "getSystemPrompt" => Ok(lock(&self.shared).system_prompt.clone().into()),
+            "hasPendingMessages" => Ok(lock(&self.queue)
+                .as_ref()
+                .is_some_and(|q| q.has_pending())
+                .into()),
+            "abort" => {
+                self.cancel.cancel();
+                Ok(Value::Null)
+            }
+            // No person to ask (pi-run is non-interactive): pi's defaults.
+            "ui.confirm" => Ok(false.into()),
+            "ui.select" | "ui.input" | "ui.editor" => Ok(Value::Null),
+            m if m.starts_with("ui.") => Ok(Value::Null),
+            other => Err(format!("Unknown method: {other}")),
+        }
+    }
+}
