@@ -478,7 +478,9 @@ class Session:
             blocks.append(b'{"type":"text","text":"' + PROSE.take(rng, sz(int(rng.paretovariate(1.3) * 250))) + b'"}')
         calls = []
         if not final:
-            for _ in range(1 if rng.random() < 0.75 else rng.randint(2, 4)):
+            # (the small mix calls tools in parallel more often: the short result lines pile up)
+            multi = rng.random() >= 0.75 if SCALE == 1.0 else rng.random() >= 0.3
+            for _ in range(rng.randint(2, 4) if multi else 1):
                 self.tool_n += 1
                 cid = ("toolu_01%018x" % rng.getrandbits(72)) if m[0] == "anthropic" else ("call_%024x" % rng.getrandbits(96))
                 name = rng.choices(["read", "bash", "edit", "write", "grep", "find", "ls"], [30, 30, 18, 5, 9, 5, 3])[0]
@@ -643,7 +645,8 @@ def gen_session(task: tuple) -> tuple[str, int]:
     s.model_change()
     s.thinking_change()
     if rng.random() < 0.92:
-        s.system_message(full=True)
+        # (the small mix starts with the short system message, not the ~9 KB full one)
+        s.system_message(full=SCALE == 1.0)
     named = rng.random() < 0.35
     if named and rng.random() < 0.5:
         s.session_info()
