@@ -345,7 +345,7 @@ fn run(cli: Cli) -> Result<i32, CliError> {
                 None => sections(&c2, &cwd, &res, &tools, set.chat_only)?,
             };
             let ctx = s.context(None);
-            let state = PromptState::replay(ctx.messages.iter().map(|(_, m)| m));
+            let state = PromptState::replay(ctx.messages.iter().map(|(_, m)| &**m));
             let values: Vec<Value> = tools
                 .iter()
                 .filter_map(|t| serde_json::to_value(t.definition()).ok())

@@ -95,9 +95,12 @@ impl Agent {
     /// session) and `thinking_level_change` when the level differs or the
     /// branch has none.
     pub fn prepare_session(&mut self) -> Result<(), String> {
-        let ctx = self.store.session.context(None);
+        let (model, level) = {
+            let ctx = self.store.session.context(None);
+            (ctx.model, ctx.thinking_level)
+        };
         let m = &self.opts.model;
-        if ctx.model.as_ref() != Some(&(m.provider.clone(), m.id.clone())) {
+        if model.as_ref() != Some(&(m.provider.clone(), m.id.clone())) {
             let e = self.store.model_change_entry(&m.provider, &m.id);
             self.append(e, None)?;
         }
@@ -107,7 +110,7 @@ impl Agent {
             .branch()
             .iter()
             .any(|&i| matches!(self.store.session.entries[i], Entry::ThinkingLevelChange(_)));
-        if !has_level || ctx.thinking_level != self.opts.thinking.as_str() {
+        if !has_level || level != self.opts.thinking.as_str() {
             let e = self.store.thinking_entry(self.opts.thinking.as_str());
             self.append(e, None)?;
         }
@@ -139,8 +142,10 @@ impl Agent {
         emit: Emit<'_>,
         new_messages: &mut Vec<AgentMessage>,
     ) -> Result<(), String> {
-        let ctx = self.store.session.context(None);
-        let state = PromptState::replay(ctx.messages.iter().map(|(_, m)| m));
+        let state = {
+            let ctx = self.store.session.context(None);
+            PromptState::replay(ctx.messages.iter().map(|(_, m)| &**m))
+        };
         if let Some(patch) = diff(&state, &self.opts.sections, &self.tool_values(), now_ms()) {
             let msg = AgentMessage::System(patch);
             emit(&events::message("message_start", &msg));
@@ -332,8 +337,7 @@ impl Agent {
         emit: Emit<'_>,
     ) -> (AssistantMessage, Option<provider::FailureInfo>) {
         let ctx = self.store.session.context(None);
-        let msgs: Vec<AgentMessage> = ctx.messages.into_iter().map(|(_, m)| m).collect();
-        let llm = convert::to_llm(&msgs);
+        let llm = convert::to_llm(ctx.messages.iter().map(|(_, m)| &**m));
         let req = Request {
             model: self.opts.model.clone(),
             system_prompt: self.opts.forced_prompt.clone().or(llm.system_prompt),

@@ -565,3 +565,48 @@ mod tests {
         );
     }
 }
+
+/// A message that is either borrowed (from a loaded session) or owned
+/// (made on the way: a summary turned into a message, edited content).
+/// Contexts and requests hold these, so a long session is not copied to
+/// build them. Reads as an [`AgentMessage`]; serializes as one.
+#[derive(Debug, Clone, PartialEq)]
+pub enum MessageRef<'a> {
+    Borrowed(&'a AgentMessage),
+    Owned(Box<AgentMessage>),
+}
+
+impl std::ops::Deref for MessageRef<'_> {
+    type Target = AgentMessage;
+    fn deref(&self) -> &AgentMessage {
+        match self {
+            MessageRef::Borrowed(m) => m,
+            MessageRef::Owned(m) => m,
+        }
+    }
+}
+
+impl std::borrow::Borrow<AgentMessage> for MessageRef<'_> {
+    fn borrow(&self) -> &AgentMessage {
+        self
+    }
+}
+
+impl From<AgentMessage> for MessageRef<'_> {
+    fn from(m: AgentMessage) -> Self {
+        MessageRef::Owned(Box::new(m))
+    }
+}
+
+/// A message read from JSON is owned.
+impl<'de> Deserialize<'de> for MessageRef<'_> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        AgentMessage::deserialize(d).map(Into::into)
+    }
+}
+
+impl Serialize for MessageRef<'_> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        (**self).serialize(s)
+    }
+}

@@ -19,7 +19,7 @@ use crate::format::model::ThinkingLevel;
 use crate::format::{AgentMessage, ContentBlock};
 
 /// Streams one assistant message.
-pub async fn stream(req: Request, on_event: EventSink<'_>) -> Streamed {
+pub async fn stream(req: Request<'_>, on_event: EventSink<'_>) -> Streamed {
     let out = Out::new(&req.model, on_event);
     let body = build_body(&req);
     let stream = match sse::open_openai(&req, "/responses", &body).await {
