@@ -98,3 +98,32 @@ where
         tools: state.tool_definitions(),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn msg(v: serde_json::Value) -> AgentMessage {
+        serde_json::from_value(v).unwrap()
+    }
+
+    #[test]
+    fn requests_borrow_conversation_messages_and_build_the_rest() {
+        let history = [
+            msg(serde_json::json!({"role":"user","content":"one","timestamp":1})),
+            msg(
+                serde_json::json!({"role":"branchSummary","summary":"tried","fromId":"a","timestamp":2}),
+            ),
+            msg(
+                serde_json::json!({"role":"assistant","content":[{"type":"text","text":"ok"}],"api":"a","provider":"p","model":"m","usage":{},"stopReason":"stop","timestamp":3}),
+            ),
+        ];
+        let llm = to_llm(history.iter());
+        assert_eq!(llm.messages.len(), 3);
+        assert!(matches!(llm.messages[0], MessageRef::Borrowed(_)));
+        assert!(std::ptr::eq(&*llm.messages[0], &history[0]));
+        assert!(matches!(llm.messages[1], MessageRef::Owned(_)));
+        assert_eq!(llm.messages[1].role(), "user");
+        assert!(std::ptr::eq(&*llm.messages[2], &history[2]));
+    }
+}

@@ -224,6 +224,27 @@ mod tests {
     }
 
     #[test]
+    fn context_messages_are_the_sessions_own_not_copies() {
+        let s = session(&[
+            r#"{"type":"message","id":"a","parentId":null,"timestamp":"2026-01-01T00:00:01.000Z","message":{"role":"user","content":"one","timestamp":1}}"#,
+            r#"{"type":"branch_summary","id":"b","parentId":"a","timestamp":"2026-01-01T00:00:02.000Z","fromId":"a","summary":"tried"}"#,
+            r#"{"type":"message","id":"c","parentId":"b","timestamp":"2026-01-01T00:00:03.000Z","message":{"role":"user","content":"two","timestamp":3}}"#,
+        ]);
+        let ctx = s.context(None);
+        let own = |i: usize| match &s.entries[i] {
+            Entry::Message(m) => &m.message as *const AgentMessage,
+            _ => unreachable!("entry {i} is a message"),
+        };
+        assert!(matches!(ctx.messages[0].1, MessageRef::Borrowed(_)));
+        assert!(std::ptr::eq(&*ctx.messages[0].1, own(0)));
+        assert!(
+            matches!(ctx.messages[1].1, MessageRef::Owned(_)),
+            "made for the context"
+        );
+        assert!(std::ptr::eq(&*ctx.messages[2].1, own(2)));
+    }
+
+    #[test]
     fn branch_summary_and_context_edit() {
         let s = session(&[
             r#"{"type":"message","id":"a","parentId":null,"timestamp":"2026-01-01T00:00:01.000Z","message":{"role":"user","content":"one","timestamp":1}}"#,
