@@ -147,7 +147,7 @@ impl Agent {
             PromptState::replay(ctx.messages.iter().map(|(_, m)| &**m))
         };
         if let Some(patch) = diff(&state, &self.opts.sections, &self.tool_values(), now_ms()) {
-            let msg = AgentMessage::System(patch);
+            let msg = AgentMessage::System(Box::new(patch));
             emit(&events::message("message_start", &msg));
             emit(&events::message("message_end", &msg));
             self.append_message(msg.clone())?;
@@ -508,7 +508,7 @@ fn tool_result_message(
     out: &ToolOutput,
     duration_ms: Option<u64>,
 ) -> AgentMessage {
-    AgentMessage::ToolResult(ToolResultMessage {
+    AgentMessage::ToolResult(Box::new(ToolResultMessage {
         tool_call_id: call.id.clone(),
         tool_name: call.name.clone(),
         content: out.content.clone(),
@@ -517,7 +517,7 @@ fn tool_result_message(
         duration_ms: duration_ms.map(Num::int),
         timestamp: Num::signed(now_ms()),
         extra: Map::new(),
-    })
+    }))
 }
 
 fn last_assistant(msgs: &[AgentMessage]) -> Option<AssistantMessage> {

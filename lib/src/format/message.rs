@@ -468,10 +468,10 @@ tagged_enum! {
     pub enum AgentMessage tag "role" {
         User(UserMessage) = "user",
         Assistant(Box<AssistantMessage>) = "assistant",
-        ToolResult(ToolResultMessage) = "toolResult",
-        BashExecution(BashExecutionMessage) = "bashExecution",
-        Custom(CustomMessage) = "custom",
-        System(SystemMessage) = "system",
+        ToolResult(Box<ToolResultMessage>) = "toolResult",
+        BashExecution(Box<BashExecutionMessage>) = "bashExecution",
+        Custom(Box<CustomMessage>) = "custom",
+        System(Box<SystemMessage>) = "system",
         BranchSummary(BranchSummaryMessage) = "branchSummary",
         CompactionSummary(CompactionSummaryMessage) = "compactionSummary",
     }

@@ -133,7 +133,7 @@ pub fn transform_messages<M: std::borrow::Borrow<AgentMessage>>(
                  out: &mut Vec<AgentMessage>| {
         for (id, name) in pending.drain(..) {
             if !answered.contains(&id) {
-                out.push(AgentMessage::ToolResult(ToolResultMessage {
+                out.push(AgentMessage::ToolResult(Box::new(ToolResultMessage {
                     tool_call_id: id,
                     tool_name: name,
                     content: vec![ContentBlock::text(NO_RESULT)],
@@ -142,7 +142,7 @@ pub fn transform_messages<M: std::borrow::Borrow<AgentMessage>>(
                     duration_ms: None,
                     timestamp: Num::signed(crate::timefmt::now_ms()),
                     extra: Map::new(),
-                }));
+                })));
             }
         }
         answered.clear();

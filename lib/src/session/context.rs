@@ -15,7 +15,7 @@ use std::collections::HashMap;
 use serde_json::{Map, Value};
 
 use crate::format::message::{
-    BranchSummaryMessage, CompactionSummaryMessage, CustomMessage, MessageRef, ToolResultMessage,
+    BranchSummaryMessage, CompactionSummaryMessage, CustomMessage, MessageRef,
 };
 use crate::format::{AgentMessage, ContentBlock, Entry, Num, UserContent};
 use crate::timefmt::parse_iso_ms;
@@ -125,14 +125,14 @@ fn entry_message(e: &Entry) -> Option<MessageRef<'_>> {
     let built = |m| Some(MessageRef::Owned(Box::new(m)));
     match e {
         Entry::Message(m) => Some(MessageRef::Borrowed(&m.message)),
-        Entry::CustomMessage(c) => built(AgentMessage::Custom(CustomMessage {
+        Entry::CustomMessage(c) => built(AgentMessage::Custom(Box::new(CustomMessage {
             custom_type: c.custom_type.clone(),
             content: c.content.clone(),
             display: c.display,
             details: c.details.clone(),
             timestamp: Num::signed(parse_iso_ms(&c.timestamp).unwrap_or(0)),
             extra: Map::new(),
-        })),
+        }))),
         Entry::BranchSummary(b) if !b.summary.is_empty() => {
             built(AgentMessage::BranchSummary(BranchSummaryMessage {
                 summary: b.summary.clone(),
@@ -171,10 +171,11 @@ fn replace_content(msg: AgentMessage, content: &Value) -> AgentMessage {
             }
             AgentMessage::Assistant(m)
         }
-        AgentMessage::ToolResult(m) => {
-            let ToolResultMessage { content: old, .. } = &m;
-            let content = as_blocks().unwrap_or_else(|| old.clone());
-            AgentMessage::ToolResult(ToolResultMessage { content, ..m })
+        AgentMessage::ToolResult(mut m) => {
+            if let Some(b) = as_blocks() {
+                m.content = b;
+            }
+            AgentMessage::ToolResult(m)
         }
         other => other,
     }
