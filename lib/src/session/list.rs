@@ -1017,7 +1017,7 @@ mod tests {
     impl Read for Trickle<'_> {
         fn read(&mut self, out: &mut [u8]) -> std::io::Result<usize> {
             self.calls += 1;
-            if self.calls % 3 == 0 {
+            if self.calls.is_multiple_of(3) {
                 return Err(std::io::ErrorKind::Interrupted.into());
             }
             let n = self.data.len().min(self.step).min(out.len());
