@@ -12,7 +12,7 @@
 #                        =default the 10,000 / 2G set; =both runs small then default (data in
 #                        DATA_DIR-small and DATA_DIR-default, each generated set deleted after its
 #                        run so only one exists at a time) and prints them side by side
-#   BENCH_CLEAN=1        delete DATA_DIR afterwards if this run generated it
+#   BENCH_CLEAN=1        delete DATA_DIR afterwards if this run generated it (both: default 1; 0 keeps)
 #   BENCH_RUNS=10        timed runs of pi-session      BENCH_PI_RUNS=3   timed runs of the pi SDK
 #   BENCH_SKIP_PI=1      only time pi-session          BENCH_SKIP_BUILD=1  don't run cargo build
 #   PI_SESSION_BIN=...   binary to time (default: <cargo target dir>/release/pi-session)
@@ -131,7 +131,7 @@ fi
 WORK="$(mktemp -d "${TMPDIR:-/tmp}/pi-bench-ls.XXXXXX")"
 cleanup() {
     rm -rf "$WORK"
-    if [ -n "${BENCH_CLEAN:-}" ] && [ -n "$GENERATED" ] && [ -f "$DATA_DIR/.pi-bench-gen.json" ]; then
+    if [ "${BENCH_CLEAN:-}" = 1 ] && [ -n "$GENERATED" ] && [ -f "$DATA_DIR/.pi-bench-gen.json" ]; then
         rm -rf "$DATA_DIR"
     fi
 }
