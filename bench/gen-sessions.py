@@ -29,12 +29,16 @@ Realism goals (what a listing implementation has to chew through):
     so the total is about --total-bytes.
 
 --line-mix small draws every content size (tool results, edits, thinking,
-text, pastes, signatures) at 1/100 of the default and makes thinking and
-side text rarer, and sizes sessions evenly around total/count with no
-multi-MB tail: the shape of real pi sessions, hundreds of short lines
-(3000 sessions / 300M gives ~100 KB sessions of ~190 lines, ~550 B a line;
-pi's own assistant line with usage and cost is ~600 B, a short tool result
-~300 B). The default mix is unchanged, byte for byte.
+text, pastes, signatures) at 1/100 of the default, makes thinking and side
+text rarer, parallel tool calls (2-4 per assistant message) more common
+(70%), starts sessions with the short system message instead of the ~9 KB
+one, and sizes sessions evenly around total/count with no multi-MB tail:
+the shape of real pi sessions, hundreds of short lines (3000 sessions /
+300M gives ~105 KB sessions of ~205 lines, ~510 B a line). That is about
+as short as pi's layout gets: an assistant line with its usage and cost
+is ~600 B and a tool result line ~280 B even when its output is empty,
+so ~300 lines in 100 KB (~330 B a line) would need sessions made mostly
+of entries pi rarely writes. The default mix is unchanged, byte for byte.
 """
 
 from __future__ import annotations
@@ -478,7 +482,9 @@ class Session:
             blocks.append(b'{"type":"text","text":"' + PROSE.take(rng, sz(int(rng.paretovariate(1.3) * 250))) + b'"}')
         calls = []
         if not final:
-            for _ in range(1 if rng.random() < 0.75 else rng.randint(2, 4)):
+            # (the small mix calls tools in parallel more often: the short result lines pile up)
+            multi = rng.random() >= 0.75 if SCALE == 1.0 else rng.random() >= 0.3
+            for _ in range(rng.randint(2, 4) if multi else 1):
                 self.tool_n += 1
                 cid = ("toolu_01%018x" % rng.getrandbits(72)) if m[0] == "anthropic" else ("call_%024x" % rng.getrandbits(96))
                 name = rng.choices(["read", "bash", "edit", "write", "grep", "find", "ls"], [30, 30, 18, 5, 9, 5, 3])[0]
@@ -643,7 +649,8 @@ def gen_session(task: tuple) -> tuple[str, int]:
     s.model_change()
     s.thinking_change()
     if rng.random() < 0.92:
-        s.system_message(full=True)
+        # (the small mix starts with the short system message, not the ~9 KB full one)
+        s.system_message(full=SCALE == 1.0)
     named = rng.random() < 0.35
     if named and rng.random() < 0.5:
         s.session_info()
@@ -774,7 +781,7 @@ def main() -> int:
     ap.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
     ap.add_argument("--line-mix", choices=sorted(LINE_MIXES), default="default",
                     help="content sizes: default (heavy-tailed, big tool results) or small "
-                         "(many short lines, ~330 B/line: real pi sessions)")
+                         "(many short lines, ~510 B/line: real pi sessions)")
     ap.add_argument("--quiet", action="store_true")
     ap.add_argument("--force", action="store_true", help="write even if OUTDIR/sessions is not empty")
     a = ap.parse_args()

@@ -8,6 +8,11 @@
 #   BENCH_SESSIONS=10000 BENCH_BYTES=2G BENCH_SEED=1   data set generated when DATA_DIR/sessions is absent
 #   BENCH_LINE_MIX=default  line sizes of a generated set: default, or small (many short lines,
 #                        real pi's shape; e.g. BENCH_SESSIONS=3000 BENCH_BYTES=300M BENCH_LINE_MIX=small)
+#   BENCH_PROFILE=small  shorthand for BENCH_SESSIONS=3000 BENCH_BYTES=300M BENCH_LINE_MIX=small;
+#                        =default the 10,000 / 2G set; =both runs small then default (data in
+#                        DATA_DIR-small and DATA_DIR-default, each generated set deleted after its
+#                        run so only one exists at a time) and prints them side by side
+#   BENCH_CLEAN=1        delete DATA_DIR afterwards if this run generated it (both: default 1; 0 keeps)
 #   BENCH_RUNS=10        timed runs of pi-session      BENCH_PI_RUNS=3   timed runs of the pi SDK
 #   BENCH_SKIP_PI=1      only time pi-session          BENCH_SKIP_BUILD=1  don't run cargo build
 #   PI_SESSION_BIN=...   binary to time (default: <cargo target dir>/release/pi-session)
@@ -24,6 +29,44 @@ note() { echo "bench/ls.sh: $*" >&2; }
 BENCH_DIR_SCRIPT="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 REPO="$(cd "$BENCH_DIR_SCRIPT/.." && pwd)"
 DATA_DIR="${1:-${BENCH_DIR:-/tmp/pi-bench}}"
+
+case "${BENCH_PROFILE:-}" in
+    "") ;;
+    small) : "${BENCH_SESSIONS:=3000}" "${BENCH_BYTES:=300M}" "${BENCH_LINE_MIX:=small}" ;;
+    default) : "${BENCH_SESSIONS:=10000}" "${BENCH_BYTES:=2G}" "${BENCH_LINE_MIX:=default}" ;;
+    both)
+        SUMS="$(mktemp -d "${TMPDIR:-/tmp}/pi-bench-ls-both.XXXXXX")"
+        trap 'rm -rf "$SUMS"' EXIT
+        for p in small default; do
+            note "=== profile $p ==="
+            BENCH_PROFILE=$p BENCH_JSON="$SUMS/$p.json" BENCH_CLEAN="${BENCH_CLEAN:-1}" \
+                bash "${BASH_SOURCE[0]}" "$DATA_DIR-$p" || die "profile $p failed"
+            BENCH_SKIP_BUILD=1
+            export BENCH_SKIP_BUILD
+        done
+        python3 - "$SUMS" "${BENCH_JSON:-}" <<'EOF'
+import json, os, sys
+sums, out = sys.argv[1:]
+rows = {p: json.load(open(os.path.join(sums, p + ".json"))) for p in ("small", "default")}
+def ms(x): return "-" if x is None else f"{x * 1000:,.0f} ms"
+def mb(kb): return "-" if not kb else f"{kb / 1024:.0f} MB"
+print()
+print("| profile | files | bytes | lines/file | pi-session median (min) | GB/s | RSS | pi 1.6.0 median (min) | listAll() only | RSS | vs pi | load |")
+print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+for p, r in rows.items():
+    o, q = r["piSession"], r["piSdk"] or {}
+    ratio = "-" if r["speedup"] is None else f"{r['speedup']:.1f}x"
+    print(f"| {p} | {r['files']:,} | {r['bytes'] / 1e9:.3f} GB | {r['lines'] / r['files']:.0f} | "
+          f"{ms(o['medianS'])} ({ms(o['minS'])}) | {r['throughputGBps']:.2f} | {mb(o['peakRssKb'])} | "
+          f"{ms(q.get('medianS'))} ({ms(q.get('minS'))}) | {ms(q.get('listAllOnlyMedianS'))} | {mb(q.get('peakRssKb'))} | "
+          f"{ratio} | {r['loadavg'][0]} -> {r['loadavg'][1]} |")
+if out:
+    json.dump(rows, open(out, "w"), indent=2)
+EOF
+        exit 0 ;;
+    *) die "BENCH_PROFILE must be small, default or both (got '$BENCH_PROFILE')" ;;
+esac
+LOAD_START="$(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null || echo '?')"
 RUNS="${BENCH_RUNS:-10}"
 PI_RUNS="${BENCH_PI_RUNS:-3}"
 PI_ORACLE_DIR="${PI_ORACLE_DIR:-$HOME/.cache/pi-toolkit-oracle}"
@@ -32,7 +75,9 @@ export PI_ORACLE_DIR
 command -v python3 >/dev/null || die "python3 is required"
 
 # ---------------------------------------------------------------- data
+GENERATED=""
 if [ ! -d "$DATA_DIR/sessions" ]; then
+    GENERATED=1
     note "no $DATA_DIR/sessions; generating ${BENCH_SESSIONS:-10000} sessions / ${BENCH_BYTES:-2G} (seed ${BENCH_SEED:-1}, line mix ${BENCH_LINE_MIX:-default})"
     python3 "$BENCH_DIR_SCRIPT/gen-sessions.py" "$DATA_DIR" \
         --sessions "${BENCH_SESSIONS:-10000}" --total-bytes "${BENCH_BYTES:-2G}" --seed "${BENCH_SEED:-1}" \
@@ -84,7 +129,13 @@ if [ -z "${BENCH_SKIP_PI:-}" ]; then
 fi
 
 WORK="$(mktemp -d "${TMPDIR:-/tmp}/pi-bench-ls.XXXXXX")"
-trap 'rm -rf "$WORK"' EXIT
+cleanup() {
+    rm -rf "$WORK"
+    if [ "${BENCH_CLEAN:-}" = 1 ] && [ -n "$GENERATED" ] && [ -f "$DATA_DIR/.pi-bench-gen.json" ]; then
+        rm -rf "$DATA_DIR"
+    fi
+}
+trap cleanup EXIT
 
 q() { printf '%q' "$1"; }
 OURS_CMD="env PI_CODING_AGENT_DIR=$(q "$DATA_DIR") $(q "$PI_SESSION_BIN") ls --all --format jsonl"
@@ -92,7 +143,7 @@ PI_CMD="$(q "$NODE_BIN") $(q "$BENCH_DIR_SCRIPT/pi-sdk-listall.mjs") $(q "$DATA_
 
 # ---------------------------------------------------------------- warm-up + sanity
 note "warming the page cache ($NFILES files, $NBYTES bytes)"
-find "$DATA_DIR/sessions" -mindepth 2 -maxdepth 2 -name '*.jsonl' -type f -print0 | xargs -0 cat > /dev/null
+NLINES=$(find "$DATA_DIR/sessions" -mindepth 2 -maxdepth 2 -name '*.jsonl' -type f -print0 | xargs -0 cat | wc -l)
 
 # The warm-up runs double as sanity checks (exit status, session count) and, when GNU time is
 # available, as the peak-RSS measurement.
@@ -172,11 +223,12 @@ if [ -n "$NODE_BIN" ]; then
 fi
 
 # ---------------------------------------------------------------- report
+LOAD_END="$(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null || echo '?')"
 python3 - "$WORK" "$NFILES" "$NBYTES" "$OURS_COUNT" "${PI_COUNT:-}" "${OURS_RSS:-}" "${PI_RSS:-}" \
-    "$RUNS" "$PI_RUNS" "$DATA_DIR" "${BENCH_JSON:-}" <<'EOF'
+    "$RUNS" "$PI_RUNS" "$DATA_DIR" "${BENCH_JSON:-}" "$NLINES" "$LOAD_START" "$LOAD_END" <<'EOF'
 import json, os, sys
-work, nfiles, nbytes, ours_n, pi_n, ours_rss, pi_rss, runs, pi_runs, data, out = sys.argv[1:]
-nfiles, nbytes = int(nfiles), int(nbytes)
+work, nfiles, nbytes, ours_n, pi_n, ours_rss, pi_rss, runs, pi_runs, data, out, nlines, load0, load1 = sys.argv[1:]
+nfiles, nbytes, nlines = int(nfiles), int(nbytes), int(nlines)
 def times(name):
     p = os.path.join(work, name + ".times")
     if not os.path.exists(p):
@@ -198,6 +250,8 @@ print()
 print(f"data set : {data}/sessions")
 print(f"files    : {nfiles}")
 print(f"bytes    : {nbytes} ({nbytes / 1e9:.3f} GB)")
+print(f"lines    : {nlines} ({nlines / max(nfiles, 1):.0f} a file, {nbytes / max(nlines, 1):.0f} B a line)")
+print(f"load avg : {load0} at the start, {load1} at the end (nproc {os.cpu_count()})")
 print()
 print(f"{'':<22}{'median':>12}{'min':>12}{'peak RSS':>11}{'sessions':>10}{'runs':>6}")
 print(f"{'pi-session ls --all':<22}{ms(om):>12}{ms(omin):>12}{mb(ours_rss):>11}{ours_n:>10}{runs:>6}")
@@ -219,7 +273,7 @@ if pm is not None:
 if pi_n and str(pi_n) != str(ours_n):
     print(f"WARNING: session counts differ (pi-session {ours_n}, pi {pi_n})")
 if out:
-    json.dump({"dataDir": data, "files": nfiles, "bytes": nbytes,
+    json.dump({"dataDir": data, "files": nfiles, "bytes": nbytes, "lines": nlines, "loadavg": [load0, load1],
                "piSession": {"medianS": om, "minS": omin, "peakRssKb": int(ours_rss) if ours_rss else None,
                              "sessions": int(ours_n), "runs": int(runs)},
                "piSdk": None if pm is None else {"medianS": pm, "minS": pmin,

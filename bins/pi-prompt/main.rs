@@ -345,7 +345,7 @@ fn run(cli: Cli) -> Result<i32, CliError> {
                 None => sections(&c2, &cwd, &res, &tools, set.chat_only)?,
             };
             let ctx = s.context(None);
-            let state = PromptState::replay(ctx.messages.iter().map(|(_, m)| m));
+            let state = PromptState::replay(ctx.messages.iter().map(|(_, m)| &**m));
             let values: Vec<Value> = tools
                 .iter()
                 .filter_map(|t| serde_json::to_value(t.definition()).ok())
@@ -353,7 +353,7 @@ fn run(cli: Cli) -> Result<i32, CliError> {
             let patch = diff(&state, &secs, &values, pi_lib::timefmt::now_ms());
             match (resolve_format(common.format), patch) {
                 (OutputFormat::Jsonl, Some(p)) => {
-                    writeln!(out, "{}", json!({"type": "system_patch", "sessionId": s.id(), "message": pi_lib::format::AgentMessage::System(p)})).map_err(out_err)?;
+                    writeln!(out, "{}", json!({"type": "system_patch", "sessionId": s.id(), "message": pi_lib::format::AgentMessage::System(Box::new(p))})).map_err(out_err)?;
                 }
                 (OutputFormat::Text, Some(p)) => {
                     for (k, v) in p.sections.iter().flatten() {

@@ -464,7 +464,9 @@ fn run(
                             extra: serde_json::Map::new(),
                         })
                     }
-                    Some(pi_lib::agent::queue::IdleRun::Custom(c)) => AgentMessage::Custom(c),
+                    Some(pi_lib::agent::queue::IdleRun::Custom(c)) => {
+                        AgentMessage::Custom(Box::new(c))
+                    }
                     None => break,
                 },
             };

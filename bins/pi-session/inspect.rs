@@ -217,7 +217,7 @@ pub fn context(
             for (id, m) in &ctx.messages {
                 out.line(&format!("\n── {} [{id}]", m.role()))?;
                 let mut text = m.text();
-                if let AgentMessage::Assistant(a) = m {
+                if let AgentMessage::Assistant(a) = &**m {
                     for b in &a.content {
                         if let ContentBlock::ToolCall(c) = b {
                             text.push_str(&format!("\n→ {}({})", c.name, c.arguments));
@@ -314,7 +314,7 @@ pub fn prompt(
         None => s.leaf_id().map(str::to_string),
     };
     let ctx = s.context(leaf_id.as_deref());
-    let state = pi_lib::prompt::PromptState::replay(ctx.messages.iter().map(|(_, m)| m));
+    let state = pi_lib::prompt::PromptState::replay(ctx.messages.iter().map(|(_, m)| &**m));
     let text = state.render();
     let tools: Vec<String> = state.tools.keys().cloned().collect();
     let mut out = Out::new();

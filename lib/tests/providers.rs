@@ -197,7 +197,7 @@ fn model(api: &str, base: &str, id: &str, cost: [f64; 4]) -> Model {
     .unwrap()
 }
 
-fn request(m: Model) -> Request {
+fn request(m: Model) -> Request<'static> {
     Request {
         model: m,
         system_prompt: Some("You are terse.".into()),
@@ -221,7 +221,7 @@ fn request(m: Model) -> Request {
     }
 }
 
-async fn run(req: Request) -> (AssistantMessage, Vec<StreamEvent>) {
+async fn run(req: Request<'_>) -> (AssistantMessage, Vec<StreamEvent>) {
     let mut events = Vec::new();
     let mut sink = |e: &StreamEvent, _m: &AssistantMessage| events.push(e.clone());
     let msg = provider::stream(req, &mut sink).await;

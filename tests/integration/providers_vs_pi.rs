@@ -582,8 +582,15 @@ fn request_bodies_equal_pis() {
         assert_eq!(ours.requests.len(), 2, "case {i}");
         assert_eq!(theirs.requests.len(), 2, "case {i}");
         for (t, m) in theirs.requests.iter().zip(&ours.requests) {
-            // pi's Anthropic SDK adds `?beta=true` to the same path.
-            assert_eq!(Some(m.path.as_str()), t.path.split('?').next(), "case {i}");
+            // The whole path, query included (pi's Anthropic `?beta=true`).
+            assert_eq!(m.path, t.path, "case {i}");
+            for h in ["anthropic-beta", "session-id", "x-client-request-id"] {
+                assert_eq!(
+                    m.header(h).is_some(),
+                    t.header(h).is_some(),
+                    "case {i}: {h}"
+                );
+            }
             assert_eq!(normalized(&m.body), normalized(&t.body), "case {i}");
             assert_eq!(
                 m.header("anthropic-beta"),

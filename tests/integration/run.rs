@@ -412,19 +412,8 @@ fn bad_input_is_a_clear_error_with_exit_2() {
             vec!["--model", "anthropic/claude-sonnet-4-5", "-p", "hi"],
             "No API key found for anthropic",
         ),
-        (
-            vec![
-                "--model",
-                "anthropic/claude-sonnet-4-5",
-                "--api-key",
-                "k",
-                "--thinking",
-                "extreme",
-                "-p",
-                "hi",
-            ],
-            "extreme",
-        ),
+        // (An unknown `--thinking` level is a warning, as in pi:
+        // `unknown_thinking_level_is_a_warning_as_in_pi`.)
         (
             vec![
                 "--model",

@@ -5,16 +5,16 @@
 
 use serde_json::Map;
 
-use crate::format::message::UserMessage;
+use crate::format::message::{MessageRef, UserMessage};
 use crate::format::tool::ToolDefinition;
 use crate::format::{AgentMessage, ContentBlock, UserContent};
 use crate::prompt::PromptState;
 
 /// A request's conversation part.
 #[derive(Debug, Clone)]
-pub struct LlmContext {
+pub struct LlmContext<'a> {
     pub system_prompt: Option<String>,
-    pub messages: Vec<AgentMessage>,
+    pub messages: Vec<MessageRef<'a>>,
     pub tools: Vec<ToolDefinition>,
 }
 
@@ -47,31 +47,41 @@ pub fn bash_execution_text(m: &crate::format::message::BashExecutionMessage) -> 
     t
 }
 
-/// Converts context messages for a request.
-pub fn to_llm(messages: &[AgentMessage]) -> LlmContext {
-    let state = PromptState::replay(messages.iter());
-    let mut out = Vec::with_capacity(messages.len());
+fn push_owned(out: &mut Vec<MessageRef<'_>>, m: AgentMessage) {
+    out.push(m.into());
+}
+
+/// Converts context messages for a request: user, assistant and
+/// toolResult messages are borrowed, not copied.
+pub fn to_llm<'a, I>(messages: I) -> LlmContext<'a>
+where
+    I: IntoIterator<Item = &'a AgentMessage>,
+    I::IntoIter: Clone,
+{
+    let messages = messages.into_iter();
+    let state = PromptState::replay(messages.clone());
+    let mut out = Vec::with_capacity(messages.size_hint().0);
     for m in messages {
         match m {
-            AgentMessage::User(_) | AgentMessage::Assistant(_) | AgentMessage::ToolResult(_) => out.push(m.clone()),
+            AgentMessage::User(_) | AgentMessage::Assistant(_) | AgentMessage::ToolResult(_) => out.push(MessageRef::Borrowed(m)),
             AgentMessage::BashExecution(b) => {
                 if b.exclude_from_context != Some(true) {
-                    out.push(user_text(bash_execution_text(b), b.timestamp.clone()));
+                    push_owned(&mut out, user_text(bash_execution_text(b), b.timestamp.clone()));
                 }
             }
-            AgentMessage::Custom(c) => out.push(AgentMessage::User(UserMessage {
+            AgentMessage::Custom(c) => push_owned(&mut out, AgentMessage::User(UserMessage {
                 content: UserContent::Blocks(c.content.to_blocks()),
                 timestamp: c.timestamp.clone(),
                 extra: Map::new(),
             })),
-            AgentMessage::BranchSummary(b) => out.push(user_text(
+            AgentMessage::BranchSummary(b) => push_owned(&mut out, user_text(
                 format!(
                     "The following is a summary of a branch that this conversation came back from:\n\n<summary>\n{}</summary>",
                     b.summary
                 ),
                 b.timestamp.clone(),
             )),
-            AgentMessage::CompactionSummary(c) => out.push(user_text(
+            AgentMessage::CompactionSummary(c) => push_owned(&mut out, user_text(
                 format!(
                     "The conversation history before this point was compacted into the following summary:\n\n<summary>\n{}\n</summary>",
                     c.summary
@@ -86,5 +96,34 @@ pub fn to_llm(messages: &[AgentMessage]) -> LlmContext {
         system_prompt: (!prompt.is_empty()).then_some(prompt),
         messages: out,
         tools: state.tool_definitions(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn msg(v: serde_json::Value) -> AgentMessage {
+        serde_json::from_value(v).unwrap()
+    }
+
+    #[test]
+    fn requests_borrow_conversation_messages_and_build_the_rest() {
+        let history = [
+            msg(serde_json::json!({"role":"user","content":"one","timestamp":1})),
+            msg(
+                serde_json::json!({"role":"branchSummary","summary":"tried","fromId":"a","timestamp":2}),
+            ),
+            msg(
+                serde_json::json!({"role":"assistant","content":[{"type":"text","text":"ok"}],"api":"a","provider":"p","model":"m","usage":{},"stopReason":"stop","timestamp":3}),
+            ),
+        ];
+        let llm = to_llm(history.iter());
+        assert_eq!(llm.messages.len(), 3);
+        assert!(matches!(llm.messages[0], MessageRef::Borrowed(_)));
+        assert!(std::ptr::eq(&*llm.messages[0], &history[0]));
+        assert!(matches!(llm.messages[1], MessageRef::Owned(_)));
+        assert_eq!(llm.messages[1].role(), "user");
+        assert!(std::ptr::eq(&*llm.messages[2], &history[2]));
     }
 }

@@ -286,9 +286,12 @@ impl Agent {
     /// session) and `thinking_level_change` when the level differs or the
     /// branch has none.
     pub fn prepare_session(&mut self) -> Result<(), String> {
-        let ctx = self.store.session.context(None);
+        let (model, level) = {
+            let ctx = self.store.session.context(None);
+            (ctx.model, ctx.thinking_level)
+        };
         let m = &self.opts.model;
-        if ctx.model.as_ref() != Some(&(m.provider.clone(), m.id.clone())) {
+        if model.as_ref() != Some(&(m.provider.clone(), m.id.clone())) {
             let e = self.store.model_change_entry(&m.provider, &m.id);
             self.append(e, None)?;
         }
@@ -298,7 +301,7 @@ impl Agent {
             .branch()
             .iter()
             .any(|&i| matches!(self.store.session.entries[i], Entry::ThinkingLevelChange(_)));
-        if !has_level || ctx.thinking_level != self.opts.thinking.as_str() {
+        if !has_level || level != self.opts.thinking.as_str() {
             let e = self.store.thinking_entry(self.opts.thinking.as_str());
             self.append(e, None)?;
         }
@@ -345,10 +348,12 @@ impl Agent {
         emit: Emit<'_>,
         new_messages: &mut Vec<AgentMessage>,
     ) -> Result<(), String> {
-        let ctx = self.store.session.context(None);
-        let state = PromptState::replay(ctx.messages.iter().map(|(_, m)| m));
+        let state = {
+            let ctx = self.store.session.context(None);
+            PromptState::replay(ctx.messages.iter().map(|(_, m)| &**m))
+        };
         if let Some(patch) = diff(&state, &self.opts.sections, &self.tool_values(), now_ms()) {
-            let msg = AgentMessage::System(patch);
+            let msg = AgentMessage::System(Box::new(patch));
             let msg = self.start_end(msg, emit).await;
             self.append_message(msg.clone())?;
             new_messages.push(msg);
@@ -703,7 +708,7 @@ impl Agent {
                         timestamp: Num::signed(now_ms()),
                         extra: Map::new(),
                     };
-                    self.store.message_entry(AgentMessage::Custom(m))
+                    self.store.message_entry(AgentMessage::Custom(Box::new(m)))
                 }
                 _ => continue,
             };
@@ -718,32 +723,38 @@ impl Agent {
     /// The messages of the next request, after the `context` hooks: they
     /// see the list without system messages; a changed list keeps the
     /// system head.
-    async fn request_messages(&mut self, emit: Emit<'_>) -> Vec<AgentMessage> {
-        let ctx = self.store.session.context(None);
-        let msgs: Vec<AgentMessage> = ctx.messages.into_iter().map(|(_, m)| m).collect();
-        let Some(h) = self.hooks_for("context") else {
-            return msgs;
+    /// The messages a `context` hook changed, or `None` when there is no
+    /// hook or it changed nothing: then the request borrows the session's
+    /// own messages (no copy of the conversation).
+    async fn hooked_request_messages(&mut self, emit: Emit<'_>) -> Option<Vec<AgentMessage>> {
+        let h = self.hooks_for("context")?;
+        let (system, rest): (Vec<AgentMessage>, Vec<AgentMessage>) = {
+            let ctx = self.store.session.context(None);
+            ctx.messages
+                .iter()
+                .map(|(_, m)| (**m).clone())
+                .partition(|m| matches!(m, AgentMessage::System(_)))
         };
-        let (system, rest): (Vec<AgentMessage>, Vec<AgentMessage>) = msgs
-            .iter()
-            .cloned()
-            .partition(|m| matches!(m, AgentMessage::System(_)));
         let fut = h.context(rest);
         let changed = self.wait(&h, fut, emit).await;
         self.settle_hook(emit);
-        match changed {
-            Some(new) => system.into_iter().chain(new).collect(),
-            None => msgs,
-        }
+        changed.map(|new| system.into_iter().chain(new).collect())
     }
 
     async fn stream_assistant(
         &mut self,
         emit: Emit<'_>,
     ) -> (AssistantMessage, Option<provider::FailureInfo>) {
-        let msgs = self.request_messages(emit).await;
-        let llm = convert::to_llm(&msgs);
+        let hooked = self.hooked_request_messages(emit).await;
         let forced = self.run_forced.clone().or(self.opts.forced_prompt.clone());
+        let ctx;
+        let llm = match &hooked {
+            Some(msgs) => convert::to_llm(msgs.iter()),
+            None => {
+                ctx = self.store.session.context(None);
+                convert::to_llm(ctx.messages.iter().map(|(_, m)| &**m))
+            }
+        };
         let req = Request {
             model: self.opts.model.clone(),
             system_prompt: forced.or(llm.system_prompt),
@@ -977,7 +988,7 @@ fn tool_result_message(
     out: &ToolOutput,
     duration_ms: Option<u64>,
 ) -> AgentMessage {
-    AgentMessage::ToolResult(ToolResultMessage {
+    AgentMessage::ToolResult(Box::new(ToolResultMessage {
         tool_call_id: call.id.clone(),
         tool_name: call.name.clone(),
         content: out.content.clone(),
@@ -986,7 +997,7 @@ fn tool_result_message(
         duration_ms: duration_ms.map(Num::int),
         timestamp: Num::signed(now_ms()),
         extra: Map::new(),
-    })
+    }))
 }
 
 fn last_assistant(msgs: &[AgentMessage]) -> Option<AssistantMessage> {

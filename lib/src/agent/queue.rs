@@ -132,7 +132,7 @@ impl MessageQueue {
         deliver_as: Option<DeliverAs>,
     ) {
         let mut s = lock(&self.state);
-        let m = AgentMessage::Custom(msg.clone());
+        let m = AgentMessage::Custom(Box::new(msg.clone()));
         if deliver_as == Some(DeliverAs::NextTurn) {
             s.next_turn.push(m);
         } else if s.streaming {

@@ -532,7 +532,7 @@ impl Hooks for Runner {
                 };
                 if let Some(m) = v.get("message").filter(|m| m.is_object()) {
                     match custom_message(m) {
-                        Ok(c) => out.messages.push(AgentMessage::Custom(c)),
+                        Ok(c) => out.messages.push(AgentMessage::Custom(Box::new(c))),
                         Err(err) => self.report(&e.path, "before_agent_start", &err),
                     }
                 }
@@ -840,7 +840,8 @@ impl Runner {
                         q.send_custom(msg, trigger, deliver)
                     }
                     _ => self.push_op(Box::new(move |agent, emit| {
-                        if let Err(err) = agent.append_message_now(AgentMessage::Custom(msg), emit)
+                        if let Err(err) =
+                            agent.append_message_now(AgentMessage::Custom(Box::new(msg)), emit)
                         {
                             eprintln!("pi-run: sendMessage: {err}");
                         }

@@ -468,10 +468,10 @@ tagged_enum! {
     pub enum AgentMessage tag "role" {
         User(UserMessage) = "user",
         Assistant(Box<AssistantMessage>) = "assistant",
-        ToolResult(ToolResultMessage) = "toolResult",
-        BashExecution(BashExecutionMessage) = "bashExecution",
-        Custom(CustomMessage) = "custom",
-        System(SystemMessage) = "system",
+        ToolResult(Box<ToolResultMessage>) = "toolResult",
+        BashExecution(Box<BashExecutionMessage>) = "bashExecution",
+        Custom(Box<CustomMessage>) = "custom",
+        System(Box<SystemMessage>) = "system",
         BranchSummary(BranchSummaryMessage) = "branchSummary",
         CompactionSummary(CompactionSummaryMessage) = "compactionSummary",
     }
@@ -563,5 +563,50 @@ mod tests {
             serde_json::to_string(&m).unwrap(),
             r#"{"role":"user","content":"x","timestamp":1}"#
         );
+    }
+}
+
+/// A message that is either borrowed (from a loaded session) or owned
+/// (made on the way: a summary turned into a message, edited content).
+/// Contexts and requests hold these, so a long session is not copied to
+/// build them. Reads as an [`AgentMessage`]; serializes as one.
+#[derive(Debug, Clone, PartialEq)]
+pub enum MessageRef<'a> {
+    Borrowed(&'a AgentMessage),
+    Owned(Box<AgentMessage>),
+}
+
+impl std::ops::Deref for MessageRef<'_> {
+    type Target = AgentMessage;
+    fn deref(&self) -> &AgentMessage {
+        match self {
+            MessageRef::Borrowed(m) => m,
+            MessageRef::Owned(m) => m,
+        }
+    }
+}
+
+impl std::borrow::Borrow<AgentMessage> for MessageRef<'_> {
+    fn borrow(&self) -> &AgentMessage {
+        self
+    }
+}
+
+impl From<AgentMessage> for MessageRef<'_> {
+    fn from(m: AgentMessage) -> Self {
+        MessageRef::Owned(Box::new(m))
+    }
+}
+
+/// A message read from JSON is owned.
+impl<'de> Deserialize<'de> for MessageRef<'_> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        AgentMessage::deserialize(d).map(Into::into)
+    }
+}
+
+impl Serialize for MessageRef<'_> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        (**self).serialize(s)
     }
 }

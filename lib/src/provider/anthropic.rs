@@ -20,7 +20,7 @@ use crate::format::model::{Model, ThinkingLevel};
 use crate::format::{AgentMessage, ContentBlock};
 
 /// Streams one assistant message.
-pub async fn stream(req: Request, on_event: EventSink<'_>) -> Streamed {
+pub async fn stream(req: Request<'_>, on_event: EventSink<'_>) -> Streamed {
     let mut out = Out::new(&req.model, on_event);
     // pi's Anthropic path announces the message before the HTTP answer.
     out.start();

@@ -191,7 +191,7 @@ fn request_chars(req: &Request) -> usize {
     let mut n = req.system_prompt.as_ref().map_or(0, String::len);
     for m in &req.messages {
         n += m.text().len();
-        if let AgentMessage::Assistant(a) = m {
+        if let AgentMessage::Assistant(a) = &**m {
             for b in &a.content {
                 if let ContentBlock::ToolCall(t) = b {
                     n += t.name.len() + t.arguments.to_string().len();
@@ -223,7 +223,7 @@ fn chunks(s: &str) -> Vec<&str> {
 struct Player<'a, 'b> {
     msg: AssistantMessage,
     sink: EventSink<'b>,
-    req: &'a Request,
+    req: &'a Request<'a>,
 }
 
 impl Player<'_, '_> {
@@ -346,7 +346,7 @@ impl Player<'_, '_> {
 }
 
 /// Streams one scripted assistant turn (see the module header).
-pub async fn stream(req: Request, on_event: EventSink<'_>) -> AssistantMessage {
+pub async fn stream(req: Request<'_>, on_event: EventSink<'_>) -> AssistantMessage {
     let path = script_path(&req.model.base_url, &req.model.id);
     let mut p = Player {
         msg: empty_message(&req.model),
@@ -360,7 +360,7 @@ pub async fn stream(req: Request, on_event: EventSink<'_>) -> AssistantMessage {
     let assistants = req
         .messages
         .iter()
-        .filter(|m| matches!(m, AgentMessage::Assistant(_)))
+        .filter(|m| matches!(***m, AgentMessage::Assistant(_)))
         .count();
     let index = turn_index(&path, assistants);
     let Some(turn) = turns.get(index).cloned() else {
@@ -482,11 +482,11 @@ mod tests {
         }
     }
 
-    fn request(path: &Path, messages: Vec<AgentMessage>) -> Request {
+    fn request(path: &Path, messages: Vec<AgentMessage>) -> Request<'static> {
         Request {
             model: model(path),
             system_prompt: Some("sys".into()),
-            messages,
+            messages: messages.into_iter().map(Into::into).collect(),
             tools: Vec::new(),
             api_key: None,
             thinking: ThinkingLevel::Medium,
@@ -505,7 +505,7 @@ mod tests {
         (d, p)
     }
 
-    async fn run(req: Request) -> (AssistantMessage, Vec<StreamEvent>) {
+    async fn run(req: Request<'_>) -> (AssistantMessage, Vec<StreamEvent>) {
         let mut events = Vec::new();
         let mut sink = |e: &StreamEvent, _: &AssistantMessage| events.push(e.clone());
         let m = stream(req, &mut sink).await;

@@ -23,7 +23,7 @@ use crate::format::{AgentMessage, ContentBlock};
 static CALL_COUNTER: AtomicU64 = AtomicU64::new(0);
 
 /// Streams one assistant message.
-pub async fn stream(req: Request, on_event: EventSink<'_>) -> Streamed {
+pub async fn stream(req: Request<'_>, on_event: EventSink<'_>) -> Streamed {
     let out = Out::new(&req.model, on_event);
     let body = build_body(&req);
     let mut headers = vec![("content-type".to_string(), "application/json".to_string())];

@@ -22,20 +22,22 @@ use std::time::Duration;
 use serde_json::{Map, Value};
 use tokio_util::sync::CancellationToken;
 
-use crate::format::message::{AssistantMessage, ToolCallBlock};
+use crate::format::message::{AssistantMessage, MessageRef, ToolCallBlock};
 use crate::format::model::{Model, ThinkingLevel};
 use crate::format::tool::ToolDefinition;
-use crate::format::{AgentMessage, Cost, Num, Usage};
+use crate::format::{Cost, Num, Usage};
 
 /// One request to a model.
 #[derive(Debug, Clone)]
-pub struct Request {
+pub struct Request<'a> {
     pub model: Model,
     /// The leading system prompt (already rendered and collapsed).
     pub system_prompt: Option<String>,
     /// Conversation in LLM form: `user`, `assistant` and `toolResult`
     /// messages only (the agent converts custom/summary/bash messages first).
-    pub messages: Vec<AgentMessage>,
+    /// Borrowed from the session where they can be (a long session is not
+    /// copied to make a request).
+    pub messages: Vec<MessageRef<'a>>,
     pub tools: Vec<ToolDefinition>,
     pub api_key: Option<String>,
     pub thinking: ThinkingLevel,
@@ -278,12 +280,12 @@ impl From<AssistantMessage> for Streamed {
 }
 
 /// Streams one assistant message from `req.model` over its API.
-pub async fn stream(req: Request, on_event: EventSink<'_>) -> AssistantMessage {
+pub async fn stream(req: Request<'_>, on_event: EventSink<'_>) -> AssistantMessage {
     stream_detailed(req, on_event).await.message
 }
 
 /// [`stream`], also telling what kind of failure ended it.
-pub async fn stream_detailed(req: Request, on_event: EventSink<'_>) -> Streamed {
+pub async fn stream_detailed(req: Request<'_>, on_event: EventSink<'_>) -> Streamed {
     match req.model.api.as_str() {
         "openai-completions" => openai_completions::stream(req, on_event).await,
         "anthropic-messages" => anthropic::stream(req, on_event).await,

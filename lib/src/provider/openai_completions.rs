@@ -16,12 +16,12 @@ use serde_json::{json, Map, Value};
 use super::sse::{self, Failure};
 use super::transform::{completions_id, transform_messages};
 use super::{default_max_tokens, EventSink, Out, Request, Streamed};
-use crate::format::message::{AssistantMessage, UserContent};
+use crate::format::message::{AssistantMessage, MessageRef, UserContent};
 use crate::format::model::{Model, ThinkingLevel};
 use crate::format::{AgentMessage, ContentBlock};
 
 /// Streams one assistant message.
-pub async fn stream(req: Request, on_event: EventSink<'_>) -> Streamed {
+pub async fn stream(req: Request<'_>, on_event: EventSink<'_>) -> Streamed {
     let out = Out::new(&req.model, on_event);
     let body = build_body(&req);
     let stream = match sse::open_openai(&req, "/chat/completions", &body, Vec::new()).await {
@@ -191,8 +191,8 @@ pub fn build_body(req: &Request) -> Value {
     Value::Object(body)
 }
 
-fn has_tool_history(messages: &[AgentMessage]) -> bool {
-    messages.iter().any(|m| match m {
+fn has_tool_history(messages: &[MessageRef<'_>]) -> bool {
+    messages.iter().any(|m| match &**m {
         AgentMessage::ToolResult(_) => true,
         AgentMessage::Assistant(a) => a
             .content

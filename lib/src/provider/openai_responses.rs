@@ -19,7 +19,7 @@ use crate::format::model::ThinkingLevel;
 use crate::format::{AgentMessage, ContentBlock};
 
 /// Streams one assistant message.
-pub async fn stream(req: Request, on_event: EventSink<'_>) -> Streamed {
+pub async fn stream(req: Request<'_>, on_event: EventSink<'_>) -> Streamed {
     let out = Out::new(&req.model, on_event);
     let body = build_body(&req);
     // pi 1.6.0 names the session in two headers on this API only.

@@ -351,7 +351,7 @@ pub struct SseStream {
 /// OpenAI error wording) to `base_url` + `path` — shared by Chat
 /// Completions and Responses.
 pub async fn open_openai(
-    req: &super::Request,
+    req: &super::Request<'_>,
     path: &str,
     body: &Value,
     api_headers: Vec<(String, String)>,

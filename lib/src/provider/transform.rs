@@ -51,8 +51,8 @@ fn extra_str<'a>(extra: &'a Map<String, Value>, key: &str) -> Option<&'a str> {
 }
 
 /// The conversation as the target `model` should see it.
-pub fn transform_messages(
-    messages: &[AgentMessage],
+pub fn transform_messages<M: std::borrow::Borrow<AgentMessage>>(
+    messages: &[M],
     model: &Model,
     normalize_id: IdNormalizer<'_>,
 ) -> Vec<AgentMessage> {
@@ -60,6 +60,7 @@ pub fn transform_messages(
     let mut renamed: HashMap<String, String> = HashMap::new();
     let mut pass1 = Vec::with_capacity(messages.len());
     for msg in messages {
+        let msg: &AgentMessage = msg.borrow();
         match msg {
             AgentMessage::Assistant(a) => {
                 let same = same_model(a, model);
@@ -132,7 +133,7 @@ pub fn transform_messages(
                  out: &mut Vec<AgentMessage>| {
         for (id, name) in pending.drain(..) {
             if !answered.contains(&id) {
-                out.push(AgentMessage::ToolResult(ToolResultMessage {
+                out.push(AgentMessage::ToolResult(Box::new(ToolResultMessage {
                     tool_call_id: id,
                     tool_name: name,
                     content: vec![ContentBlock::text(NO_RESULT)],
@@ -141,7 +142,7 @@ pub fn transform_messages(
                     duration_ms: None,
                     timestamp: Num::signed(crate::timefmt::now_ms()),
                     extra: Map::new(),
-                }));
+                })));
             }
         }
         answered.clear();

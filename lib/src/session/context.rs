@@ -4,24 +4,29 @@
 //! turn `custom_message` and `branch_summary` entries into messages, skip
 //! `custom`, `label`, `session_info`, `usage` and settings entries, and apply
 //! `context_edit` replacements.
+//!
+//! The context borrows the session's messages ([`MessageRef::Borrowed`]);
+//! only messages made for the context (summaries, custom messages, edited
+//! ones) are built, so a context of a million messages costs a pointer
+//! each, not a second copy of the session.
 
 use std::collections::HashMap;
 
 use serde_json::{Map, Value};
 
 use crate::format::message::{
-    BranchSummaryMessage, CompactionSummaryMessage, CustomMessage, ToolResultMessage,
+    BranchSummaryMessage, CompactionSummaryMessage, CustomMessage, MessageRef,
 };
 use crate::format::{AgentMessage, ContentBlock, Entry, Num, UserContent};
 use crate::timefmt::parse_iso_ms;
 
 use super::Session;
 
-/// The model context of one leaf.
+/// The model context of one leaf (borrowing from its session).
 #[derive(Debug, Clone)]
-pub struct SessionContext {
+pub struct SessionContext<'a> {
     /// `(source entry id, message)` in order.
-    pub messages: Vec<(String, AgentMessage)>,
+    pub messages: Vec<(&'a str, MessageRef<'a>)>,
     /// The last thinking level on the branch (`"off"` when none).
     pub thinking_level: String,
     /// `(provider, modelId)` from the last model change or assistant message.
@@ -30,7 +35,7 @@ pub struct SessionContext {
 
 impl Session {
     /// Builds the context for `leaf` (default: the session's leaf).
-    pub fn context(&self, leaf: Option<&str>) -> SessionContext {
+    pub fn context<'s>(&'s self, leaf: Option<&str>) -> SessionContext<'s> {
         let leaf = leaf.or_else(|| self.leaf_id());
         let path = leaf.map(|l| self.path_to(l)).unwrap_or_default();
         let mut thinking_level = "off".to_string();
@@ -54,21 +59,21 @@ impl Session {
             }
         }
         let mut messages = Vec::new();
-        let emit = |i: usize, skip_system: bool, messages: &mut Vec<(String, AgentMessage)>| {
+        let emit = |i: usize, skip_system: bool, messages: &mut Vec<(&'s str, MessageRef<'s>)>| {
             let e = &self.entries[i];
             let Some(msg) = entry_message(e) else { return };
-            if skip_system && matches!(msg, AgentMessage::System(_)) {
+            if skip_system && matches!(*msg, AgentMessage::System(_)) {
                 return;
             }
             let msg = match edits.get(e.id()) {
                 Some(Value::Null) => return,
                 Some(Value::Object(r)) => match r.get("content") {
-                    Some(c) => replace_content(msg, c),
+                    Some(c) => MessageRef::Owned(Box::new(replace_content((*msg).clone(), c))),
                     None => msg,
                 },
                 _ => msg,
             };
-            messages.push((e.id().to_string(), msg));
+            messages.push((e.id(), msg));
         };
         match compaction {
             None => {
@@ -81,16 +86,18 @@ impl Session {
                     unreachable!("compaction position holds a compaction entry")
                 };
                 if let Some(sys) = &c.system_message {
-                    messages.push((c.id.clone(), sys.clone()));
+                    messages.push((c.id.as_str(), MessageRef::Borrowed(sys)));
                 }
                 messages.push((
-                    c.id.clone(),
-                    AgentMessage::CompactionSummary(CompactionSummaryMessage {
-                        summary: c.summary.clone(),
-                        tokens_before: c.tokens_before.clone(),
-                        timestamp: Num::signed(parse_iso_ms(&c.timestamp).unwrap_or(0)),
-                        extra: Map::new(),
-                    }),
+                    c.id.as_str(),
+                    MessageRef::Owned(Box::new(AgentMessage::CompactionSummary(
+                        CompactionSummaryMessage {
+                            summary: c.summary.clone(),
+                            tokens_before: c.tokens_before.clone(),
+                            timestamp: Num::signed(parse_iso_ms(&c.timestamp).unwrap_or(0)),
+                            extra: Map::new(),
+                        },
+                    ))),
                 ));
                 let start = path[..cpos]
                     .iter()
@@ -114,19 +121,20 @@ impl Session {
 }
 
 /// The context message an entry contributes, if any.
-fn entry_message(e: &Entry) -> Option<AgentMessage> {
+fn entry_message(e: &Entry) -> Option<MessageRef<'_>> {
+    let built = |m| Some(MessageRef::Owned(Box::new(m)));
     match e {
-        Entry::Message(m) => Some(m.message.clone()),
-        Entry::CustomMessage(c) => Some(AgentMessage::Custom(CustomMessage {
+        Entry::Message(m) => Some(MessageRef::Borrowed(&m.message)),
+        Entry::CustomMessage(c) => built(AgentMessage::Custom(Box::new(CustomMessage {
             custom_type: c.custom_type.clone(),
             content: c.content.clone(),
             display: c.display,
             details: c.details.clone(),
             timestamp: Num::signed(parse_iso_ms(&c.timestamp).unwrap_or(0)),
             extra: Map::new(),
-        })),
+        }))),
         Entry::BranchSummary(b) if !b.summary.is_empty() => {
-            Some(AgentMessage::BranchSummary(BranchSummaryMessage {
+            built(AgentMessage::BranchSummary(BranchSummaryMessage {
                 summary: b.summary.clone(),
                 from_id: b.from_id.clone(),
                 timestamp: Num::signed(parse_iso_ms(&b.timestamp).unwrap_or(0)),
@@ -163,10 +171,11 @@ fn replace_content(msg: AgentMessage, content: &Value) -> AgentMessage {
             }
             AgentMessage::Assistant(m)
         }
-        AgentMessage::ToolResult(m) => {
-            let ToolResultMessage { content: old, .. } = &m;
-            let content = as_blocks().unwrap_or_else(|| old.clone());
-            AgentMessage::ToolResult(ToolResultMessage { content, ..m })
+        AgentMessage::ToolResult(mut m) => {
+            if let Some(b) = as_blocks() {
+                m.content = b;
+            }
+            AgentMessage::ToolResult(m)
         }
         other => other,
     }
@@ -213,6 +222,27 @@ mod tests {
         );
         assert_eq!(s.context(None).thinking_level, "high");
         assert_eq!(roles(&s, Some("a")), ["a:user:one"]);
+    }
+
+    #[test]
+    fn context_messages_are_the_sessions_own_not_copies() {
+        let s = session(&[
+            r#"{"type":"message","id":"a","parentId":null,"timestamp":"2026-01-01T00:00:01.000Z","message":{"role":"user","content":"one","timestamp":1}}"#,
+            r#"{"type":"branch_summary","id":"b","parentId":"a","timestamp":"2026-01-01T00:00:02.000Z","fromId":"a","summary":"tried"}"#,
+            r#"{"type":"message","id":"c","parentId":"b","timestamp":"2026-01-01T00:00:03.000Z","message":{"role":"user","content":"two","timestamp":3}}"#,
+        ]);
+        let ctx = s.context(None);
+        let own = |i: usize| match &s.entries[i] {
+            Entry::Message(m) => &m.message as *const AgentMessage,
+            _ => unreachable!("entry {i} is a message"),
+        };
+        assert!(matches!(ctx.messages[0].1, MessageRef::Borrowed(_)));
+        assert!(std::ptr::eq(&*ctx.messages[0].1, own(0)));
+        assert!(
+            matches!(ctx.messages[1].1, MessageRef::Owned(_)),
+            "made for the context"
+        );
+        assert!(std::ptr::eq(&*ctx.messages[2].1, own(2)));
     }
 
     #[test]

@@ -97,20 +97,34 @@ impl Session {
         out
     }
 
-    /// Children of each entry index, in file order; roots under `None`.
-    pub fn children(&self) -> (Vec<usize>, Vec<Vec<usize>>) {
+    /// The roots, and the children of each entry index, in file order.
+    pub fn children(&self) -> (Vec<usize>, Children) {
+        let n = self.entries.len();
         let mut roots = Vec::new();
-        let mut kids = vec![Vec::new(); self.entries.len()];
-        for i in 0..self.entries.len() {
-            if !self.is_tree_node(i) {
-                continue;
-            }
-            match self.parent_index(i) {
-                Some(p) if p != i => kids[p].push(i),
-                _ => roots.push(i),
+        let parent = |i: usize| match self.parent_index(i) {
+            Some(p) if p != i => Some(p),
+            _ => None,
+        };
+        // Count, then place: two flat arrays instead of a vector per entry.
+        let mut start = vec![0u32; n + 1];
+        for i in (0..n).filter(|&i| self.is_tree_node(i)) {
+            match parent(i) {
+                Some(p) => start[p + 1] += 1,
+                None => roots.push(i),
             }
         }
-        (roots, kids)
+        for i in 0..n {
+            start[i + 1] += start[i];
+        }
+        let mut fill = start.clone();
+        let mut list = vec![0u32; start[n] as usize];
+        for i in (0..n).filter(|&i| self.is_tree_node(i)) {
+            if let Some(p) = parent(i) {
+                list[fill[p] as usize] = i as u32;
+                fill[p] += 1;
+            }
+        }
+        (roots, Children { start, list })
     }
 
     /// The tree flattened in depth-first order, for printing. A linear run
@@ -161,7 +175,7 @@ impl Session {
             if std::mem::replace(&mut visited[i], true) {
                 continue;
             }
-            let children = &kids[i];
+            let children = kids.of(i);
             out.push(TreeRow {
                 index: i,
                 depth,
@@ -171,10 +185,11 @@ impl Session {
                 is_leaf: leaf == Some(i),
             });
             if children.len() == 1 {
-                stack.push((children[0], depth, cont.clone(), cont));
+                stack.push((children[0] as usize, depth, cont.clone(), cont));
                 continue;
             }
             for (n, &c) in children.iter().enumerate().rev() {
+                let c = c as usize;
                 let last = n + 1 == children.len();
                 let (l, k) = if last {
                     ("└─ ", "   ")
@@ -185,6 +200,25 @@ impl Session {
             }
         }
         out
+    }
+}
+
+/// The children of every entry, by entry index, in file order (entry
+/// positions fit in `u32`: the session's links use them too).
+#[derive(Debug, Clone, Default)]
+pub struct Children {
+    /// `list[start[i]..start[i + 1]]` are the children of entry `i`.
+    start: Vec<u32>,
+    list: Vec<u32>,
+}
+
+impl Children {
+    /// The children of entry `i` (none for an index out of range).
+    pub fn of(&self, i: usize) -> &[u32] {
+        match (self.start.get(i), self.start.get(i + 1)) {
+            (Some(&a), Some(&b)) => &self.list[a as usize..b as usize],
+            _ => &[],
+        }
     }
 }
 
@@ -200,4 +234,62 @@ pub struct TreeRow {
     pub children: usize,
     pub on_branch: bool,
     pub is_leaf: bool,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::path::Path;
+
+    #[test]
+    fn children_in_file_order_roots_apart() {
+        let mut text = String::from(
+            r#"{"type":"session","version":3,"id":"s","timestamp":"2026-01-01T00:00:00.000Z","cwd":"/p"}"#,
+        );
+        // a ← b, a ← c, b ← d, e (root), c ← f, x ← y (dangling parent: a root)
+        for (id, parent) in [
+            ("a", None),
+            ("b", Some("a")),
+            ("c", Some("a")),
+            ("d", Some("b")),
+            ("e", None),
+            ("f", Some("c")),
+            ("y", Some("x")),
+        ] {
+            let p = parent.map_or("null".to_string(), |p| format!("\"{p}\""));
+            text.push_str(&format!(
+                "\n{{\"type\":\"label\",\"id\":\"{id}\",\"parentId\":{p},\"timestamp\":\"2026-01-01T00:00:01.000Z\",\"targetId\":\"a\",\"label\":\"l\"}}"
+            ));
+        }
+        text.push('\n');
+        let s = Session::parse(Path::new("t.jsonl"), text.as_bytes()).unwrap();
+        let (roots, kids) = s.children();
+        assert_eq!(roots, vec![0, 4, 6]);
+        let all: Vec<Vec<u32>> = (0..s.entries.len() + 1)
+            .map(|i| kids.of(i).to_vec())
+            .collect();
+        assert_eq!(
+            all,
+            vec![
+                vec![1, 2],
+                vec![3],
+                vec![5],
+                vec![],
+                vec![],
+                vec![],
+                vec![],
+                vec![]
+            ]
+        );
+        let rows: Vec<(usize, usize, String)> = s
+            .tree_rows()
+            .into_iter()
+            .map(|r| (r.index, r.depth, r.prefix))
+            .collect();
+        assert_eq!(rows.len(), 7);
+        assert_eq!(rows[0], (0, 1, "├─ ".to_string()));
+        assert_eq!(rows[1], (1, 2, "│  ├─ ".to_string()));
+        assert_eq!(rows[2], (3, 2, "│  │  ".to_string()));
+        assert_eq!(rows[3], (2, 2, "│  └─ ".to_string()));
+    }
 }
