@@ -114,7 +114,7 @@ impl Session {
 }
 
 /// The context message an entry contributes, if any.
-fn entry_message(e: &Entry) -> Option<AgentMessage> {
+pub(crate) fn entry_message(e: &Entry) -> Option<AgentMessage> {
     match e {
         Entry::Message(m) => Some(m.message.clone()),
         Entry::CustomMessage(c) => Some(AgentMessage::Custom(CustomMessage {
@@ -138,7 +138,7 @@ fn entry_message(e: &Entry) -> Option<AgentMessage> {
 }
 
 /// Applies a `context_edit` content replacement, keeping role and metadata.
-fn replace_content(msg: AgentMessage, content: &Value) -> AgentMessage {
+pub(crate) fn replace_content(msg: AgentMessage, content: &Value) -> AgentMessage {
     let as_user = || serde_json::from_value::<UserContent>(content.clone()).ok();
     let as_blocks = || match content {
         Value::String(s) => Some(vec![ContentBlock::text(s.clone())]),
