@@ -402,7 +402,7 @@ pub struct FileOps {
 
 impl FileOps {
     /// Records the `read`/`write`/`edit` tool calls of an assistant message.
-    fn track(&mut self, m: &AgentMessage) {
+    pub(crate) fn track(&mut self, m: &AgentMessage) {
         let AgentMessage::Assistant(a) = m else {
             return;
         };
@@ -424,7 +424,7 @@ impl FileOps {
     }
 
     /// Adds a previous summary's `details` (`readFiles`, `modifiedFiles`).
-    fn absorb(&mut self, details: Option<&Value>) {
+    pub(crate) fn absorb(&mut self, details: Option<&Value>) {
         let list = |k: &str| {
             details
                 .and_then(|d| d.get(k))
@@ -1002,22 +1002,6 @@ impl CompactionResult {
             system_message: system,
             extra: Map::new(),
         }))
-    }
-
-    /// pi's estimate of the context after this compaction: the checkpoint,
-    /// the summary and the kept messages.
-    pub fn estimated_tokens_after(&self, kept: &[AgentMessage]) -> u64 {
-        let sys = self
-            .system
-            .as_ref()
-            .map(|s| estimate_tokens(&AgentMessage::System(s.clone())))
-            .unwrap_or(0);
-        sys + js_len(&self.summary).div_ceil(4)
-            + kept
-                .iter()
-                .filter(|m| !matches!(m, AgentMessage::System(_)))
-                .map(estimate_tokens)
-                .sum::<u64>()
     }
 }
 

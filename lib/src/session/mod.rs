@@ -1,6 +1,7 @@
 //! Session files: loading (with migration and damage reports), the entry
 //! tree, LLM context building, fast listing, safe appends and edits.
 
+pub mod branch_summary;
 pub mod compact;
 pub mod context;
 pub mod export;
