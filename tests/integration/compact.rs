@@ -383,8 +383,10 @@ fn compact_matches_pi_160_rpc() {
     let Some(o) = Oracle::find("compact_matches_pi_160_rpc") else {
         return;
     };
-    let mut splits = 0;
-    for keep in [1u64, 40, 120] {
+    let (mut splits, mut whole) = (0, 0);
+    // 154 lands on the second user message (a cut between turns); the
+    // others inside a turn.
+    for keep in [1u64, 40, 120, 154] {
         let sb = Sandbox::new();
         std::fs::write(sb.cwd().join("a.txt"), "alpha file\n".repeat(20)).unwrap();
         std::fs::write(sb.cwd().join("b.txt"), "beta file\n".repeat(30)).unwrap();
@@ -449,6 +451,11 @@ fn compact_matches_pi_160_rpc() {
             .contains("**Turn Context (split turn):**");
         assert_eq!(plan[0]["splitTurn"], pi_split, "keep {keep}");
         splits += usize::from(pi_split);
+        whole += usize::from(!pi_split);
+        eprintln!(
+            "keep {keep}: pi chose {} (tokensBefore {}, split {pi_split})",
+            pis["firstKeptEntryId"], pis["tokensBefore"]
+        );
         // pi's read-files list equals ours.
         // Our compaction of the same file, continued by pi 1.6.0.
         let mock = MockLlm::start(
@@ -515,4 +522,5 @@ fn compact_matches_pi_160_rpc() {
         );
     }
     assert!(splits >= 1, "no split turn among the cases");
+    assert!(whole >= 1, "no cut between turns among the cases");
 }
