@@ -17,13 +17,16 @@ Examples:
   pi-session context 01a2 --leaf 9f3e    what the model sees at entry 9f3e
   pi-session search 'TODO' --all
   pi-session fork 01a2 --at 9f3e         new session from an entry
+  pi-session compact 01a2 --dry-run      where a compaction would cut
+  pi-session branch 01a2 --to 9f3e --summarize
   pi-session select-tool 01a2 --chat-only
   pi-session export 01a2 -o chat.html
 
 Exit status:
   0    success (warnings about damaged lines may be printed)
-  1    the command ran but found nothing (ls, search), or stdout could
-       not be written (a full disk)
+  1    the command ran but found nothing (ls, search), the model's
+       summary request failed (compact, branch --summarize), or stdout
+       could not be written (a full disk)
   2    usage, configuration or input error (missing file, bad session,
        ambiguous id, invalid tool name, ...)
   130  interrupted
