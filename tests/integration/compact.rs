@@ -383,21 +383,27 @@ fn compact_matches_pi_160_rpc() {
     let Some(o) = Oracle::find("compact_matches_pi_160_rpc") else {
         return;
     };
-    let (mut splits, mut whole) = (0, 0);
+    let (mut splits, mut whole, mut refusals) = (0, 0, 0);
     // 154 lands on the second user message (a cut between turns); the
     // others inside a turn.
     for keep in [1u64, 40, 120, 154] {
         let sb = Sandbox::new();
         std::fs::write(sb.cwd().join("a.txt"), "alpha file\n".repeat(20)).unwrap();
         std::fs::write(sb.cwd().join("b.txt"), "beta file\n".repeat(30)).unwrap();
+        // Summary requests are answered by matching turns (the history
+        // call carries `<conversation>`, the turn-prefix call `# Conversation`);
+        // the agent's requests take the others in order.
         let turns = json!([
             {"tool_calls": [{"name": "read", "arguments": {"path": "a.txt"}}]},
             {"text": "a.txt holds alpha lines."},
             {"tool_calls": [{"name": "read", "arguments": {"path": "b.txt"}}]},
             {"tool_calls": [{"name": "read", "arguments": {"path": "a.txt"}}]},
             {"text": "b.txt holds beta lines, a.txt alpha."},
-            {"text": "PI SUMMARY"},
-            {"text": "PI PREFIX"}
+            {"text": "Both are plain text files of repeated lines."},
+            {"match": "<conversation>", "text": "PI SUMMARY"},
+            {"match": "<conversation>", "text": "PI SUMMARY 2"},
+            {"match": "# Conversation", "text": "PI PREFIX"},
+            {"match": "# Conversation", "text": "PI PREFIX 2"}
         ]);
         let mock = MockLlm::start(&o, sb.root(), &turns);
         mock.configure(&sb.agent());
@@ -414,49 +420,87 @@ fn compact_matches_pi_160_rpc() {
             &json!([
                 {"type": "prompt", "message": "What is in a.txt?"},
                 {"type": "prompt", "message": "And b.txt, compared with a.txt?"},
+                {"type": "compact"},
+                {"type": "prompt", "message": "Summing up?"},
                 {"type": "compact"}
             ]),
         );
-        assert!(out.status.success(), "keep {keep}: {}", stderr(&out));
         drop(mock);
+        // The responses: every command succeeds, except that the second
+        // compaction may find nothing to compact.
+        let responses: Value = serde_json::from_slice(&out.stdout)
+            .unwrap_or_else(|_| panic!("keep {keep}: {}{}", stdout(&out), stderr(&out)));
+        let responses = responses.as_array().unwrap();
+        assert_eq!(responses.len(), 5, "keep {keep}: {responses:?}");
+        assert!(
+            responses[..4].iter().all(|r| r["success"] == true),
+            "keep {keep}: {responses:?}"
+        );
+        let second_error = responses[4]["error"].as_str().map(str::to_string);
         let pi_file = only_session(&sb);
         let text = std::fs::read_to_string(&pi_file).unwrap();
         let lines: Vec<&str> = text.lines().collect();
-        let at = lines
-            .iter()
-            .position(|l| l.contains(r#""type":"compaction""#))
-            .expect("pi wrote a compaction");
-        let pis: Value = serde_json::from_str(lines[at]).unwrap();
-        // Our plan on the same file before pi's compaction.
+        let ats: Vec<usize> = (0..lines.len())
+            .filter(|&i| lines[i].contains(r#""type":"compaction""#))
+            .collect();
+        assert_eq!(
+            ats.len(),
+            1 + usize::from(second_error.is_none()),
+            "keep {keep}"
+        );
+        if let Some(e) = &second_error {
+            // pi refused the second compaction: so do we, with its words.
+            let refused = sb.session(&[
+                "compact",
+                pi_file.to_str().unwrap(),
+                "--dry-run",
+                "--keep-recent-tokens",
+                &keep.to_string(),
+            ]);
+            assert_eq!(refused.status.code(), Some(2), "keep {keep}");
+            assert!(
+                stderr(&refused).contains(e.as_str()),
+                "keep {keep}: {e} vs {}",
+                stderr(&refused)
+            );
+            refusals += 1;
+        }
         let ours_dir = sb.root().join("ours");
         std::fs::create_dir_all(&ours_dir).unwrap();
         let ours = ours_dir.join("s.jsonl");
-        std::fs::write(&ours, lines[..at].join("\n") + "\n").unwrap();
         let o_file = ours.to_str().unwrap();
-        let plan = jsonl(&sb.session(&[
-            "compact",
-            o_file,
-            "--dry-run",
-            "--keep-recent-tokens",
-            &keep.to_string(),
-        ]));
-        assert_eq!(
-            plan[0]["firstKeptEntryId"], pis["firstKeptEntryId"],
-            "keep {keep}"
-        );
-        assert_eq!(plan[0]["tokensBefore"], pis["tokensBefore"], "keep {keep}");
-        let pi_split = pis["summary"]
-            .as_str()
-            .unwrap()
-            .contains("**Turn Context (split turn):**");
-        assert_eq!(plan[0]["splitTurn"], pi_split, "keep {keep}");
-        splits += usize::from(pi_split);
-        whole += usize::from(!pi_split);
-        eprintln!(
-            "keep {keep}: pi chose {} (tokensBefore {}, split {pi_split})",
-            pis["firstKeptEntryId"], pis["tokensBefore"]
-        );
-        // pi's read-files list equals ours.
+        let mut pis = Value::Null;
+        // Our plan on the same file just before each of pi's compactions
+        // (the second one updates the first's summary).
+        for &at in &ats {
+            pis = serde_json::from_str(lines[at]).unwrap();
+            std::fs::write(&ours, lines[..at].join("\n") + "\n").unwrap();
+            let plan = jsonl(&sb.session(&[
+                "compact",
+                o_file,
+                "--dry-run",
+                "--keep-recent-tokens",
+                &keep.to_string(),
+            ]));
+            let what = format!("keep {keep}, line {}", at + 1);
+            assert_eq!(
+                plan[0]["firstKeptEntryId"], pis["firstKeptEntryId"],
+                "{what}"
+            );
+            assert_eq!(plan[0]["tokensBefore"], pis["tokensBefore"], "{what}");
+            assert_eq!(plan[0]["previousSummary"], at != ats[0], "{what}");
+            let pi_split = pis["summary"]
+                .as_str()
+                .unwrap()
+                .contains("**Turn Context (split turn):**");
+            assert_eq!(plan[0]["splitTurn"], pi_split, "{what}");
+            splits += usize::from(pi_split);
+            whole += usize::from(!pi_split);
+            eprintln!(
+                "{what}: pi chose {} (tokensBefore {}, split {pi_split})",
+                pis["firstKeptEntryId"], pis["tokensBefore"]
+            );
+        }
         // Our compaction of the same file, continued by pi 1.6.0.
         let mock = MockLlm::start(
             &o,
@@ -523,4 +567,5 @@ fn compact_matches_pi_160_rpc() {
     }
     assert!(splits >= 1, "no split turn among the cases");
     assert!(whole >= 1, "no cut between turns among the cases");
+    eprintln!("{splits} split, {whole} whole-turn cuts, {refusals} refusals compared");
 }
