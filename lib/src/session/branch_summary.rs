@@ -46,13 +46,11 @@ pub fn reserve_tokens(settings: &crate::settings::Settings) -> Result<u64, Strin
         .and_then(|b| b.get("reserveTokens"))
     {
         None => Ok(DEFAULT_BRANCH_RESERVE_TOKENS),
-        Some(v) => v
-            .as_f64()
-            .filter(|f| *f >= 0.0 && f.fract() == 0.0 && *f <= 9_007_199_254_740_991.0)
-            .map(|f| f as u64)
-            .ok_or_else(|| {
-                format!("settings: \"branchSummary.reserveTokens\" must be a non-negative integer, got {v}")
-            }),
+        Some(v) => super::compact::safe_int(v).ok_or_else(|| {
+            format!(
+                "settings: \"branchSummary.reserveTokens\" must be a non-negative integer, got {v}"
+            )
+        }),
     }
 }
 

@@ -103,10 +103,10 @@ impl CompactionSettings {
 }
 
 /// A JSON number that is a non-negative integer no larger than 2^53 - 1.
-fn safe_int(v: &Value) -> Option<u64> {
+pub(crate) fn safe_int(v: &Value) -> Option<u64> {
     const MAX_SAFE: f64 = 9_007_199_254_740_991.0;
     let f = v.as_f64()?;
-    (f >= 0.0 && f <= MAX_SAFE && f.fract() == 0.0).then_some(f as u64)
+    ((0.0..=MAX_SAFE).contains(&f) && f.fract() == 0.0).then_some(f as u64)
 }
 
 /// Length as JavaScript counts it (UTF-16 code units).
