@@ -43,8 +43,9 @@ fn summary_model(
 ) -> Result<SummaryModel, CliError> {
     let input = |e: pi_lib::model::ModelError| CliError::input(e.to_string());
     let registry = ModelRegistry::load(agent_dir).map_err(input)?;
-    let ctx = s.context(None);
-    let (provider, model) = match (model, &ctx.model) {
+    let path = s.leaf_id().map(|l| s.path_to(l)).unwrap_or_default();
+    let (session_model, thinking_level) = s.model_on_path(&path);
+    let (provider, model) = match (model, &session_model) {
         (Some(m), _) => (None, Some(m.to_string())),
         (None, Some((p, id))) => (Some(p.clone()), Some(id.clone())),
         (None, None) => (None, None),
@@ -52,7 +53,7 @@ fn summary_model(
     let req = SelectionRequest {
         provider,
         model,
-        thinking: Some(ctx.thinking_level.clone()),
+        thinking: Some(thinking_level),
         api_key: None,
         scope: None,
         continuing: true,
@@ -118,7 +119,8 @@ pub fn compact(
 ) -> Result<i32, CliError> {
     let agent_dir = pi_lib::paths::agent_dir();
     let settings = settings(&agent_dir)?;
-    let session_model = s.context(None).model.map(|(p, id)| format!("{p}/{id}"));
+    let path = s.leaf_id().map(|l| s.path_to(l)).unwrap_or_default();
+    let session_model = s.model_on_path(&path).0.map(|(p, id)| format!("{p}/{id}"));
     let cs = CompactionSettings::from_settings(&settings, session_model.as_deref())
         .map_err(CliError::input)?;
     let keep = keep_recent_tokens.unwrap_or(cs.keep_recent_tokens);

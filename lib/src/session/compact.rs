@@ -10,6 +10,7 @@
 //! compact`, later `pi-run`'s automatic compaction) shares this one module;
 //! the prompts are this toolkit's own text.
 
+use std::borrow::Cow;
 use std::collections::{BTreeSet, HashMap};
 use std::time::Duration;
 
@@ -193,21 +194,21 @@ fn valid_usage(m: &AgentMessage) -> Option<u64> {
 
 /// One entry of the projected branch.
 #[derive(Debug, Clone)]
-pub struct ProjectedEntry {
+pub struct ProjectedEntry<'a> {
     /// Position in `Session::entries`.
     pub index: usize,
     /// The message it contributes after context edits (`None`: metadata,
     /// or omitted by an edit). For the contributing compaction: its
     /// summary message.
-    pub message: Option<AgentMessage>,
+    pub message: Option<Cow<'a, AgentMessage>>,
     /// A `context_edit` omitted it (`replacement: null`).
     pub omitted: bool,
 }
 
 /// A branch as the model sees it, entry by entry.
 #[derive(Debug, Clone)]
-pub struct Projection {
-    pub entries: Vec<ProjectedEntry>,
+pub struct Projection<'a> {
+    pub entries: Vec<ProjectedEntry<'a>>,
     /// The contributing compaction (then `entries[0]`).
     pub compaction: Option<usize>,
     /// The replayed system prompt and tools (checkpoint and later patches).
@@ -226,7 +227,7 @@ impl Session {
     /// latest compaction contributes first (its checkpoint and summary),
     /// then the kept entries before it without their raw system messages,
     /// then everything after it; `context_edit`s are applied throughout.
-    pub fn projection(&self, leaf: Option<&str>) -> Projection {
+    pub fn projection(&self, leaf: Option<&str>) -> Projection<'_> {
         let leaf = leaf.or_else(|| self.leaf_id());
         let path = leaf.map(|l| self.path_to(l)).unwrap_or_default();
         let mut edits: HashMap<&str, &Value> = HashMap::new();
@@ -269,12 +270,14 @@ impl Session {
                 }
                 entries.push(ProjectedEntry {
                     index: i,
-                    message: Some(AgentMessage::CompactionSummary(CompactionSummaryMessage {
-                        summary: c.summary.clone(),
-                        tokens_before: c.tokens_before.clone(),
-                        timestamp: Num::signed(parse_iso_ms(&c.timestamp).unwrap_or(0)),
-                        extra: Map::new(),
-                    })),
+                    message: Some(Cow::Owned(AgentMessage::CompactionSummary(
+                        CompactionSummaryMessage {
+                            summary: c.summary.clone(),
+                            tokens_before: c.tokens_before.clone(),
+                            timestamp: Num::signed(parse_iso_ms(&c.timestamp).unwrap_or(0)),
+                            extra: Map::new(),
+                        },
+                    ))),
                     omitted: false,
                 });
                 positions.push(cpos);
@@ -291,8 +294,12 @@ impl Session {
         for (pos, drop_system) in order {
             let i = path[pos];
             let e = &self.entries[i];
-            let mut msg = super::context::entry_message(e);
-            if drop_system && matches!(msg, Some(AgentMessage::System(_))) {
+            // Message entries are borrowed (no copy of a large session).
+            let mut msg = match e {
+                Entry::Message(m) => Some(Cow::Borrowed(&m.message)),
+                _ => super::context::entry_message(e).map(Cow::Owned),
+            };
+            if drop_system && matches!(msg.as_deref(), Some(AgentMessage::System(_))) {
                 continue;
             }
             let mut omitted = false;
@@ -303,13 +310,16 @@ impl Session {
                 }
                 (Some(Value::Object(r)), Some(m)) => {
                     if let Some(c) = r.get("content") {
-                        msg = Some(super::context::replace_content(m.clone(), c));
+                        msg = Some(Cow::Owned(super::context::replace_content(
+                            m.clone().into_owned(),
+                            c,
+                        )));
                         replaces_visible = true;
                     }
                 }
                 _ => {}
             }
-            if let Some(AgentMessage::System(s)) = &msg {
+            if let Some(AgentMessage::System(s)) = msg.as_deref() {
                 system.apply(s);
                 has_system = true;
             }
@@ -346,7 +356,7 @@ fn system_message(st: &PromptState, timestamp_ms: i64) -> SystemMessage {
     }
 }
 
-impl Projection {
+impl Projection<'_> {
     /// The estimated context size (pi's `estimateProjectedContextTokens`):
     /// the last valid assistant usage plus estimates of what follows it,
     /// when that usage is newer than the latest compaction or context edit;
@@ -354,7 +364,7 @@ impl Projection {
     /// other message.
     pub fn estimate_tokens(&self) -> u64 {
         let last = self.entries.iter().enumerate().rev().find_map(|(k, e)| {
-            let u = valid_usage(e.message.as_ref()?)?;
+            let u = valid_usage(e.message.as_deref()?)?;
             Some((k, u))
         });
         if let Some((k, u)) = last {
@@ -362,7 +372,7 @@ impl Projection {
             if fresh {
                 let after: u64 = self.entries[k + 1..]
                     .iter()
-                    .filter_map(|e| e.message.as_ref())
+                    .filter_map(|e| e.message.as_deref())
                     .map(estimate_tokens)
                     .sum();
                 return u + after;
@@ -376,7 +386,7 @@ impl Projection {
         sys + self
             .entries
             .iter()
-            .filter_map(|e| e.message.as_ref())
+            .filter_map(|e| e.message.as_deref())
             .filter(|m| !matches!(m, AgentMessage::System(_)))
             .map(estimate_tokens)
             .sum::<u64>()
@@ -481,16 +491,16 @@ impl FileOps {
 
 /// What a compaction will summarise and keep.
 #[derive(Debug, Clone)]
-pub struct Preparation {
+pub struct Preparation<'a> {
     /// The first entry kept verbatim.
     pub first_kept_entry_id: String,
     /// The cut falls inside a turn: its start is summarised separately.
     pub split_turn: bool,
     /// The projected context size before compaction.
     pub tokens_before: u64,
-    pub messages_to_summarize: Vec<AgentMessage>,
+    pub messages_to_summarize: Vec<Cow<'a, AgentMessage>>,
     /// The start of the split turn, up to the cut.
-    pub turn_prefix_messages: Vec<AgentMessage>,
+    pub turn_prefix_messages: Vec<Cow<'a, AgentMessage>>,
     pub previous_summary: Option<String>,
     pub file_ops: FileOps,
     /// The replayed system prompt at this point (the entry's checkpoint).
@@ -525,7 +535,7 @@ impl Session {
         &self,
         leaf: Option<&str>,
         keep_recent_tokens: u64,
-    ) -> Result<Preparation, PrepareError> {
+    ) -> Result<Preparation<'_>, PrepareError> {
         let leaf = leaf.or_else(|| self.leaf_id());
         if let Some(l) = leaf {
             if let Some(&last) = self.path_to(l).last() {
@@ -539,7 +549,7 @@ impl Session {
         let es = &p.entries;
         let n = es.len();
         let start = usize::from(p.compaction.is_some());
-        let msg = |k: usize| es[k].message.as_ref();
+        let msg = |k: usize| es[k].message.as_deref();
         let cut_points: Vec<usize> = (start..n).filter(|&k| is_cut_point(msg(k))).collect();
         let (Some(&first_cp), Some(&last_cp)) = (cut_points.first(), cut_points.last()) else {
             return Err(PrepareError::NothingToCompact);
@@ -585,11 +595,11 @@ impl Session {
         } else {
             (start..cut).rev().find(|&k| is_turn_start(msg(k)))
         };
-        let collect = |from: usize, to: usize| -> Vec<AgentMessage> {
+        let collect = |from: usize, to: usize| -> Vec<Cow<'_, AgentMessage>> {
             es[from..to]
                 .iter()
                 .filter_map(|e| e.message.clone())
-                .filter(|m| !matches!(m, AgentMessage::System(_)))
+                .filter(|m| !matches!(**m, AgentMessage::System(_)))
                 .collect()
         };
         let messages_to_summarize = collect(start, turn_start.unwrap_or(cut));
@@ -889,6 +899,10 @@ pub async fn summarize(m: &SummaryModel, user: String, what: &str) -> Result<Sum
     })
 }
 
+fn owned(msgs: &[Cow<'_, AgentMessage>]) -> Vec<AgentMessage> {
+    msgs.iter().map(|m| m.as_ref().clone()).collect()
+}
+
 fn add_usage(a: &mut Usage, b: &Usage) {
     let add = |x: &mut Num, y: &Num| *x = Num::int(x.as_u64() + y.as_u64());
     add(&mut a.input, &b.input);
@@ -924,7 +938,7 @@ pub struct CompactionResult {
 /// previous summary when there is one), then, for a split turn, the turn
 /// prefix, then the file lists. `instructions` adds a focus to both calls.
 pub async fn compact(
-    prep: &Preparation,
+    prep: &Preparation<'_>,
     m: &SummaryModel,
     instructions: Option<&str>,
 ) -> Result<CompactionResult, String> {
@@ -940,7 +954,7 @@ pub async fn compact(
     } else {
         let mut user = format!(
             "<conversation>\n{}\n</conversation>\n\n",
-            serialize_conversation(&prep.messages_to_summarize)
+            serialize_conversation(&owned(&prep.messages_to_summarize))
         );
         let prompt = match &prep.previous_summary {
             Some(prev) => {
@@ -961,7 +975,7 @@ pub async fn compact(
     if prep.split_turn && !prep.turn_prefix_messages.is_empty() {
         let user = format!(
             "# Conversation\n{}\n\n# Instructions\n{TURN_PREFIX_PROMPT}{focus}",
-            serialize_conversation(&prep.turn_prefix_messages)
+            serialize_conversation(&owned(&prep.turn_prefix_messages))
         );
         let s = summarize(m, user, "Turn prefix summarization").await?;
         add_usage(&mut usage, &s.usage);
