@@ -17,13 +17,16 @@ Examples:
   pi-session context 01a2 --leaf 9f3e    what the model sees at entry 9f3e
   pi-session search 'TODO' --all
   pi-session fork 01a2 --at 9f3e         new session from an entry
+  pi-session compact 01a2 --dry-run      where a compaction would cut
+  pi-session branch 01a2 --to 9f3e --summarize
   pi-session select-tool 01a2 --chat-only
   pi-session export 01a2 -o chat.html
 
 Exit status:
   0    success (warnings about damaged lines may be printed)
-  1    the command ran but found nothing (ls, search), or stdout could
-       not be written (a full disk)
+  1    the command ran but found nothing (ls, search), the model's
+       summary request failed (compact, branch --summarize), or stdout
+       could not be written (a full disk)
   2    usage, configuration or input error (missing file, bad session,
        ambiguous id, invalid tool name, ...)
   130  interrupted
@@ -32,6 +35,27 @@ A closed stdout (| head) ends quietly with 0.
 Environment:
   PI_CODING_AGENT_DIR  pi's agent directory (default ~/.pi/agent); sessions
                        live in its sessions/ folder.";
+
+pub const COMPACT_HELP: &str = "\
+Examples:
+  pi-session compact 01a2 --dry-run      where the cut falls, tokens before
+  pi-session compact 01a2 --keep-recent-tokens 4000
+  pi-session compact 01a2 --instructions 'keep the API decisions'
+  pi-session compact run.jsonl --model anthropic/claude-sonnet-4-5
+
+The cut never separates a tool call from its result; when it falls inside
+a turn, the start of that turn is summarised separately. An existing
+summary is updated, not redone. In a pipe the output is JSONL
+(compaction_plan with --dry-run; else compaction_start, compaction_end and
+entry_appended, pi's event shapes).
+
+Exit status:
+  0    compacted (or, with --dry-run, planned)
+  1    the model's summary request failed, or the session changed while
+       the summary was written (nothing is written then)
+  2    usage, configuration or input error, \"Already compacted\",
+       \"Nothing to compact (session too small)\"
+  130  interrupted (nothing written)";
 
 /// Inspect and edit pi coding agent sessions.
 ///
@@ -169,8 +193,45 @@ pub enum Command {
         to: String,
         /// Record a branch summary of the abandoned path (a `branch_summary`
         /// entry the model sees) instead of a silent move.
-        #[arg(long, value_name = "TEXT")]
+        #[arg(long, value_name = "TEXT", conflicts_with = "summarize")]
         summary: Option<String>,
+        /// Have the model summarise the abandoned path (from the old leaf
+        /// back to where it meets ENTRY) into the `branch_summary`, as pi's
+        /// tree navigation does.
+        #[arg(long)]
+        summarize: bool,
+        /// Extra focus for the model's summary (with --summarize).
+        #[arg(long, value_name = "TEXT", requires = "summarize")]
+        instructions: Option<String>,
+        /// Model for the summary (default: the session's model, else the
+        /// settings defaults).
+        #[arg(long, value_name = "MODEL", requires = "summarize")]
+        model: Option<String>,
+        #[command(flatten)]
+        format: FormatArg,
+    },
+    /// Summarise the older part of the session through the model and
+    /// append a `compaction` entry (pi 1.6.0's format): the model then sees
+    /// the summary and the recent messages only. Nothing is deleted.
+    #[command(after_help = COMPACT_HELP)]
+    Compact {
+        #[command(flatten)]
+        session: SessionArg,
+        /// Keep about this many tokens of the newest messages verbatim
+        /// [default: compaction.keepRecentTokens, 20000].
+        #[arg(long, value_name = "N")]
+        keep_recent_tokens: Option<u64>,
+        /// Extra focus for the summary.
+        #[arg(long, value_name = "TEXT")]
+        instructions: Option<String>,
+        /// Model for the summary (provider/id or a pattern; default: the
+        /// session's model, else the settings defaults).
+        #[arg(long, value_name = "MODEL")]
+        model: Option<String>,
+        /// Print where the cut would fall and the token counts, without
+        /// calling a model or writing anything.
+        #[arg(long)]
+        dry_run: bool,
         #[command(flatten)]
         format: FormatArg,
     },

@@ -25,7 +25,7 @@ use crate::out::{io_err, Out};
 use crate::{Ctx, PROG};
 
 /// Prints what was appended: a record per entry, or a sentence.
-fn report_appended(
+pub(crate) fn report_appended(
     s: &Session,
     entries: &[Entry],
     text: &str,
@@ -49,14 +49,14 @@ fn report_appended(
     Ok(EXIT_OK)
 }
 
-fn cannot_append(s: &Session, e: impl std::fmt::Display) -> CliError {
+pub(crate) fn cannot_append(s: &Session, e: impl std::fmt::Display) -> CliError {
     CliError::input(format!("{}: cannot append: {e}", s.path.display()))
 }
 
 /// A file still in an old format version is rewritten as version 3 before
 /// anything is appended to it (as pi does when it opens one), so the entry
 /// ids `show` printed are the ones on disk; the old file is kept.
-fn migrate_before_append(s: &mut Session) -> Result<(), CliError> {
+pub(crate) fn migrate_before_append(s: &mut Session) -> Result<(), CliError> {
     let Some(from) = s.migrated_from else {
         return Ok(());
     };

@@ -2,6 +2,7 @@
 //! `pi_lib::session`: parse arguments, call the library, print records.
 
 mod cli;
+mod compact;
 mod edit;
 mod inspect;
 mod list;
@@ -96,8 +97,34 @@ fn run(cli: Cli) -> Result<i32, CliError> {
             session,
             to,
             summary,
+            summarize,
+            instructions,
+            model,
             format,
-        } => edit::branch(ctx.load(&session.session)?, &to, summary, format.format),
+        } => {
+            let s = ctx.load(&session.session)?;
+            if summarize {
+                let target = s.find_entry(&to).map_err(CliError::input)?.id().to_string();
+                compact::branch_summarize(s, &target, instructions, model, format.format)
+            } else {
+                edit::branch(s, &to, summary, format.format)
+            }
+        }
+        Command::Compact {
+            session,
+            keep_recent_tokens,
+            instructions,
+            model,
+            dry_run,
+            format,
+        } => compact::compact(
+            ctx.load(&session.session)?,
+            keep_recent_tokens,
+            instructions,
+            model,
+            dry_run,
+            format.format,
+        ),
         Command::Label {
             session,
             entry,

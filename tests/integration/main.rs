@@ -4,6 +4,7 @@
 mod bad_input;
 mod cli_docs;
 mod common;
+mod compact;
 mod ext_node;
 mod extensions;
 mod hostile;

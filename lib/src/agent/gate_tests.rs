@@ -121,7 +121,7 @@ fn results(a: &Agent) -> Vec<(bool, String)> {
     let ctx = a.store.session.context(None);
     ctx.messages
         .iter()
-        .filter_map(|(_, m)| match m {
+        .filter_map(|(_, m)| match &**m {
             AgentMessage::ToolResult(r) => Some((
                 r.is_error,
                 UserContent::Blocks(r.content.clone()).joined_text(""),

@@ -9,7 +9,9 @@
 //! Transient provider errors are retried with pi's backoff; `--max-turns`
 //! and cancellation (SIGINT) end the run early.
 
-pub mod convert;
+// The conversion lives with the session (compaction needs it too, and the
+// session sits below the agent); the old path stays.
+pub use crate::session::llm as convert;
 pub mod events;
 pub mod hooks;
 pub mod queue;

@@ -272,7 +272,7 @@ mod tests {
         assert_eq!(types(q.take_end_of_turn()), ["e"]);
         assert!(!q.has_pending());
         // sendUserMessage while streaming needs deliverAs.
-        let user = AgentMessage::Custom(custom("u"));
+        let user = AgentMessage::Custom(Box::new(custom("u")));
         assert!(q.send_user(user.clone(), "u".into(), None).is_err());
         q.send_user(user, "u".into(), Some(DeliverAs::FollowUp))
             .unwrap();
@@ -282,8 +282,8 @@ mod tests {
     #[test]
     fn all_mode_drains_everything() {
         let q = MessageQueue::new(DrainMode::All, DrainMode::All);
-        q.steer(AgentMessage::Custom(custom("a")));
-        q.steer(AgentMessage::Custom(custom("b")));
+        q.steer(AgentMessage::Custom(Box::new(custom("a"))));
+        q.steer(AgentMessage::Custom(Box::new(custom("b"))));
         assert_eq!(types(q.drain_steering()), ["a", "b"]);
     }
 }

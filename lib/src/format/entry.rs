@@ -193,11 +193,41 @@ pub struct CompactionEntry {
     #[serde(
         rename = "systemMessage",
         default,
-        skip_serializing_if = "Option::is_none"
+        skip_serializing_if = "Option::is_none",
+        serialize_with = "checkpoint_order"
     )]
     pub system_message: Option<AgentMessage>,
     #[serde(flatten)]
     pub extra: Map<String, Value>,
+}
+
+/// Writes a compaction's system checkpoint in pi's key order: `role,
+/// content, sections, toolsAdded, timestamp` (a session's own system
+/// messages put `timestamp` before `toolsAdded`), then anything else.
+fn checkpoint_order<S: serde::Serializer>(
+    m: &Option<AgentMessage>,
+    s: S,
+) -> Result<S::Ok, S::Error> {
+    use serde::ser::SerializeMap;
+    let Some(m) = m else {
+        return s.serialize_none();
+    };
+    let Ok(Value::Object(mut obj)) = serde_json::to_value(m) else {
+        return m.serialize(s);
+    };
+    if obj.get("role").and_then(Value::as_str) != Some("system") {
+        return m.serialize(s);
+    }
+    let mut out = s.serialize_map(Some(obj.len()))?;
+    for k in ["role", "content", "sections", "toolsAdded", "timestamp"] {
+        if let Some(v) = obj.shift_remove(k) {
+            out.serialize_entry(k, &v)?;
+        }
+    }
+    for (k, v) in &obj {
+        out.serialize_entry(k, v)?;
+    }
+    out.end()
 }
 
 /// `branch_summary` — a summary of an abandoned branch.
@@ -217,10 +247,11 @@ pub struct BranchSummaryEntry {
         skip_serializing_if = "Option::is_none"
     )]
     pub details: Option<Value>,
-    #[serde(rename = "fromHook", default, skip_serializing_if = "Option::is_none")]
-    pub from_hook: Option<bool>,
+    /// pi 1.6.0 writes `usage` before `fromHook`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub usage: Option<Usage>,
+    #[serde(rename = "fromHook", default, skip_serializing_if = "Option::is_none")]
+    pub from_hook: Option<bool>,
     #[serde(flatten)]
     pub extra: Map<String, Value>,
 }

@@ -576,6 +576,24 @@ pub enum MessageRef<'a> {
     Owned(Box<AgentMessage>),
 }
 
+impl<'a> MessageRef<'a> {
+    /// The message itself (a copy when borrowed).
+    pub fn into_owned(self) -> AgentMessage {
+        match self {
+            MessageRef::Borrowed(m) => m.clone(),
+            MessageRef::Owned(m) => *m,
+        }
+    }
+
+    /// As a `Cow`: borrowed stays borrowed.
+    pub fn into_cow(self) -> std::borrow::Cow<'a, AgentMessage> {
+        match self {
+            MessageRef::Borrowed(m) => std::borrow::Cow::Borrowed(m),
+            MessageRef::Owned(m) => std::borrow::Cow::Owned(*m),
+        }
+    }
+}
+
 impl std::ops::Deref for MessageRef<'_> {
     type Target = AgentMessage;
     fn deref(&self) -> &AgentMessage {

@@ -10,6 +10,7 @@
 //!   not know, and every enum has an `Unknown` variant that keeps the whole
 //!   object, so a read → write round trip never loses data.
 
+pub mod compaction;
 pub mod entry;
 pub mod extension;
 pub mod message;

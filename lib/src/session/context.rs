@@ -38,19 +38,11 @@ impl Session {
     pub fn context<'s>(&'s self, leaf: Option<&str>) -> SessionContext<'s> {
         let leaf = leaf.or_else(|| self.leaf_id());
         let path = leaf.map(|l| self.path_to(l)).unwrap_or_default();
-        let mut thinking_level = "off".to_string();
-        let mut model = None;
+        let (model, thinking_level) = self.model_on_path(&path);
         let mut compaction = None;
         let mut edits: HashMap<&str, &Value> = HashMap::new();
         for (pos, &i) in path.iter().enumerate() {
             match &self.entries[i] {
-                Entry::ThinkingLevelChange(t) => thinking_level = t.thinking_level.clone(),
-                Entry::ModelChange(m) => model = Some((m.provider.clone(), m.model_id.clone())),
-                Entry::Message(m) => {
-                    if let AgentMessage::Assistant(a) = &m.message {
-                        model = Some((a.provider.clone(), a.model.clone()));
-                    }
-                }
                 Entry::Compaction(_) => compaction = Some(pos),
                 Entry::ContextEdit(c) => {
                     edits.insert(c.target_id.as_str(), &c.replacement);
@@ -120,8 +112,38 @@ impl Session {
     }
 }
 
+impl Session {
+    /// `(provider, modelId)` of the last model change or assistant message
+    /// on `path` (entry positions, root first), and the last thinking level
+    /// (`"off"` when none), without building any message.
+    pub fn model_on_path(&self, path: &[usize]) -> (Option<(String, String)>, String) {
+        let mut thinking_level = None;
+        let mut model = None;
+        for &i in path.iter().rev() {
+            match &self.entries[i] {
+                Entry::ThinkingLevelChange(t) if thinking_level.is_none() => {
+                    thinking_level = Some(t.thinking_level.clone())
+                }
+                Entry::ModelChange(m) if model.is_none() => {
+                    model = Some((m.provider.clone(), m.model_id.clone()))
+                }
+                Entry::Message(m) if model.is_none() => {
+                    if let AgentMessage::Assistant(a) = &m.message {
+                        model = Some((a.provider.clone(), a.model.clone()));
+                    }
+                }
+                _ => {}
+            }
+            if model.is_some() && thinking_level.is_some() {
+                break;
+            }
+        }
+        (model, thinking_level.unwrap_or_else(|| "off".into()))
+    }
+}
+
 /// The context message an entry contributes, if any.
-fn entry_message(e: &Entry) -> Option<MessageRef<'_>> {
+pub(crate) fn entry_message(e: &Entry) -> Option<MessageRef<'_>> {
     let built = |m| Some(MessageRef::Owned(Box::new(m)));
     match e {
         Entry::Message(m) => Some(MessageRef::Borrowed(&m.message)),
@@ -146,7 +168,7 @@ fn entry_message(e: &Entry) -> Option<MessageRef<'_>> {
 }
 
 /// Applies a `context_edit` content replacement, keeping role and metadata.
-fn replace_content(msg: AgentMessage, content: &Value) -> AgentMessage {
+pub(crate) fn replace_content(msg: AgentMessage, content: &Value) -> AgentMessage {
     let as_user = || serde_json::from_value::<UserContent>(content.clone()).ok();
     let as_blocks = || match content {
         Value::String(s) => Some(vec![ContentBlock::text(s.clone())]),

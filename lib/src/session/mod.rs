@@ -1,11 +1,14 @@
 //! Session files: loading (with migration and damage reports), the entry
 //! tree, LLM context building, fast listing, safe appends and edits.
 
+pub mod branch_summary;
+pub mod compact;
 pub mod context;
 pub mod export;
 pub mod file;
 pub mod ids;
 pub mod list;
+pub mod llm;
 pub mod load;
 pub mod resolve;
 pub mod stats;
