@@ -6,6 +6,7 @@ mod cli_docs;
 mod common;
 mod ext_node;
 mod extensions;
+mod extensions_ts;
 mod hostile;
 mod peers;
 mod pi_compat;

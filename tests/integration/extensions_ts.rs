@@ -1,0 +1,208 @@
+//! pi's TypeScript extensions end to end: one extension written against
+//! pi's documented API (`tests/ext-node/fixtures/acceptance.ts`: a tool
+//! with a schema, a `tool_call` block and rewrite, a `tool_result` patch,
+//! an `input` transform, a `before_agent_start` message, a command, a flag)
+//! run by pi 1.6.0 and by `pi-run` (through the Node host) against the same
+//! mock: the same recorded system message and `toolsAdded`, tool results,
+//! session entries and `--mode json` event types (issue 10, acceptance 1).
+
+use std::path::PathBuf;
+use std::process::{Command, Output};
+
+use serde_json::{json, Value};
+
+use crate::common::*;
+
+fn extension() -> PathBuf {
+    repo().join("tests/ext-node/fixtures/acceptance.ts")
+}
+
+fn turns() -> Value {
+    json!([
+        {"tool_calls": [{"name": "greet", "arguments": {"name": "  Ada  "}}]},
+        {"tool_calls": [{"name": "bash", "arguments": {"command": "rm -rf ./gone && touch ran.txt"}}]},
+        {"text": "done"}
+    ])
+}
+
+/// `pi-run` with the oracle's Node 22 as the extensions' Node.
+fn pi_run(o: &Oracle, sb: &Sandbox) -> Command {
+    let mut c = sb.cmd("pi-run");
+    c.env("PI_NODE", &o.node22);
+    c
+}
+
+/// Event types, message events refined by role and `message_update` by
+/// its assistant event type.
+fn event_types(out: &Output) -> Vec<String> {
+    jsonl(out)
+        .iter()
+        .map(|v| {
+            let t = v["type"].as_str().unwrap_or("?");
+            match t {
+                "message_update" => format!(
+                    "{t}:{}",
+                    v["assistantMessageEvent"]["type"].as_str().unwrap_or("?")
+                ),
+                "message_start" | "message_end" => {
+                    format!("{t}:{}", v["message"]["role"].as_str().unwrap_or("?"))
+                }
+                _ => t.to_string(),
+            }
+        })
+        .collect()
+}
+
+/// Removes what differs by nature between two runs: ids, times, token
+/// counts (the mock counts the prompt's bytes and our `docs` section is
+/// ours), the cwd and the `docs` section.
+fn normalize(v: &mut Value) {
+    match v {
+        Value::Object(m) => {
+            for k in [
+                "id",
+                "parentId",
+                "timestamp",
+                "durationMs",
+                "usage",
+                "responseId",
+                "cwd",
+                "docs",
+            ] {
+                m.remove(k);
+            }
+            m.values_mut().for_each(normalize);
+        }
+        Value::Array(a) => a.iter_mut().for_each(normalize),
+        _ => {}
+    }
+}
+
+fn session_entries(sb: &Sandbox) -> Vec<Value> {
+    let sessions = sb.agent().join("sessions");
+    let mut files = Vec::new();
+    for d in std::fs::read_dir(&sessions).unwrap().flatten() {
+        for f in std::fs::read_dir(d.path()).unwrap().flatten() {
+            files.push(f.path());
+        }
+    }
+    assert_eq!(files.len(), 1, "one session under {}", sessions.display());
+    std::fs::read_to_string(&files[0])
+        .unwrap()
+        .lines()
+        .map(|l| {
+            let mut v: Value = serde_json::from_str(l).unwrap();
+            normalize(&mut v);
+            v
+        })
+        .collect()
+}
+
+fn tool_results(out: &Output) -> Vec<Value> {
+    jsonl(out)
+        .into_iter()
+        .filter(|e| e["type"] == "tool_execution_end")
+        .map(|e| json!({"tool": e["toolName"], "result": e["result"], "isError": e["isError"]}))
+        .collect()
+}
+
+/// The user-side messages of the first model request (the transformed
+/// input and the `before_agent_start` message).
+fn first_request_user_messages(log: &std::path::Path) -> Vec<Value> {
+    let text = std::fs::read_to_string(log).unwrap();
+    let first: Value = serde_json::from_str(text.lines().next().unwrap()).unwrap();
+    first["body"]["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| m["role"] == "user")
+        .cloned()
+        .collect()
+}
+
+#[test]
+fn ts_extension_matches_real_pi() {
+    let Some(o) = Oracle::find("ts_extension_matches_real_pi") else {
+        return;
+    };
+    let ext = extension();
+    let args = |extra: &[&str]| -> Vec<String> {
+        let mut a = vec!["-e".to_string(), ext.display().to_string()];
+        a.extend(extra.iter().map(|s| s.to_string()));
+        a
+    };
+    let run1 = args(&["--shout", "--mode", "json", "please greet Ada"]);
+    let run2 = args(&["-c", "--mode", "json", "/stamp a b"]);
+
+    // pi's runs.
+    let pi_sb = Sandbox::new();
+    let pi_mock = MockLlm::start(&o, pi_sb.root(), &turns());
+    pi_mock.configure(&pi_sb.agent());
+    let pi_out = o.pi160(&pi_sb).args(&run1).output().unwrap();
+    assert!(pi_out.status.success(), "pi: {}", stderr(&pi_out));
+    let pi_cmd = o.pi160(&pi_sb).args(&run2).output().unwrap();
+    assert!(pi_cmd.status.success(), "pi: {}", stderr(&pi_cmd));
+
+    // Ours.
+    let sb = Sandbox::new();
+    let mock = MockLlm::start(&o, sb.root(), &turns());
+    mock.configure(&sb.agent());
+    let out = pi_run(&o, &sb).args(&run1).output().unwrap();
+    assert!(out.status.success(), "pi-run: {}", stderr(&out));
+    let cmd = pi_run(&o, &sb).args(&run2).output().unwrap();
+    assert!(cmd.status.success(), "pi-run: {}", stderr(&cmd));
+
+    // The blocked command never ran.
+    assert!(!pi_sb.cwd().join("ran.txt").exists());
+    assert!(!sb.cwd().join("ran.txt").exists());
+
+    // The same tool results: the flag read, the rewritten argument and
+    // the patch in the first, the block's reason in the second.
+    let results = tool_results(&out);
+    assert_eq!(results, tool_results(&pi_out));
+    assert_eq!(
+        results[0]["result"]["content"][0]["text"],
+        "HELLO, ADA! (patched)"
+    );
+    assert_eq!(
+        results[1]["result"]["content"][0]["text"],
+        "dangerous command blocked by acceptance.ts"
+    );
+
+    // The same event types, also for the command-only run.
+    assert_eq!(event_types(&out), event_types(&pi_out));
+    assert_eq!(event_types(&cmd), event_types(&pi_cmd));
+
+    // The model saw the transformed input and the extension's message.
+    let ours_req = first_request_user_messages(&mock.log);
+    assert_eq!(ours_req, first_request_user_messages(&pi_mock.log));
+    assert_eq!(ours_req[0]["content"][0]["text"], "greet Ada");
+
+    // The same session entries: the recorded system message (sections but
+    // `docs`, `toolsAdded` with the extension's tool), the custom message,
+    // the tool results and the command's entry.
+    let ours = session_entries(&sb);
+    let theirs = session_entries(&pi_sb);
+    assert_eq!(ours.len(), theirs.len(), "{ours:#?}\n---\n{theirs:#?}");
+    for (a, b) in ours.iter().zip(&theirs) {
+        assert_eq!(a, b);
+    }
+    let system = ours
+        .iter()
+        .find(|e| e["message"]["role"] == "system")
+        .unwrap();
+    let added: Vec<&str> = system["message"]["toolsAdded"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|t| t["name"].as_str())
+        .collect();
+    assert!(added.contains(&"greet"), "{added:?}");
+    assert!(ours
+        .iter()
+        .any(|e| e["type"] == "custom_message" && e["customType"] == "acceptance-note"));
+    assert_eq!(
+        ours.last().unwrap(),
+        &json!({"type": "custom", "customType": "acceptance-stamp", "data": {"args": "a b"}})
+    );
+}
