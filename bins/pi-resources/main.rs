@@ -118,7 +118,7 @@ fn inspect(
     let r = runner::Runner::new(
         runner::RunnerConfig {
             mode: "print".into(),
-            json: false,
+            records: false,
             cwd: cwd.display().to_string(),
             event_timeout: std::time::Duration::from_secs(30),
             prog: PROG.into(),

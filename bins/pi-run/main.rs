@@ -169,7 +169,8 @@ fn run(
     let runner = exts::Runner::new(
         exts::RunnerConfig {
             mode: if json { "json" } else { "print" }.into(),
-            json,
+            // pi 1.6.0 prints extension errors to stderr in --mode json too.
+            records: false,
             cwd: cwd.display().to_string(),
             event_timeout,
             prog: PROG.into(),

@@ -206,3 +206,75 @@ fn ts_extension_matches_real_pi() {
         &json!({"type": "custom", "customType": "acceptance-stamp", "data": {"args": "a b"}})
     );
 }
+
+/// The `Extension error (<path>): <error>` lines of a run, in order.
+fn error_lines(out: &Output) -> Vec<String> {
+    stderr(out)
+        .lines()
+        .filter(|l| l.starts_with("Extension error ("))
+        .map(str::to_string)
+        .collect()
+}
+
+/// Throws in a TS extension, as pi 1.6.0 treats them: a throwing
+/// `tool_call` handler blocks the call (the marker file is never made) with
+/// the thrown text and no report; a throwing `input` handler and a throwing
+/// `pi.events` listener are reported on stderr (also in `--mode json`) and
+/// the chain goes on; two `before_agent_start` messages of one extension
+/// are both recorded.
+#[test]
+fn ts_extension_throws_match_real_pi() {
+    let Some(o) = Oracle::find("ts_extension_throws_match_real_pi") else {
+        return;
+    };
+    let turns = json!([
+        {"tool_calls": [{"name": "bash", "arguments": {"command": "touch ran.txt"}}]},
+        {"text": "done"}
+    ]);
+    let ext = repo().join("tests/ext-node/fixtures/throws.ts");
+    let args = ["-e", ext.to_str().unwrap(), "--mode", "json", "go"];
+
+    let pi_sb = Sandbox::new();
+    let pi_mock = MockLlm::start(&o, pi_sb.root(), &turns);
+    pi_mock.configure(&pi_sb.agent());
+    let pi_out = o.pi160(&pi_sb).args(args).output().unwrap();
+    assert!(pi_out.status.success(), "pi: {}", stderr(&pi_out));
+
+    let sb = Sandbox::new();
+    let mock = MockLlm::start(&o, sb.root(), &turns);
+    mock.configure(&sb.agent());
+    let out = pi_run(&o, &sb).args(args).output().unwrap();
+    assert!(out.status.success(), "pi-run: {}", stderr(&out));
+
+    assert!(!pi_sb.cwd().join("ran.txt").exists());
+    assert!(!sb.cwd().join("ran.txt").exists(), "a throwing gate blocks");
+    let results = tool_results(&out);
+    assert_eq!(results, tool_results(&pi_out));
+    assert_eq!(results[0]["result"]["content"][0]["text"], "gate boom");
+    assert_eq!(results[0]["isError"], true);
+
+    assert_eq!(event_types(&out), event_types(&pi_out));
+    let errors = error_lines(&out);
+    assert_eq!(errors, error_lines(&pi_out));
+    assert_eq!(
+        errors,
+        [
+            format!("Extension error ({}): listener boom", ext.display()),
+            format!("Extension error ({}): input boom", ext.display()),
+        ]
+    );
+
+    let ours = session_entries(&sb);
+    assert_eq!(ours, session_entries(&pi_sb));
+    let customs: Vec<&Value> = ours
+        .iter()
+        .filter(|e| e["type"] == "custom_message")
+        .map(|e| &e["customType"])
+        .collect();
+    assert_eq!(customs, [&json!("first"), &json!("second")]);
+    let user = ours
+        .iter()
+        .find(|e| e["message"]["role"] == "user")
+        .unwrap();
+    assert_eq!(user["message"]["content"][0]["text"], "go (seen)");
+}

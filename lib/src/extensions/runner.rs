@@ -63,9 +63,10 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 pub struct RunnerConfig {
     /// `print`, `json` or `rpc` (the `mode` extensions see).
     pub mode: String,
-    /// `extension_error` records on the event stream (`--mode json`);
-    /// otherwise one stderr line each.
-    pub json: bool,
+    /// `extension_error` records on the event stream (pi does this only in
+    /// RPC mode); otherwise one `Extension error (<path>): <error>` stderr
+    /// line each (print and `--mode json`, as pi 1.6.0).
+    pub records: bool,
     pub cwd: String,
     pub event_timeout: Duration,
     pub prog: String,
@@ -177,10 +178,10 @@ impl Runner {
         }
     }
 
-    /// Reports a handler's failure: an `extension_error` record in JSON
+    /// Reports a handler's failure: an `extension_error` record in RPC
     /// mode, pi's stderr line otherwise.
     pub fn report(&self, path: &str, event: &str, error: &str) {
-        if self.cfg.json {
+        if self.cfg.records {
             lock(&self.errors).push(json!({"type": "extension_error", "extensionPath": path, "event": event, "error": error}));
         } else {
             eprintln!("Extension error ({path}): {error}");
@@ -197,10 +198,12 @@ impl Runner {
             .collect()
     }
 
-    async fn send(&self, e: &ExtInfo, event: &Value) -> Result<Value, HostError> {
+    /// Sends `event` to one extension: its answer, and the messages of its
+    /// handlers that threw without ending the chain.
+    async fn send(&self, e: &ExtInfo, event: &Value) -> (Result<Value, HostError>, Vec<String>) {
         let ctx = self.ctx();
         e.host
-            .request(
+            .request_full(
                 |id| HostRecord::Event {
                     id,
                     ext: e.ext,
@@ -214,13 +217,22 @@ impl Runner {
             .await
     }
 
-    /// Sends `event` to one handler; a failure is reported and gives `None`.
+    /// Sends `event` to one handler; every failure is reported (each
+    /// thrown message once) and a failed answer gives `None`.
     async fn send_reported(&self, e: &ExtInfo, event: &Value) -> Option<Value> {
         let kind = event.get("type").and_then(Value::as_str).unwrap_or("");
-        match self.send(e, event).await {
+        let (answer, errors) = self.send(e, event).await;
+        for err in &errors {
+            self.report(&e.path, kind, err);
+        }
+        match answer {
             Ok(v) => Some(v),
             Err(HostError::Failed(msg)) => {
-                self.report(&e.path, kind, &msg);
+                // With several throws the answer's error is the first of
+                // `errors`, reported already.
+                if errors.is_empty() {
+                    self.report(&e.path, kind, &msg);
+                }
                 None
             }
             Err(HostError::Timeout) => {
@@ -469,7 +481,7 @@ impl Hooks for Runner {
         let ev = json!({"type": "command", "name": name, "args": args});
         let name = name.to_string();
         Some(Box::pin(async move {
-            match self.send(&e, &ev).await {
+            match self.send(&e, &ev).await.0 {
                 Ok(_) | Err(HostError::Aborted) => {}
                 Err(HostError::Failed(m)) => self.report(&format!("command:{name}"), "command", &m),
                 Err(HostError::Timeout) => self.report(
@@ -530,7 +542,15 @@ impl Hooks for Runner {
                 let Some(v) = self.send_reported(&e, &payload).await else {
                     continue;
                 };
-                if let Some(m) = v.get("message").filter(|m| m.is_object()) {
+                // One handler's `message`, or several handlers' `messages`
+                // of one extension (the Node host), in order.
+                let one = v.get("message").filter(|m| m.is_object()).into_iter();
+                let many = v
+                    .get("messages")
+                    .and_then(Value::as_array)
+                    .into_iter()
+                    .flatten();
+                for m in one.chain(many) {
                     match custom_message(m) {
                         Ok(c) => out.messages.push(AgentMessage::Custom(c)),
                         Err(err) => self.report(&e.path, "before_agent_start", &err),
@@ -575,7 +595,11 @@ impl Hooks for Runner {
             let mut changed = false;
             for e in self.handlers("tool_call", true) {
                 let payload = json!({"type": "tool_call", "toolName": ev.tool_name, "toolCallId": ev.tool_call_id, "input": input});
-                match self.send(&e, &payload).await {
+                let (answer, errors) = self.send(&e, &payload).await;
+                for err in &errors {
+                    self.report(&e.path, "tool_call", err);
+                }
+                match answer {
                     Ok(v) => {
                         if v.get("block").and_then(Value::as_bool) == Some(true) {
                             let reason = v
@@ -781,6 +805,16 @@ impl CallHandler for Runner {
             }
             _ => ready(self.answer(&method, &params)),
         }
+    }
+
+    fn extension_error(&self, host: &str, ext: usize, event: &str, error: &str) {
+        let path = self
+            .extensions()
+            .into_iter()
+            .find(|e| e.ext == ext && e.host.display == host)
+            .map(|e| e.path.clone())
+            .unwrap_or_else(|| host.to_string());
+        self.report(&path, event, error);
     }
 }
 
