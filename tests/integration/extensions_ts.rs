@@ -278,3 +278,122 @@ fn ts_extension_throws_match_real_pi() {
         .unwrap();
     assert_eq!(user["message"]["content"][0]["text"], "go (seen)");
 }
+
+/// Issue 10, acceptance 3: the real npm extensions that
+/// `tests/ext-node/install.sh` installs load under `pi-run` and register
+/// the same tools and commands as under pi 1.6.0. pi's side comes from
+/// `tests/ext-node/compare-npm.mjs` (the tools of the mock's first request,
+/// RPC `get_commands`); ours from the system message `pi-run` records
+/// (`toolsAdded`, also the tools registered in `session_start`) and
+/// `pi-resources --inspect` (commands).
+#[test]
+fn npm_extensions_register_what_pi_registers() {
+    let Some(o) = Oracle::find("npm_extensions_register_what_pi_registers") else {
+        return;
+    };
+    let cache = std::env::var_os("PI_EXT_CACHE")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            PathBuf::from(std::env::var_os("HOME").unwrap_or_default())
+                .join(".cache/pi-toolkit-ext")
+        });
+    let packages = [
+        ("@tintinweb/pi-subagents", "tintinweb-subagents"),
+        ("pi-subagents", "pi-subagents"),
+        ("pi-mcp-adapter", "pi-mcp-adapter"),
+        ("pi-web-access", "pi-web-access"),
+    ];
+    let dirs: Vec<PathBuf> = packages
+        .iter()
+        .map(|(pkg, sub)| cache.join(sub).join("node_modules").join(pkg))
+        .collect();
+    if dirs.iter().any(|d| !d.join("package.json").is_file()) {
+        if std::env::var("CI").is_ok_and(|v| v == "true") {
+            panic!(
+                "the npm extensions are not installed under {} (tests/ext-node/install.sh)",
+                cache.display()
+            );
+        }
+        eprintln!("SKIP npm_extensions_register_what_pi_registers: run tests/ext-node/install.sh");
+        return;
+    }
+    let sb = Sandbox::new();
+    let rows_file = sb.root().join("rows.json");
+    let cmp = Command::new(&o.node22)
+        .arg(repo().join("tests/ext-node/compare-npm.mjs"))
+        .args(["--json", rows_file.to_str().unwrap()])
+        .env("PI_ORACLE_DIR", &o.root)
+        .env("PI_EXT_CACHE", &cache)
+        .output()
+        .unwrap();
+    assert!(cmp.status.success(), "compare-npm: {}", stderr(&cmp));
+    let rows = read_json(&rows_file);
+    let builtins = ["read", "bash", "edit", "write"];
+    for ((pkg, _), dir) in packages.iter().zip(&dirs) {
+        let row = rows
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| {
+                r["package"]
+                    .as_str()
+                    .unwrap_or("")
+                    .starts_with(&format!("{pkg}@"))
+            })
+            .unwrap_or_else(|| panic!("no row for {pkg}"));
+        let names = |v: &Value| -> Vec<String> {
+            v.as_array()
+                .unwrap()
+                .iter()
+                .filter_map(|x| x.as_str().map(str::to_string))
+                .collect()
+        };
+        // Tools: what pi-run records in the system message.
+        let run = Sandbox::new();
+        let mock = MockLlm::start(&o, run.root(), &json!([{"text": "ok"}]));
+        mock.configure(&run.agent());
+        let out = pi_run(&o, &run)
+            .args(["--extension-timeout", "20", "-e"])
+            .arg(dir)
+            .arg("hi")
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{pkg}: {}", stderr(&out));
+        let system = session_entries(&run)
+            .into_iter()
+            .find(|e| e["message"]["role"] == "system")
+            .unwrap();
+        let tools: Vec<String> = system["message"]["toolsAdded"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|t| t["name"].as_str())
+            .filter(|n| !builtins.contains(n))
+            .map(str::to_string)
+            .collect();
+        assert_eq!(tools, names(&row["piTools"]), "{pkg}: tools");
+        // Commands: pi-resources --inspect.
+        let inspect = pi_run_like(&o, &run, "pi-resources")
+            .args(["--inspect", "--format", "jsonl", "-e"])
+            .arg(dir)
+            .output()
+            .unwrap();
+        assert!(inspect.status.success(), "{pkg}: {}", stderr(&inspect));
+        let ext = jsonl(&inspect)
+            .into_iter()
+            .find(|r| r["type"] == "extension")
+            .unwrap_or_else(|| panic!("{pkg}: no extension record"));
+        assert_eq!(
+            names(&ext["registered"]["commands"]),
+            names(&row["piCommands"]),
+            "{pkg}: commands"
+        );
+    }
+}
+
+/// One of our binaries with the oracle's Node 22 for extensions.
+fn pi_run_like(o: &Oracle, sb: &Sandbox, bin: &str) -> Command {
+    let mut c = sb.cmd(bin);
+    c.env("PI_NODE", &o.node22);
+    c
+}

@@ -22,7 +22,7 @@ use crate::agent::hooks::{
     ready, AgentOp, AgentSnapshot, BeforeAgentStart, BeforeAgentStartOutcome, BoxFuture, Hooks,
     InputEvent, InputOutcome, ToolCallEvent, ToolCallOutcome, ToolResultEvent,
 };
-use crate::format::extension::{Ctx, HostRecord, Registration};
+use crate::format::extension::{CommandSpec, Ctx, HostRecord, Registration, ToolSpec};
 use crate::format::message::CustomMessage;
 use crate::format::{AgentMessage, ContentBlock, Num, UserContent};
 use crate::tools::ToolOutput;
@@ -36,6 +36,9 @@ pub struct ExtInfo {
     pub path: String,
     pub reg: Registration,
     events: Mutex<HashSet<String>>,
+    /// Tools and commands registered after load (`register_more`, e.g. in
+    /// `session_start`); a later one replaces an earlier one of its name.
+    more: Mutex<(Vec<ToolSpec>, Vec<CommandSpec>)>,
 }
 
 impl ExtInfo {
@@ -47,10 +50,36 @@ impl ExtInfo {
             path,
             reg,
             events: Mutex::new(events),
+            more: Mutex::default(),
         }
     }
     fn handles(&self, event: &str) -> bool {
         lock(&self.events).contains(event)
+    }
+
+    /// Every tool it registered: at load, then later ones (a re-registered
+    /// name keeps its place with the new definition, as pi replaces it).
+    pub fn tools(&self) -> Vec<ToolSpec> {
+        let mut out = self.reg.tools.clone();
+        for t in &lock(&self.more).0 {
+            match out.iter_mut().find(|o| o.name == t.name) {
+                Some(o) => *o = t.clone(),
+                None => out.push(t.clone()),
+            }
+        }
+        out
+    }
+
+    /// Every command it registered, at load and later.
+    pub fn commands(&self) -> Vec<CommandSpec> {
+        let mut out = self.reg.commands.clone();
+        for c in &lock(&self.more).1 {
+            match out.iter_mut().find(|o| o.name == c.name) {
+                Some(o) => *o = c.clone(),
+                None => out.push(c.clone()),
+            }
+        }
+        out
     }
 }
 
@@ -83,6 +112,9 @@ struct Shared {
     session_name: Option<String>,
     system_prompt: String,
     project_trusted: Option<bool>,
+    /// A `setActiveTools` made before the agent exists (`session_start`):
+    /// the names, resolved when the run's tool set is decided.
+    pending_active: Option<Vec<String>>,
 }
 
 /// The extensions of a run.
@@ -147,13 +179,28 @@ impl Runner {
         lock(&self.shared).system_prompt = p;
     }
 
-    /// Registrations made after load: new events join at once.
-    fn absorb_more(&self) {
+    /// Registrations made after load: new events join at once, new tools
+    /// and commands with [`ExtInfo::tools`] / [`ExtInfo::commands`].
+    pub fn absorb_more(&self) {
         for e in self.extensions() {
             for m in e.host.take_more() {
                 if m.ext == e.ext {
                     lock(&e.events).extend(m.events.iter().cloned());
                     lock(&self.events).extend(m.events);
+                    let mut more = lock(&e.more);
+                    more.0.extend(m.tools);
+                    more.1.extend(m.commands);
+                } else if let Some(owner) = self
+                    .extensions()
+                    .into_iter()
+                    .find(|o| Arc::ptr_eq(&o.host, &e.host) && o.ext == m.ext)
+                {
+                    // The Node host's batch for another extension it runs.
+                    lock(&owner.events).extend(m.events.iter().cloned());
+                    lock(&self.events).extend(m.events);
+                    let mut more = lock(&owner.more);
+                    more.0.extend(m.tools);
+                    more.1.extend(m.commands);
                 }
             }
         }
@@ -357,14 +404,48 @@ impl Runner {
         self.ops_ready.notify_one();
     }
 
-    /// The agent's message queue (`sendMessage`, `sendUserMessage`).
+    /// The agent's message queue (`sendMessage`, `sendUserMessage`); from
+    /// now on an agent serves the calls that need it.
     pub fn set_queue(&self, q: Arc<crate::agent::queue::MessageQueue>) {
         *lock(&self.queue) = Some(q);
+    }
+
+    /// The agent is gone (before `session_shutdown`): calls that need it
+    /// are answered at once again instead of waiting for it.
+    pub fn detach(&self) {
+        *lock(&self.queue) = None;
+    }
+
+    /// Whether an agent serves the calls that need it (between
+    /// [`Runner::set_queue`] and [`Runner::detach`]). Before it exists
+    /// (`session_start`) and after it is gone (`session_shutdown`) a read
+    /// must not wait for it.
+    fn attached(&self) -> bool {
+        lock(&self.queue).is_some()
     }
 
     /// Every tool `setActiveTools` may name (active or not).
     pub fn set_tool_pool(&self, tools: Vec<Arc<dyn crate::tools::Tool>>) {
         *lock(&self.pool) = tools;
+    }
+
+    /// The active set a `setActiveTools` asked for before the agent
+    /// existed, from the pool (in pool order; unknown names are ignored,
+    /// as pi does).
+    pub fn take_pending_active(&self) -> Option<Vec<Arc<dyn crate::tools::Tool>>> {
+        let names = lock(&self.shared).pending_active.take()?;
+        Some(
+            lock(&self.pool)
+                .iter()
+                .filter(|t| names.contains(&t.definition().name))
+                .cloned()
+                .collect(),
+        )
+    }
+
+    /// The pool [`Runner::set_tool_pool`] set.
+    pub fn tool_pool(&self) -> Vec<Arc<dyn crate::tools::Tool>> {
+        lock(&self.pool).clone()
     }
 
     /// Answers a call from the agent itself: `f` runs on the agent as soon
@@ -374,6 +455,12 @@ impl Runner {
         &self,
         f: impl FnOnce(&mut crate::agent::Agent) -> Result<Value, String> + Send + 'static,
     ) -> BoxFuture<'static, Result<Value, String>> {
+        if !self.attached() {
+            return ready(Err(
+                "pi-toolkit host: no session is open at this point (before session_start's agent or after shutdown)"
+                    .into(),
+            ));
+        }
         let (tx, rx) = tokio::sync::oneshot::channel();
         self.push_op(Box::new(move |agent, _emit| {
             let _ = tx.send(f(agent));
@@ -474,10 +561,11 @@ impl Hooks for Runner {
     }
 
     fn command(&self, name: &str, args: &str) -> Option<BoxFuture<'_, ()>> {
+        self.absorb_more();
         let e = self
             .extensions()
             .into_iter()
-            .find(|e| e.reg.commands.iter().any(|c| c.name == name))?;
+            .find(|e| e.commands().iter().any(|c| c.name == name))?;
         let ev = json!({"type": "command", "name": name, "args": args});
         let name = name.to_string();
         Some(Box::pin(async move {
@@ -798,6 +886,13 @@ impl CallHandler for Runner {
                     let mut s = lock(&self.shared);
                     s.active_tools = chosen.iter().map(|t| t.definition().name).collect();
                 }
+                if !self.attached() {
+                    // Before the agent exists (session_start): the names
+                    // decide the tool set the run starts with, resolved
+                    // once tools registered meanwhile have joined.
+                    lock(&self.shared).pending_active = Some(names);
+                    return ready(Ok(Value::Null));
+                }
                 self.ask(move |a| {
                     a.opts.tools = chosen;
                     Ok(Value::Null)
@@ -912,7 +1007,7 @@ impl Runner {
             "getCommands" => {
                 let mut out = Vec::new();
                 for e in self.extensions() {
-                    for c in &e.reg.commands {
+                    for c in &e.commands() {
                         let mut m = Map::new();
                         m.insert("name".into(), c.name.clone().into());
                         if let Some(d) = &c.description {
