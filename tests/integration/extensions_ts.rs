@@ -397,3 +397,83 @@ fn pi_run_like(o: &Oracle, sb: &Sandbox, bin: &str) -> Command {
     c.env("PI_NODE", &o.node22);
     c
 }
+
+/// The host's calls from a command, answered as pi 1.6.0 answers them:
+/// `waitForIdle` returns, `getContextUsage` is the last answer's tokens
+/// against the model's window, `setLabel` labels the entry (a `label`
+/// entry on the leaf the command read).
+#[test]
+fn ts_command_calls_match_real_pi() {
+    let Some(o) = Oracle::find("ts_command_calls_match_real_pi") else {
+        return;
+    };
+    let ext = repo().join("tests/ext-node/fixtures/calls.ts");
+    let e = ext.to_str().unwrap();
+    let tail = |sb: &Sandbox, out: &[Output]| -> Vec<Value> {
+        for o in out {
+            assert!(o.status.success(), "{}", stderr(o));
+        }
+        let sessions = sb.agent().join("sessions");
+        let dir = std::fs::read_dir(&sessions)
+            .unwrap()
+            .flatten()
+            .next()
+            .unwrap();
+        let file = std::fs::read_dir(dir.path())
+            .unwrap()
+            .flatten()
+            .next()
+            .unwrap();
+        let lines: Vec<Value> = std::fs::read_to_string(file.path())
+            .unwrap()
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        lines[lines.len() - 3..].to_vec()
+    };
+    let pi_sb = Sandbox::new();
+    let pi_mock = MockLlm::start(&o, pi_sb.root(), &json!([{"text": "ok"}]));
+    pi_mock.configure(&pi_sb.agent());
+    let pi_runs = [
+        o.pi160(&pi_sb)
+            .args(["-e", e, "-p", "hi"])
+            .output()
+            .unwrap(),
+        o.pi160(&pi_sb)
+            .args(["-e", e, "-c", "-p", "/mark"])
+            .output()
+            .unwrap(),
+    ];
+    let theirs = tail(&pi_sb, &pi_runs);
+    let sb = Sandbox::new();
+    let mock = MockLlm::start(&o, sb.root(), &json!([{"text": "ok"}]));
+    mock.configure(&sb.agent());
+    let runs = [
+        pi_run(&o, &sb)
+            .args(["-e", e, "-p", "hi"])
+            .output()
+            .unwrap(),
+        pi_run(&o, &sb)
+            .args(["-e", e, "-c", "-p", "/mark"])
+            .output()
+            .unwrap(),
+    ];
+    let ours = tail(&sb, &runs);
+    for (entries, who) in [(&ours, "pi-run"), (&theirs, "pi")] {
+        let (answer, label, probe) = (&entries[0], &entries[1], &entries[2]);
+        assert_eq!(label["type"], "label", "{who}");
+        assert_eq!(label["label"], "marked", "{who}");
+        assert_eq!(label["targetId"], answer["id"], "{who}");
+        assert_eq!(probe["customType"], "calls-probe", "{who}");
+        assert_eq!(probe["data"]["leaf"], answer["id"], "{who}");
+        let usage = &probe["data"]["usage"];
+        let tokens = &answer["message"]["usage"]["totalTokens"];
+        assert_eq!(&usage["tokens"], tokens, "{who}: {usage}");
+        assert_eq!(usage["contextWindow"], 128000, "{who}");
+        let pct = tokens.as_f64().unwrap() / 1280.0;
+        assert!(
+            (usage["percent"].as_f64().unwrap() - pct).abs() < 1e-9,
+            "{who}"
+        );
+    }
+}

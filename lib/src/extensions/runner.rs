@@ -856,6 +856,29 @@ impl CallHandler for Runner {
                     Ok(entries(a, idx))
                 })
             }
+            // pi's estimate: the last answer's total tokens against the
+            // model's window (`undefined` before any answer).
+            "getContextUsage" => self.ask(|a| {
+                let session = &a.store.session;
+                let tokens = session.branch().into_iter().rev().find_map(|i| {
+                    match session.entries[i].message() {
+                        Some(m @ AgentMessage::Assistant(_)) => serde_json::to_value(m)
+                            .ok()
+                            .map(|v| v["usage"]["totalTokens"].clone())
+                            .filter(Value::is_number),
+                        _ => None,
+                    }
+                });
+                let window = a.opts.model.context_window;
+                Ok(match tokens {
+                    Some(t) if window > 0 => json!({
+                        "percent": t.as_f64().unwrap_or(0.0) / window as f64 * 100.0,
+                        "tokens": t,
+                        "contextWindow": window,
+                    }),
+                    _ => Value::Null,
+                })
+            }),
             "session.getHeader" => self
                 .ask(|a| serde_json::to_value(&a.store.session.header).map_err(|e| e.to_string())),
             "session.getLeafId" => self.ask(|a| {
@@ -942,6 +965,25 @@ impl Runner {
                 }));
                 Ok(Value::Null)
             }
+            "setLabel" => {
+                let target = s("entryId").ok_or("setLabel needs an entryId")?;
+                let label = s("label")
+                    .map(|l| l.trim().to_string())
+                    .filter(|l| !l.is_empty());
+                self.push_op(Box::new(move |agent, emit| {
+                    if agent.store.session.index_of(&target).is_none() {
+                        eprintln!("pi-run: setLabel: Entry {target} not found");
+                        return;
+                    }
+                    let e = agent.store.session.new_label(&target, label);
+                    if let Err(err) = agent.append_entry(e, emit) {
+                        eprintln!("pi-run: setLabel: {err}");
+                    }
+                }));
+                Ok(Value::Null)
+            }
+            // Commands run while the agent is idle (pi-run's preflight).
+            "waitForIdle" => Ok(Value::Null),
             "getSessionName" => Ok(lock(&self.shared)
                 .session_name
                 .clone()
