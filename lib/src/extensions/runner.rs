@@ -1047,6 +1047,7 @@ impl Runner {
             "getActiveTools" => Ok(json!(lock(&self.shared).active_tools)),
             "getAllTools" => Ok(Value::Array(lock(&self.shared).all_tools.clone())),
             "getCommands" => {
+                self.absorb_more();
                 let mut out = Vec::new();
                 for e in self.extensions() {
                     for c in &e.commands() {
