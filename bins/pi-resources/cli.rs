@@ -78,8 +78,9 @@ pub struct Cli {
     pub no_approve: bool,
 
     /// Start each extension that would load (trusted ones only, as pi-run
-    /// starts them) and add what it registered to its record:
-    /// `registered: {tools, commands, flags}`; stopped right after.
+    /// starts them) and add what it registered, at load and in its
+    /// `session_start` handlers, to its record: `registered: {tools,
+    /// commands, flags}`; stopped right after.
     #[arg(long)]
     pub inspect: bool,
 

@@ -118,7 +118,7 @@ fn inspect(
     let r = runner::Runner::new(
         runner::RunnerConfig {
             mode: "print".into(),
-            json: false,
+            records: false,
             cwd: cwd.display().to_string(),
             event_timeout: std::time::Duration::from_secs(30),
             prog: PROG.into(),
@@ -143,11 +143,27 @@ fn inspect(
         Some(trusted),
         &opts,
     ));
+    // What they register in session_start counts too (pi lists commands
+    // and tools after it).
+    if !r.extensions().is_empty() {
+        // An in-memory session, as `pi --no-session` has one.
+        pi_lib::agent::Hooks::set_state(
+            r.as_ref(),
+            pi_lib::agent::hooks::AgentSnapshot {
+                session_id: pi_lib::session::ids::new_session_id(),
+                thinking_level: "off".into(),
+                idle: true,
+                ..Default::default()
+            },
+        );
+        rt.block_on(r.session_start());
+        r.absorb_more();
+    }
     for info in r.extensions() {
         let names = |v: Vec<String>| serde_json::Value::from(v);
         let reg = serde_json::json!({
-            "tools": names(info.reg.tools.iter().map(|t| t.name.clone()).collect()),
-            "commands": names(info.reg.commands.iter().map(|c| c.name.clone()).collect()),
+            "tools": names(info.tools().iter().map(|t| t.name.clone()).collect()),
+            "commands": names(info.commands().iter().map(|c| c.name.clone()).collect()),
             "flags": names(info.reg.flags.iter().map(|f| f.name.clone()).collect()),
         });
         if let Some(e) = res

@@ -32,8 +32,8 @@ stdin/stdout is a process extension (README: Extensions). CLI and user
 extensions start first and may answer project_trust; project extensions
 start only in a trusted project. A tool_call handler that throws, times
 out or dies blocks the call (the tool never runs); other handler errors are
-extension_error records in --mode json, `Extension error (<path>): <msg>`
-lines otherwise. A broken extension is one stderr line; the run goes on.
+`Extension error (<path>): <msg>` lines on stderr (also in --mode json, as
+pi). A broken extension is one stderr line; the run goes on.
 `/name args` runs an extension command instead of the agent; extension
 flags (--name [value]) are accepted once an extension registers them.
 

@@ -169,7 +169,8 @@ fn run(
     let runner = exts::Runner::new(
         exts::RunnerConfig {
             mode: if json { "json" } else { "print" }.into(),
-            json,
+            // pi 1.6.0 prints extension errors to stderr in --mode json too.
+            records: false,
             cwd: cwd.display().to_string(),
             event_timeout,
             prog: PROG.into(),
@@ -297,22 +298,7 @@ fn run(
     }
     let has_exts = !chat_only && !runner.extensions().is_empty();
     if has_exts {
-        // Extension tools join the set (one named like a built-in replaces it).
-        let names: Vec<String> = pi_lib::tools::BUILTIN_TOOLS
-            .iter()
-            .map(|n| n.to_string())
-            .collect();
-        let mut pool = select::builtin_tools(&names);
-        for (t, active) in exts::tools(&runner, PROG) {
-            let name = t.definition().name;
-            pool.retain(|b| b.definition().name != name);
-            pool.push(Arc::clone(&t));
-            if active {
-                tools.retain(|b| b.definition().name != name);
-                tools.push(t);
-            }
-        }
-        runner.set_tool_pool(pool);
+        join_extension_tools(&runner, &mut tools, false);
     }
     // Extension flags, now that the extensions registered theirs.
     let registered: Vec<_> = runner
@@ -330,6 +316,12 @@ fn run(
         // resources_discover: extra skill, template and theme paths (relative
         // to the cwd), discovered like --skill & co.
         let (skills, prompts, themes) = rt.block_on(runner.session_start());
+        // Tools registered in session_start (pi-subagents' supervisor) join;
+        // a setActiveTools made there decides the set.
+        join_extension_tools(&runner, &mut tools, true);
+        if let Some(active) = runner.take_pending_active() {
+            tools = active;
+        }
         if !(skills.is_empty() && prompts.is_empty() && themes.is_empty()) {
             let abs = |v: Vec<String>| v.into_iter().map(|p| cwd.join(p)).collect::<Vec<_>>();
             discover.skills.extend(abs(skills));
@@ -502,8 +494,50 @@ fn run(
     if cancel.is_cancelled() {
         runner.kill_all();
     }
+    runner.detach();
     rt.block_on(runner.shutdown());
     result
+}
+
+/// Extension tools join the set (one named like a built-in replaces it)
+/// and the pool `setActiveTools` chooses from. `late`: only tools not in
+/// the pool yet (registered after load, e.g. in `session_start`).
+fn join_extension_tools(
+    runner: &Arc<exts::Runner>,
+    tools: &mut Vec<Arc<dyn pi_lib::tools::Tool>>,
+    late: bool,
+) {
+    let names: Vec<String> = pi_lib::tools::BUILTIN_TOOLS
+        .iter()
+        .map(|n| n.to_string())
+        .collect();
+    let mut pool = if late {
+        runner.tool_pool()
+    } else {
+        select::builtin_tools(&names)
+    };
+    let known: Vec<String> = pool.iter().map(|t| t.definition().name).collect();
+    for (t, active) in exts::tools(runner, PROG) {
+        let name = t.definition().name;
+        if late && known.contains(&name) {
+            continue;
+        }
+        pool.retain(|b| b.definition().name != name);
+        pool.push(Arc::clone(&t));
+        if active {
+            tools.retain(|b| b.definition().name != name);
+            tools.push(t);
+        }
+    }
+    runner.set_tool_pool(pool);
+    // What getActiveTools/getAllTools answer in session_start.
+    runner.set_tools(
+        tools.iter().map(|t| t.definition().name).collect(),
+        tools
+            .iter()
+            .filter_map(|t| serde_json::to_value(t.definition()).ok())
+            .collect(),
+    );
 }
 
 /// What pi does with a prompt before a run (seed 004 step 2): an

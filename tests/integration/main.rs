@@ -7,6 +7,7 @@ mod common;
 mod compact;
 mod ext_node;
 mod extensions;
+mod extensions_ts;
 mod hostile;
 mod peers;
 mod pi_compat;

@@ -34,7 +34,15 @@ pub trait CallHandler: Send + Sync {
         method: String,
         params: Value,
     ) -> BoxFuture<'static, Result<Value, String>>;
+
+    /// A failure extension `ext` of host `host` (its display name)
+    /// reports on its own (`extension_error`).
+    fn extension_error(&self, host: &str, ext: usize, event: &str, error: &str);
 }
+
+/// An answer: the outcome, and the messages of handlers that threw without
+/// ending the chain.
+type Answer = (Result<Value, String>, Vec<String>);
 
 /// Why a request got no answer.
 #[derive(Debug, Clone, PartialEq)]
@@ -62,7 +70,7 @@ pub struct Spawn {
 }
 
 struct Pending {
-    tx: oneshot::Sender<Result<Value, String>>,
+    tx: oneshot::Sender<Answer>,
     updates: Option<mpsc::UnboundedSender<Value>>,
 }
 
@@ -218,9 +226,19 @@ impl Host {
                             }
                         }
                         Ok(ExtRecord::RegisterMore(m)) => lock(&more).push(m),
-                        Ok(ExtRecord::Result { id, outcome }) => {
+                        Ok(ExtRecord::Result {
+                            id,
+                            outcome,
+                            errors,
+                        }) => {
                             if let Some(p) = lock(&pending).remove(&id) {
-                                let _ = p.tx.send(outcome);
+                                let _ = p.tx.send((outcome, errors));
+                            }
+                        }
+                        Ok(ExtRecord::ExtensionError { ext, event, error }) => {
+                            match handler.get() {
+                                Some(h) => h.extension_error(&display, ext, &event, &error),
+                                None => eprintln!("{prog}: extension {display}: {event}: {error}"),
                             }
                         }
                         Ok(ExtRecord::Update { id, partial }) => {
@@ -386,8 +404,20 @@ impl Host {
         timeout: Option<Duration>,
         cancel: &CancellationToken,
     ) -> Result<Value, HostError> {
+        self.request_full(make, updates, timeout, cancel).await.0
+    }
+
+    /// [`Host::request`], with the answer's `errors` (handlers that threw
+    /// without ending the chain; the caller reports them).
+    pub async fn request_full(
+        &self,
+        make: impl FnOnce(u64) -> HostRecord,
+        updates: Option<mpsc::UnboundedSender<Value>>,
+        timeout: Option<Duration>,
+        cancel: &CancellationToken,
+    ) -> (Result<Value, HostError>, Vec<String>) {
         if let Some(r) = self.dead_reason() {
-            return Err(HostError::Dead(r));
+            return (Err(HostError::Dead(r)), Vec::new());
         }
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         let (tx, rx) = oneshot::channel();
@@ -396,7 +426,7 @@ impl Host {
         // has cleared it, or clears it later.
         if let Some(r) = self.dead_reason() {
             lock(&self.pending).remove(&id);
-            return Err(HostError::Dead(r));
+            return (Err(HostError::Dead(r)), Vec::new());
         }
         // The write is inside the limit too: an extension that stops
         // reading fills the pipe.
@@ -416,21 +446,22 @@ impl Host {
             _ = cancel.cancelled() => {
                 lock(&self.pending).remove(&id);
                 self.send_later(HostRecord::Cancel { id });
-                return Err(HostError::Aborted);
+                return (Err(HostError::Aborted), Vec::new());
             }
         };
         match answer {
-            Some(Ok(Ok(v))) => Ok(v),
-            Some(Ok(Err(msg))) => Err(HostError::Failed(msg)),
-            Some(Err(_)) => {
+            Some(Ok((Ok(v), errors))) => (Ok(v), errors),
+            Some(Ok((Err(msg), errors))) => (Err(HostError::Failed(msg)), errors),
+            Some(Err(_)) => (
                 Err(HostError::Dead(self.dead_reason().unwrap_or_else(|| {
                     format!("extension {} is not running", self.display)
-                })))
-            }
+                }))),
+                Vec::new(),
+            ),
             None => {
                 lock(&self.pending).remove(&id);
                 self.send_later(HostRecord::Cancel { id });
-                Err(HostError::Timeout)
+                (Err(HostError::Timeout), Vec::new())
             }
         }
     }

@@ -198,8 +198,9 @@ pub async fn load(
 pub fn tools(runner: &Arc<Runner>, prog: &str) -> Vec<(Arc<dyn Tool>, bool)> {
     let mut out: Vec<(Arc<dyn Tool>, bool)> = Vec::new();
     let mut owners: Vec<(String, String)> = Vec::new();
+    runner.absorb_more();
     for e in runner.extensions() {
-        for spec in &e.reg.tools {
+        for spec in &e.tools() {
             if let Some((_, owner)) = owners.iter().find(|(n, _)| *n == spec.name) {
                 eprintln!(
                     "{prog}: extension {}: Tool \"{}\" conflicts with {owner}; skipped",

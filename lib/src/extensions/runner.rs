@@ -22,7 +22,7 @@ use crate::agent::hooks::{
     ready, AgentOp, AgentSnapshot, BeforeAgentStart, BeforeAgentStartOutcome, BoxFuture, Hooks,
     InputEvent, InputOutcome, ToolCallEvent, ToolCallOutcome, ToolResultEvent,
 };
-use crate::format::extension::{Ctx, HostRecord, Registration};
+use crate::format::extension::{CommandSpec, Ctx, HostRecord, Registration, ToolSpec};
 use crate::format::message::CustomMessage;
 use crate::format::{AgentMessage, ContentBlock, Num, UserContent};
 use crate::tools::ToolOutput;
@@ -36,6 +36,9 @@ pub struct ExtInfo {
     pub path: String,
     pub reg: Registration,
     events: Mutex<HashSet<String>>,
+    /// Tools and commands registered after load (`register_more`, e.g. in
+    /// `session_start`); a later one replaces an earlier one of its name.
+    more: Mutex<(Vec<ToolSpec>, Vec<CommandSpec>)>,
 }
 
 impl ExtInfo {
@@ -47,10 +50,36 @@ impl ExtInfo {
             path,
             reg,
             events: Mutex::new(events),
+            more: Mutex::default(),
         }
     }
     fn handles(&self, event: &str) -> bool {
         lock(&self.events).contains(event)
+    }
+
+    /// Every tool it registered: at load, then later ones (a re-registered
+    /// name keeps its place with the new definition, as pi replaces it).
+    pub fn tools(&self) -> Vec<ToolSpec> {
+        let mut out = self.reg.tools.clone();
+        for t in &lock(&self.more).0 {
+            match out.iter_mut().find(|o| o.name == t.name) {
+                Some(o) => *o = t.clone(),
+                None => out.push(t.clone()),
+            }
+        }
+        out
+    }
+
+    /// Every command it registered, at load and later.
+    pub fn commands(&self) -> Vec<CommandSpec> {
+        let mut out = self.reg.commands.clone();
+        for c in &lock(&self.more).1 {
+            match out.iter_mut().find(|o| o.name == c.name) {
+                Some(o) => *o = c.clone(),
+                None => out.push(c.clone()),
+            }
+        }
+        out
     }
 }
 
@@ -63,9 +92,10 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 pub struct RunnerConfig {
     /// `print`, `json` or `rpc` (the `mode` extensions see).
     pub mode: String,
-    /// `extension_error` records on the event stream (`--mode json`);
-    /// otherwise one stderr line each.
-    pub json: bool,
+    /// `extension_error` records on the event stream (pi does this only in
+    /// RPC mode); otherwise one `Extension error (<path>): <error>` stderr
+    /// line each (print and `--mode json`, as pi 1.6.0).
+    pub records: bool,
     pub cwd: String,
     pub event_timeout: Duration,
     pub prog: String,
@@ -82,6 +112,9 @@ struct Shared {
     session_name: Option<String>,
     system_prompt: String,
     project_trusted: Option<bool>,
+    /// A `setActiveTools` made before the agent exists (`session_start`):
+    /// the names, resolved when the run's tool set is decided.
+    pending_active: Option<Vec<String>>,
 }
 
 /// The extensions of a run.
@@ -146,13 +179,28 @@ impl Runner {
         lock(&self.shared).system_prompt = p;
     }
 
-    /// Registrations made after load: new events join at once.
-    fn absorb_more(&self) {
+    /// Registrations made after load: new events join at once, new tools
+    /// and commands with [`ExtInfo::tools`] / [`ExtInfo::commands`].
+    pub fn absorb_more(&self) {
         for e in self.extensions() {
             for m in e.host.take_more() {
                 if m.ext == e.ext {
                     lock(&e.events).extend(m.events.iter().cloned());
                     lock(&self.events).extend(m.events);
+                    let mut more = lock(&e.more);
+                    more.0.extend(m.tools);
+                    more.1.extend(m.commands);
+                } else if let Some(owner) = self
+                    .extensions()
+                    .into_iter()
+                    .find(|o| Arc::ptr_eq(&o.host, &e.host) && o.ext == m.ext)
+                {
+                    // The Node host's batch for another extension it runs.
+                    lock(&owner.events).extend(m.events.iter().cloned());
+                    lock(&self.events).extend(m.events);
+                    let mut more = lock(&owner.more);
+                    more.0.extend(m.tools);
+                    more.1.extend(m.commands);
                 }
             }
         }
@@ -177,10 +225,10 @@ impl Runner {
         }
     }
 
-    /// Reports a handler's failure: an `extension_error` record in JSON
+    /// Reports a handler's failure: an `extension_error` record in RPC
     /// mode, pi's stderr line otherwise.
     pub fn report(&self, path: &str, event: &str, error: &str) {
-        if self.cfg.json {
+        if self.cfg.records {
             lock(&self.errors).push(json!({"type": "extension_error", "extensionPath": path, "event": event, "error": error}));
         } else {
             eprintln!("Extension error ({path}): {error}");
@@ -197,10 +245,12 @@ impl Runner {
             .collect()
     }
 
-    async fn send(&self, e: &ExtInfo, event: &Value) -> Result<Value, HostError> {
+    /// Sends `event` to one extension: its answer, and the messages of its
+    /// handlers that threw without ending the chain.
+    async fn send(&self, e: &ExtInfo, event: &Value) -> (Result<Value, HostError>, Vec<String>) {
         let ctx = self.ctx();
         e.host
-            .request(
+            .request_full(
                 |id| HostRecord::Event {
                     id,
                     ext: e.ext,
@@ -214,13 +264,22 @@ impl Runner {
             .await
     }
 
-    /// Sends `event` to one handler; a failure is reported and gives `None`.
+    /// Sends `event` to one handler; every failure is reported (each
+    /// thrown message once) and a failed answer gives `None`.
     async fn send_reported(&self, e: &ExtInfo, event: &Value) -> Option<Value> {
         let kind = event.get("type").and_then(Value::as_str).unwrap_or("");
-        match self.send(e, event).await {
+        let (answer, errors) = self.send(e, event).await;
+        for err in &errors {
+            self.report(&e.path, kind, err);
+        }
+        match answer {
             Ok(v) => Some(v),
             Err(HostError::Failed(msg)) => {
-                self.report(&e.path, kind, &msg);
+                // With several throws the answer's error is the first of
+                // `errors`, reported already.
+                if errors.is_empty() {
+                    self.report(&e.path, kind, &msg);
+                }
                 None
             }
             Err(HostError::Timeout) => {
@@ -345,14 +404,48 @@ impl Runner {
         self.ops_ready.notify_one();
     }
 
-    /// The agent's message queue (`sendMessage`, `sendUserMessage`).
+    /// The agent's message queue (`sendMessage`, `sendUserMessage`); from
+    /// now on an agent serves the calls that need it.
     pub fn set_queue(&self, q: Arc<crate::agent::queue::MessageQueue>) {
         *lock(&self.queue) = Some(q);
+    }
+
+    /// The agent is gone (before `session_shutdown`): calls that need it
+    /// are answered at once again instead of waiting for it.
+    pub fn detach(&self) {
+        *lock(&self.queue) = None;
+    }
+
+    /// Whether an agent serves the calls that need it (between
+    /// [`Runner::set_queue`] and [`Runner::detach`]). Before it exists
+    /// (`session_start`) and after it is gone (`session_shutdown`) a read
+    /// must not wait for it.
+    fn attached(&self) -> bool {
+        lock(&self.queue).is_some()
     }
 
     /// Every tool `setActiveTools` may name (active or not).
     pub fn set_tool_pool(&self, tools: Vec<Arc<dyn crate::tools::Tool>>) {
         *lock(&self.pool) = tools;
+    }
+
+    /// The active set a `setActiveTools` asked for before the agent
+    /// existed, from the pool (in pool order; unknown names are ignored,
+    /// as pi does).
+    pub fn take_pending_active(&self) -> Option<Vec<Arc<dyn crate::tools::Tool>>> {
+        let names = lock(&self.shared).pending_active.take()?;
+        Some(
+            lock(&self.pool)
+                .iter()
+                .filter(|t| names.contains(&t.definition().name))
+                .cloned()
+                .collect(),
+        )
+    }
+
+    /// The pool [`Runner::set_tool_pool`] set.
+    pub fn tool_pool(&self) -> Vec<Arc<dyn crate::tools::Tool>> {
+        lock(&self.pool).clone()
     }
 
     /// Answers a call from the agent itself: `f` runs on the agent as soon
@@ -362,6 +455,12 @@ impl Runner {
         &self,
         f: impl FnOnce(&mut crate::agent::Agent) -> Result<Value, String> + Send + 'static,
     ) -> BoxFuture<'static, Result<Value, String>> {
+        if !self.attached() {
+            return ready(Err(
+                "pi-toolkit host: no session is open at this point (before session_start's agent or after shutdown)"
+                    .into(),
+            ));
+        }
         let (tx, rx) = tokio::sync::oneshot::channel();
         self.push_op(Box::new(move |agent, _emit| {
             let _ = tx.send(f(agent));
@@ -462,14 +561,15 @@ impl Hooks for Runner {
     }
 
     fn command(&self, name: &str, args: &str) -> Option<BoxFuture<'_, ()>> {
+        self.absorb_more();
         let e = self
             .extensions()
             .into_iter()
-            .find(|e| e.reg.commands.iter().any(|c| c.name == name))?;
+            .find(|e| e.commands().iter().any(|c| c.name == name))?;
         let ev = json!({"type": "command", "name": name, "args": args});
         let name = name.to_string();
         Some(Box::pin(async move {
-            match self.send(&e, &ev).await {
+            match self.send(&e, &ev).await.0 {
                 Ok(_) | Err(HostError::Aborted) => {}
                 Err(HostError::Failed(m)) => self.report(&format!("command:{name}"), "command", &m),
                 Err(HostError::Timeout) => self.report(
@@ -530,7 +630,15 @@ impl Hooks for Runner {
                 let Some(v) = self.send_reported(&e, &payload).await else {
                     continue;
                 };
-                if let Some(m) = v.get("message").filter(|m| m.is_object()) {
+                // One handler's `message`, or several handlers' `messages`
+                // of one extension (the Node host), in order.
+                let one = v.get("message").filter(|m| m.is_object()).into_iter();
+                let many = v
+                    .get("messages")
+                    .and_then(Value::as_array)
+                    .into_iter()
+                    .flatten();
+                for m in one.chain(many) {
                     match custom_message(m) {
                         Ok(c) => out.messages.push(AgentMessage::Custom(Box::new(c))),
                         Err(err) => self.report(&e.path, "before_agent_start", &err),
@@ -575,7 +683,11 @@ impl Hooks for Runner {
             let mut changed = false;
             for e in self.handlers("tool_call", true) {
                 let payload = json!({"type": "tool_call", "toolName": ev.tool_name, "toolCallId": ev.tool_call_id, "input": input});
-                match self.send(&e, &payload).await {
+                let (answer, errors) = self.send(&e, &payload).await;
+                for err in &errors {
+                    self.report(&e.path, "tool_call", err);
+                }
+                match answer {
                     Ok(v) => {
                         if v.get("block").and_then(Value::as_bool) == Some(true) {
                             let reason = v
@@ -744,6 +856,29 @@ impl CallHandler for Runner {
                     Ok(entries(a, idx))
                 })
             }
+            // pi's estimate: the last answer's total tokens against the
+            // model's window (`undefined` before any answer).
+            "getContextUsage" => self.ask(|a| {
+                let session = &a.store.session;
+                let tokens = session.branch().into_iter().rev().find_map(|i| {
+                    match session.entries[i].message() {
+                        Some(m @ AgentMessage::Assistant(_)) => serde_json::to_value(m)
+                            .ok()
+                            .map(|v| v["usage"]["totalTokens"].clone())
+                            .filter(Value::is_number),
+                        _ => None,
+                    }
+                });
+                let window = a.opts.model.context_window;
+                Ok(match tokens {
+                    Some(t) if window > 0 => json!({
+                        "percent": t.as_f64().unwrap_or(0.0) / window as f64 * 100.0,
+                        "tokens": t,
+                        "contextWindow": window,
+                    }),
+                    _ => Value::Null,
+                })
+            }),
             "session.getHeader" => self
                 .ask(|a| serde_json::to_value(&a.store.session.header).map_err(|e| e.to_string())),
             "session.getLeafId" => self.ask(|a| {
@@ -774,6 +909,13 @@ impl CallHandler for Runner {
                     let mut s = lock(&self.shared);
                     s.active_tools = chosen.iter().map(|t| t.definition().name).collect();
                 }
+                if !self.attached() {
+                    // Before the agent exists (session_start): the names
+                    // decide the tool set the run starts with, resolved
+                    // once tools registered meanwhile have joined.
+                    lock(&self.shared).pending_active = Some(names);
+                    return ready(Ok(Value::Null));
+                }
                 self.ask(move |a| {
                     a.opts.tools = chosen;
                     Ok(Value::Null)
@@ -781,6 +923,16 @@ impl CallHandler for Runner {
             }
             _ => ready(self.answer(&method, &params)),
         }
+    }
+
+    fn extension_error(&self, host: &str, ext: usize, event: &str, error: &str) {
+        let path = self
+            .extensions()
+            .into_iter()
+            .find(|e| e.ext == ext && e.host.display == host)
+            .map(|e| e.path.clone())
+            .unwrap_or_else(|| host.to_string());
+        self.report(&path, event, error);
     }
 }
 
@@ -813,6 +965,25 @@ impl Runner {
                 }));
                 Ok(Value::Null)
             }
+            "setLabel" => {
+                let target = s("entryId").ok_or("setLabel needs an entryId")?;
+                let label = s("label")
+                    .map(|l| l.trim().to_string())
+                    .filter(|l| !l.is_empty());
+                self.push_op(Box::new(move |agent, emit| {
+                    if agent.store.session.index_of(&target).is_none() {
+                        eprintln!("pi-run: setLabel: Entry {target} not found");
+                        return;
+                    }
+                    let e = agent.store.session.new_label(&target, label);
+                    if let Err(err) = agent.append_entry(e, emit) {
+                        eprintln!("pi-run: setLabel: {err}");
+                    }
+                }));
+                Ok(Value::Null)
+            }
+            // Commands run while the agent is idle (pi-run's preflight).
+            "waitForIdle" => Ok(Value::Null),
             "getSessionName" => Ok(lock(&self.shared)
                 .session_name
                 .clone()
@@ -877,9 +1048,10 @@ impl Runner {
             "getActiveTools" => Ok(json!(lock(&self.shared).active_tools)),
             "getAllTools" => Ok(Value::Array(lock(&self.shared).all_tools.clone())),
             "getCommands" => {
+                self.absorb_more();
                 let mut out = Vec::new();
                 for e in self.extensions() {
-                    for c in &e.reg.commands {
+                    for c in &e.commands() {
                         let mut m = Map::new();
                         m.insert("name".into(), c.name.clone().into());
                         if let Some(d) = &c.description {

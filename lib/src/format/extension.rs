@@ -271,10 +271,20 @@ pub enum ExtRecord {
     Register(Register),
     RegisterMore(RegisterMore),
     /// The answer to request `id`: the handler's return value (`null` for
-    /// none), or the thrown message.
+    /// none), or the thrown message; `errors` are the messages of handlers
+    /// that threw without ending the chain (the Node host's `errors` list;
+    /// each is reported as an `extension_error`).
     Result {
         id: u64,
         outcome: Result<Value, String>,
+        errors: Vec<String>,
+    },
+    /// A failure the extension reports on its own (`extension_error`: a
+    /// throwing `pi.events` listener, a refused fire-and-forget action).
+    ExtensionError {
+        ext: usize,
+        event: String,
+        error: String,
     },
     /// Progress of tool execution `id`.
     Update {
@@ -337,7 +347,33 @@ impl ExtRecord {
                     Some(Value::String(s)) => Err(s),
                     Some(other) => Err(other.to_string()),
                 };
-                ExtRecord::Result { id, outcome }
+                let errors = match m.remove("errors") {
+                    Some(Value::Array(a)) => a
+                        .into_iter()
+                        .map(|e| match e {
+                            Value::String(s) => s,
+                            other => other.to_string(),
+                        })
+                        .collect(),
+                    _ => Vec::new(),
+                };
+                ExtRecord::Result {
+                    id,
+                    outcome,
+                    errors,
+                }
+            }
+            "extension_error" => {
+                let text = |k: &str| match m.get(k) {
+                    Some(Value::String(s)) => s.clone(),
+                    Some(Value::Null) | None => String::new(),
+                    Some(other) => other.to_string(),
+                };
+                ExtRecord::ExtensionError {
+                    ext,
+                    event: text("event"),
+                    error: text("error"),
+                }
             }
             "update" => {
                 let id = int_id(m.get("id")).ok_or_else(|| bad("needs an integer id".into()))?;
@@ -378,6 +414,7 @@ impl HostRecord {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     #[test]
     fn parses_every_record_kind() {
@@ -394,14 +431,38 @@ mod tests {
             ExtRecord::parse(r#"{"type":"result","id":3,"result":null}"#).unwrap(),
             ExtRecord::Result {
                 id: 3,
-                outcome: Ok(Value::Null)
+                outcome: Ok(Value::Null),
+                errors: vec![]
             }
         );
         assert_eq!(
             ExtRecord::parse(r#"{"type":"result","id":3,"error":"boom"}"#).unwrap(),
             ExtRecord::Result {
                 id: 3,
-                outcome: Err("boom".into())
+                outcome: Err("boom".into()),
+                errors: vec![]
+            }
+        );
+        assert_eq!(
+            ExtRecord::parse(
+                r#"{"type":"result","id":4,"result":{"message":{}},"errors":["a",{"x":1}]}"#
+            )
+            .unwrap(),
+            ExtRecord::Result {
+                id: 4,
+                outcome: Ok(json!({"message": {}})),
+                errors: vec!["a".into(), r#"{"x":1}"#.into()]
+            }
+        );
+        assert_eq!(
+            ExtRecord::parse(
+                r#"{"type":"extension_error","ext":2,"event":"events:ch","error":"bad"}"#
+            )
+            .unwrap(),
+            ExtRecord::ExtensionError {
+                ext: 2,
+                event: "events:ch".into(),
+                error: "bad".into()
             }
         );
         assert!(matches!(

@@ -16,7 +16,9 @@ use std::path::{Path, PathBuf};
 
 use serde_json::Map;
 
-use crate::format::entry::{MessageEntry, ModelChangeEntry, ThinkingLevelChangeEntry};
+use crate::format::entry::{
+    CustomMessageEntry, MessageEntry, ModelChangeEntry, ThinkingLevelChangeEntry,
+};
 use crate::format::{AgentMessage, Entry, SessionHeader};
 use crate::paths::session_file_name;
 use crate::timefmt::now_iso;
@@ -139,8 +141,22 @@ impl SessionStore {
         Ok(entry)
     }
 
-    /// A `message` entry for `message`, child of the leaf.
+    /// The entry recording `message`, child of the leaf: a `message`
+    /// entry, except that an extension's `custom` message is recorded as a
+    /// `custom_message` entry, as pi records it.
     pub fn message_entry(&self, message: AgentMessage) -> Entry {
+        if let AgentMessage::Custom(c) = message {
+            return Entry::CustomMessage(Box::new(CustomMessageEntry {
+                custom_type: c.custom_type,
+                content: c.content,
+                display: c.display,
+                details: c.details,
+                id: self.session.fresh_id(),
+                parent_id: self.session.leaf_id().map(str::to_string),
+                timestamp: now_iso(),
+                extra: Map::new(),
+            }));
+        }
         Entry::Message(Box::new(MessageEntry {
             id: self.session.fresh_id(),
             parent_id: self.session.leaf_id().map(str::to_string),

@@ -1,0 +1,479 @@
+//! pi's TypeScript extensions end to end: one extension written against
+//! pi's documented API (`tests/ext-node/fixtures/acceptance.ts`: a tool
+//! with a schema, a `tool_call` block and rewrite, a `tool_result` patch,
+//! an `input` transform, a `before_agent_start` message, a command, a flag)
+//! run by pi 1.6.0 and by `pi-run` (through the Node host) against the same
+//! mock: the same recorded system message and `toolsAdded`, tool results,
+//! session entries and `--mode json` event types (issue 10, acceptance 1).
+
+use std::path::PathBuf;
+use std::process::{Command, Output};
+
+use serde_json::{json, Value};
+
+use crate::common::*;
+
+fn extension() -> PathBuf {
+    repo().join("tests/ext-node/fixtures/acceptance.ts")
+}
+
+fn turns() -> Value {
+    json!([
+        {"tool_calls": [{"name": "greet", "arguments": {"name": "  Ada  "}}]},
+        {"tool_calls": [{"name": "bash", "arguments": {"command": "rm -rf ./gone && touch ran.txt"}}]},
+        {"text": "done"}
+    ])
+}
+
+/// `pi-run` with the oracle's Node 22 as the extensions' Node.
+fn pi_run(o: &Oracle, sb: &Sandbox) -> Command {
+    let mut c = sb.cmd("pi-run");
+    c.env("PI_NODE", &o.node22);
+    c
+}
+
+/// Event types, message events refined by role and `message_update` by
+/// its assistant event type.
+fn event_types(out: &Output) -> Vec<String> {
+    jsonl(out)
+        .iter()
+        .map(|v| {
+            let t = v["type"].as_str().unwrap_or("?");
+            match t {
+                "message_update" => format!(
+                    "{t}:{}",
+                    v["assistantMessageEvent"]["type"].as_str().unwrap_or("?")
+                ),
+                "message_start" | "message_end" => {
+                    format!("{t}:{}", v["message"]["role"].as_str().unwrap_or("?"))
+                }
+                _ => t.to_string(),
+            }
+        })
+        .collect()
+}
+
+/// Removes what differs by nature between two runs: ids, times, token
+/// counts (the mock counts the prompt's bytes and our `docs` section is
+/// ours), the cwd and the `docs` section.
+fn normalize(v: &mut Value) {
+    match v {
+        Value::Object(m) => {
+            for k in [
+                "id",
+                "parentId",
+                "timestamp",
+                "durationMs",
+                "usage",
+                "responseId",
+                "cwd",
+                "docs",
+            ] {
+                m.remove(k);
+            }
+            m.values_mut().for_each(normalize);
+        }
+        Value::Array(a) => a.iter_mut().for_each(normalize),
+        _ => {}
+    }
+}
+
+fn session_entries(sb: &Sandbox) -> Vec<Value> {
+    let sessions = sb.agent().join("sessions");
+    let mut files = Vec::new();
+    for d in std::fs::read_dir(&sessions).unwrap().flatten() {
+        for f in std::fs::read_dir(d.path()).unwrap().flatten() {
+            files.push(f.path());
+        }
+    }
+    assert_eq!(files.len(), 1, "one session under {}", sessions.display());
+    std::fs::read_to_string(&files[0])
+        .unwrap()
+        .lines()
+        .map(|l| {
+            let mut v: Value = serde_json::from_str(l).unwrap();
+            normalize(&mut v);
+            v
+        })
+        .collect()
+}
+
+fn tool_results(out: &Output) -> Vec<Value> {
+    jsonl(out)
+        .into_iter()
+        .filter(|e| e["type"] == "tool_execution_end")
+        .map(|e| json!({"tool": e["toolName"], "result": e["result"], "isError": e["isError"]}))
+        .collect()
+}
+
+/// The user-side messages of the first model request (the transformed
+/// input and the `before_agent_start` message).
+fn first_request_user_messages(log: &std::path::Path) -> Vec<Value> {
+    let text = std::fs::read_to_string(log).unwrap();
+    let first: Value = serde_json::from_str(text.lines().next().unwrap()).unwrap();
+    first["body"]["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| m["role"] == "user")
+        .cloned()
+        .collect()
+}
+
+#[test]
+fn ts_extension_matches_real_pi() {
+    let Some(o) = Oracle::find("ts_extension_matches_real_pi") else {
+        return;
+    };
+    let ext = extension();
+    let args = |extra: &[&str]| -> Vec<String> {
+        let mut a = vec!["-e".to_string(), ext.display().to_string()];
+        a.extend(extra.iter().map(|s| s.to_string()));
+        a
+    };
+    let run1 = args(&["--shout", "--mode", "json", "please greet Ada"]);
+    let run2 = args(&["-c", "--mode", "json", "/stamp a b"]);
+
+    // pi's runs.
+    let pi_sb = Sandbox::new();
+    let pi_mock = MockLlm::start(&o, pi_sb.root(), &turns());
+    pi_mock.configure(&pi_sb.agent());
+    let pi_out = o.pi160(&pi_sb).args(&run1).output().unwrap();
+    assert!(pi_out.status.success(), "pi: {}", stderr(&pi_out));
+    let pi_cmd = o.pi160(&pi_sb).args(&run2).output().unwrap();
+    assert!(pi_cmd.status.success(), "pi: {}", stderr(&pi_cmd));
+
+    // Ours.
+    let sb = Sandbox::new();
+    let mock = MockLlm::start(&o, sb.root(), &turns());
+    mock.configure(&sb.agent());
+    let out = pi_run(&o, &sb).args(&run1).output().unwrap();
+    assert!(out.status.success(), "pi-run: {}", stderr(&out));
+    let cmd = pi_run(&o, &sb).args(&run2).output().unwrap();
+    assert!(cmd.status.success(), "pi-run: {}", stderr(&cmd));
+
+    // The blocked command never ran.
+    assert!(!pi_sb.cwd().join("ran.txt").exists());
+    assert!(!sb.cwd().join("ran.txt").exists());
+
+    // The same tool results: the flag read, the rewritten argument and
+    // the patch in the first, the block's reason in the second.
+    let results = tool_results(&out);
+    assert_eq!(results, tool_results(&pi_out));
+    assert_eq!(
+        results[0]["result"]["content"][0]["text"],
+        "HELLO, ADA! (patched)"
+    );
+    assert_eq!(
+        results[1]["result"]["content"][0]["text"],
+        "dangerous command blocked by acceptance.ts"
+    );
+
+    // The same event types, also for the command-only run.
+    assert_eq!(event_types(&out), event_types(&pi_out));
+    assert_eq!(event_types(&cmd), event_types(&pi_cmd));
+
+    // The model saw the transformed input and the extension's message.
+    let ours_req = first_request_user_messages(&mock.log);
+    assert_eq!(ours_req, first_request_user_messages(&pi_mock.log));
+    assert_eq!(ours_req[0]["content"][0]["text"], "greet Ada");
+
+    // The same session entries: the recorded system message (sections but
+    // `docs`, `toolsAdded` with the extension's tool), the custom message,
+    // the tool results and the command's entry.
+    let ours = session_entries(&sb);
+    let theirs = session_entries(&pi_sb);
+    assert_eq!(ours.len(), theirs.len(), "{ours:#?}\n---\n{theirs:#?}");
+    for (a, b) in ours.iter().zip(&theirs) {
+        assert_eq!(a, b);
+    }
+    let system = ours
+        .iter()
+        .find(|e| e["message"]["role"] == "system")
+        .unwrap();
+    let added: Vec<&str> = system["message"]["toolsAdded"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|t| t["name"].as_str())
+        .collect();
+    assert!(added.contains(&"greet"), "{added:?}");
+    assert!(ours
+        .iter()
+        .any(|e| e["type"] == "custom_message" && e["customType"] == "acceptance-note"));
+    assert_eq!(
+        ours.last().unwrap(),
+        &json!({"type": "custom", "customType": "acceptance-stamp", "data": {"args": "a b"}})
+    );
+}
+
+/// The `Extension error (<path>): <error>` lines of a run, in order.
+fn error_lines(out: &Output) -> Vec<String> {
+    stderr(out)
+        .lines()
+        .filter(|l| l.starts_with("Extension error ("))
+        .map(str::to_string)
+        .collect()
+}
+
+/// Throws in a TS extension, as pi 1.6.0 treats them: a throwing
+/// `tool_call` handler blocks the call (the marker file is never made) with
+/// the thrown text and no report; a throwing `input` handler and a throwing
+/// `pi.events` listener are reported on stderr (also in `--mode json`) and
+/// the chain goes on; two `before_agent_start` messages of one extension
+/// are both recorded.
+#[test]
+fn ts_extension_throws_match_real_pi() {
+    let Some(o) = Oracle::find("ts_extension_throws_match_real_pi") else {
+        return;
+    };
+    let turns = json!([
+        {"tool_calls": [{"name": "bash", "arguments": {"command": "touch ran.txt"}}]},
+        {"text": "done"}
+    ]);
+    let ext = repo().join("tests/ext-node/fixtures/throws.ts");
+    let args = ["-e", ext.to_str().unwrap(), "--mode", "json", "go"];
+
+    let pi_sb = Sandbox::new();
+    let pi_mock = MockLlm::start(&o, pi_sb.root(), &turns);
+    pi_mock.configure(&pi_sb.agent());
+    let pi_out = o.pi160(&pi_sb).args(args).output().unwrap();
+    assert!(pi_out.status.success(), "pi: {}", stderr(&pi_out));
+
+    let sb = Sandbox::new();
+    let mock = MockLlm::start(&o, sb.root(), &turns);
+    mock.configure(&sb.agent());
+    let out = pi_run(&o, &sb).args(args).output().unwrap();
+    assert!(out.status.success(), "pi-run: {}", stderr(&out));
+
+    assert!(!pi_sb.cwd().join("ran.txt").exists());
+    assert!(!sb.cwd().join("ran.txt").exists(), "a throwing gate blocks");
+    let results = tool_results(&out);
+    assert_eq!(results, tool_results(&pi_out));
+    assert_eq!(results[0]["result"]["content"][0]["text"], "gate boom");
+    assert_eq!(results[0]["isError"], true);
+
+    assert_eq!(event_types(&out), event_types(&pi_out));
+    let errors = error_lines(&out);
+    assert_eq!(errors, error_lines(&pi_out));
+    assert_eq!(
+        errors,
+        [
+            format!("Extension error ({}): listener boom", ext.display()),
+            format!("Extension error ({}): input boom", ext.display()),
+        ]
+    );
+
+    let ours = session_entries(&sb);
+    assert_eq!(ours, session_entries(&pi_sb));
+    let customs: Vec<&Value> = ours
+        .iter()
+        .filter(|e| e["type"] == "custom_message")
+        .map(|e| &e["customType"])
+        .collect();
+    assert_eq!(customs, [&json!("first"), &json!("second")]);
+    let user = ours
+        .iter()
+        .find(|e| e["message"]["role"] == "user")
+        .unwrap();
+    assert_eq!(user["message"]["content"][0]["text"], "go (seen)");
+}
+
+/// Issue 10, acceptance 3: the real npm extensions that
+/// `tests/ext-node/install.sh` installs load under `pi-run` and register
+/// the same tools and commands as under pi 1.6.0. pi's side comes from
+/// `tests/ext-node/compare-npm.mjs` (the tools of the mock's first request,
+/// RPC `get_commands`); ours from the system message `pi-run` records
+/// (`toolsAdded`, also the tools registered in `session_start`) and
+/// `pi-resources --inspect` (commands).
+#[test]
+fn npm_extensions_register_what_pi_registers() {
+    let Some(o) = Oracle::find("npm_extensions_register_what_pi_registers") else {
+        return;
+    };
+    let cache = std::env::var_os("PI_EXT_CACHE")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            PathBuf::from(std::env::var_os("HOME").unwrap_or_default())
+                .join(".cache/pi-toolkit-ext")
+        });
+    let packages = [
+        ("@tintinweb/pi-subagents", "tintinweb-subagents"),
+        ("pi-subagents", "pi-subagents"),
+        ("pi-mcp-adapter", "pi-mcp-adapter"),
+        ("pi-web-access", "pi-web-access"),
+    ];
+    let dirs: Vec<PathBuf> = packages
+        .iter()
+        .map(|(pkg, sub)| cache.join(sub).join("node_modules").join(pkg))
+        .collect();
+    if dirs.iter().any(|d| !d.join("package.json").is_file()) {
+        if std::env::var("CI").is_ok_and(|v| v == "true") {
+            panic!(
+                "the npm extensions are not installed under {} (tests/ext-node/install.sh)",
+                cache.display()
+            );
+        }
+        eprintln!("SKIP npm_extensions_register_what_pi_registers: run tests/ext-node/install.sh");
+        return;
+    }
+    let sb = Sandbox::new();
+    let rows_file = sb.root().join("rows.json");
+    let cmp = Command::new(&o.node22)
+        .arg(repo().join("tests/ext-node/compare-npm.mjs"))
+        .args(["--json", rows_file.to_str().unwrap()])
+        .env("PI_ORACLE_DIR", &o.root)
+        .env("PI_EXT_CACHE", &cache)
+        .output()
+        .unwrap();
+    assert!(cmp.status.success(), "compare-npm: {}", stderr(&cmp));
+    let rows = read_json(&rows_file);
+    let builtins = ["read", "bash", "edit", "write"];
+    for ((pkg, _), dir) in packages.iter().zip(&dirs) {
+        let row = rows
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| {
+                r["package"]
+                    .as_str()
+                    .unwrap_or("")
+                    .starts_with(&format!("{pkg}@"))
+            })
+            .unwrap_or_else(|| panic!("no row for {pkg}"));
+        let names = |v: &Value| -> Vec<String> {
+            v.as_array()
+                .unwrap()
+                .iter()
+                .filter_map(|x| x.as_str().map(str::to_string))
+                .collect()
+        };
+        // Tools: what pi-run records in the system message.
+        let run = Sandbox::new();
+        let mock = MockLlm::start(&o, run.root(), &json!([{"text": "ok"}]));
+        mock.configure(&run.agent());
+        let out = pi_run(&o, &run)
+            .args(["--extension-timeout", "20", "-e"])
+            .arg(dir)
+            .arg("hi")
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{pkg}: {}", stderr(&out));
+        let system = session_entries(&run)
+            .into_iter()
+            .find(|e| e["message"]["role"] == "system")
+            .unwrap();
+        let tools: Vec<String> = system["message"]["toolsAdded"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|t| t["name"].as_str())
+            .filter(|n| !builtins.contains(n))
+            .map(str::to_string)
+            .collect();
+        assert_eq!(tools, names(&row["piTools"]), "{pkg}: tools");
+        // Commands: pi-resources --inspect.
+        let inspect = pi_run_like(&o, &run, "pi-resources")
+            .args(["--inspect", "--format", "jsonl", "-e"])
+            .arg(dir)
+            .output()
+            .unwrap();
+        assert!(inspect.status.success(), "{pkg}: {}", stderr(&inspect));
+        let ext = jsonl(&inspect)
+            .into_iter()
+            .find(|r| r["type"] == "extension")
+            .unwrap_or_else(|| panic!("{pkg}: no extension record"));
+        assert_eq!(
+            names(&ext["registered"]["commands"]),
+            names(&row["piCommands"]),
+            "{pkg}: commands"
+        );
+    }
+}
+
+/// One of our binaries with the oracle's Node 22 for extensions.
+fn pi_run_like(o: &Oracle, sb: &Sandbox, bin: &str) -> Command {
+    let mut c = sb.cmd(bin);
+    c.env("PI_NODE", &o.node22);
+    c
+}
+
+/// The host's calls from a command, answered as pi 1.6.0 answers them:
+/// `waitForIdle` returns, `getContextUsage` is the last answer's tokens
+/// against the model's window, `setLabel` labels the entry (a `label`
+/// entry on the leaf the command read).
+#[test]
+fn ts_command_calls_match_real_pi() {
+    let Some(o) = Oracle::find("ts_command_calls_match_real_pi") else {
+        return;
+    };
+    let ext = repo().join("tests/ext-node/fixtures/calls.ts");
+    let e = ext.to_str().unwrap();
+    let tail = |sb: &Sandbox, out: &[Output]| -> Vec<Value> {
+        for o in out {
+            assert!(o.status.success(), "{}", stderr(o));
+        }
+        let sessions = sb.agent().join("sessions");
+        let dir = std::fs::read_dir(&sessions)
+            .unwrap()
+            .flatten()
+            .next()
+            .unwrap();
+        let file = std::fs::read_dir(dir.path())
+            .unwrap()
+            .flatten()
+            .next()
+            .unwrap();
+        let lines: Vec<Value> = std::fs::read_to_string(file.path())
+            .unwrap()
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        lines[lines.len() - 3..].to_vec()
+    };
+    let pi_sb = Sandbox::new();
+    let pi_mock = MockLlm::start(&o, pi_sb.root(), &json!([{"text": "ok"}]));
+    pi_mock.configure(&pi_sb.agent());
+    let pi_runs = [
+        o.pi160(&pi_sb)
+            .args(["-e", e, "-p", "hi"])
+            .output()
+            .unwrap(),
+        o.pi160(&pi_sb)
+            .args(["-e", e, "-c", "-p", "/mark"])
+            .output()
+            .unwrap(),
+    ];
+    let theirs = tail(&pi_sb, &pi_runs);
+    let sb = Sandbox::new();
+    let mock = MockLlm::start(&o, sb.root(), &json!([{"text": "ok"}]));
+    mock.configure(&sb.agent());
+    let runs = [
+        pi_run(&o, &sb)
+            .args(["-e", e, "-p", "hi"])
+            .output()
+            .unwrap(),
+        pi_run(&o, &sb)
+            .args(["-e", e, "-c", "-p", "/mark"])
+            .output()
+            .unwrap(),
+    ];
+    let ours = tail(&sb, &runs);
+    for (entries, who) in [(&ours, "pi-run"), (&theirs, "pi")] {
+        let (answer, label, probe) = (&entries[0], &entries[1], &entries[2]);
+        assert_eq!(label["type"], "label", "{who}");
+        assert_eq!(label["label"], "marked", "{who}");
+        assert_eq!(label["targetId"], answer["id"], "{who}");
+        assert_eq!(probe["customType"], "calls-probe", "{who}");
+        assert_eq!(probe["data"]["leaf"], answer["id"], "{who}");
+        let usage = &probe["data"]["usage"];
+        let tokens = &answer["message"]["usage"]["totalTokens"];
+        assert_eq!(&usage["tokens"], tokens, "{who}: {usage}");
+        assert_eq!(usage["contextWindow"], 128000, "{who}");
+        let pct = tokens.as_f64().unwrap() / 1280.0;
+        assert!(
+            (usage["percent"].as_f64().unwrap() - pct).abs() < 1e-9,
+            "{who}"
+        );
+    }
+}
