@@ -60,27 +60,26 @@ impl ExtInfo {
     /// Every tool it registered: at load, then later ones (a re-registered
     /// name keeps its place with the new definition, as pi replaces it).
     pub fn tools(&self) -> Vec<ToolSpec> {
-        let mut out = self.reg.tools.clone();
-        for t in &lock(&self.more).0 {
-            match out.iter_mut().find(|o| o.name == t.name) {
-                Some(o) => *o = t.clone(),
-                None => out.push(t.clone()),
-            }
-        }
-        out
+        merged(&self.reg.tools, &lock(&self.more).0, |t| &t.name)
     }
 
-    /// Every command it registered, at load and later.
+    /// Every command it registered, at load and later (same rule).
     pub fn commands(&self) -> Vec<CommandSpec> {
-        let mut out = self.reg.commands.clone();
-        for c in &lock(&self.more).1 {
-            match out.iter_mut().find(|o| o.name == c.name) {
-                Some(o) => *o = c.clone(),
-                None => out.push(c.clone()),
-            }
-        }
-        out
+        merged(&self.reg.commands, &lock(&self.more).1, |c| &c.name)
     }
+}
+
+/// `first` with `later` applied: a later item replaces the one of the same
+/// name in place, a new name is appended.
+fn merged<T: Clone>(first: &[T], later: &[T], name: impl Fn(&T) -> &String) -> Vec<T> {
+    let mut out = first.to_vec();
+    for t in later {
+        match out.iter_mut().find(|o| name(o) == name(t)) {
+            Some(o) => *o = t.clone(),
+            None => out.push(t.clone()),
+        }
+    }
+    out
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
