@@ -5,7 +5,7 @@
 // SKIP, and under CI=true they fail.
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { mkdtempSync, writeFileSync, mkdirSync, rmSync, existsSync } from "node:fs";
+import { mkdtempSync, writeFileSync, mkdirSync, rmSync, existsSync, readdirSync } from "node:fs";
 import { tmpdir, homedir } from "node:os";
 import { join } from "node:path";
 import { execFileSync } from "node:child_process";
@@ -430,4 +430,26 @@ test("stdin closing right after hello still gets the register (loading finishes 
 	const reg = await d.waitFor((r) => r.type === "register");
 	assert.deepEqual(reg.extensions.map((e) => e.commands.map((c) => c.name)), [["slow"]]);
 	assert.equal((await d.exited).code, 0);
+});
+
+ts("stripped TypeScript is cached: a second load reads the cached module instead of stripping again", async (t) => {
+	const dir = scratch(t);
+	const cache = join(dir, "ts-cache");
+	const ext = join(dir, "cached.ts");
+	writeFileSync(ext, `export default function (pi: any): void { pi.registerCommand("first", { handler() {} }); }\n`);
+	const load = async () => {
+		const d = new HostDriver({ node: TS_NODE, env: { ...process.env, PI_TS_CACHE: cache } });
+		t.after(() => d.close());
+		const reg = await d.hello([ext], {});
+		return reg.extensions.map((e) => e.commands.map((c) => c.name));
+	};
+	assert.deepEqual(await load(), [["first"]]);
+	const files = readdirSync(cache).filter((f) => f.endsWith(".js"));
+	assert.equal(files.length, 1, "the stripped module is cached");
+	// The cached text is what the host loads while the source is unchanged.
+	writeFileSync(join(cache, files[0]), `export default function (pi) { pi.registerCommand("cached", { handler() {} }); }\n`);
+	assert.deepEqual(await load(), [["cached"]]);
+	// A changed source is stripped again.
+	writeFileSync(ext, `export default function (pi: any): void { pi.registerCommand("second", { handler() {} }); }\n`);
+	assert.deepEqual(await load(), [["second"]]);
 });

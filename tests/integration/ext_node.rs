@@ -22,10 +22,13 @@ fn node_host_tests_pass() {
         .collect();
     tests.sort();
     assert!(!tests.is_empty(), "no tests in {}", dir.display());
+    // The host's stripped-TypeScript cache goes to a scratch dir, not ~/.cache.
+    let scratch = tempfile::tempdir().unwrap();
     let out = Command::new(&o.node22)
         .arg("--test")
         .args(&tests)
         .env("PI_ORACLE_DIR", &o.root)
+        .env("PI_TS_CACHE", scratch.path().join("ts-cache"))
         .current_dir(repo())
         .output()
         .unwrap();
