@@ -361,10 +361,12 @@ fn selection_errors() {
 
 #[test]
 fn faux_models_need_no_key() {
-    let d = agent(&[(
-        "models.json",
-        r#"{"providers":{"faux":{"api":"faux","baseUrl":"/tmp/script.jsonl","models":[{"id":"faux-1"}]}}}"#,
-    )]);
+    // The faux provider's baseUrl names its script; it is not opened here,
+    // but it still lives in the test's own directory.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let script = dir.path().join("script.jsonl");
+    let models = serde_json::json!({"providers":{"faux":{"api":"faux","baseUrl":script.display().to_string(),"models":[{"id":"faux-1"}]}}});
+    let d = agent(&[("models.json", models.to_string().as_str())]);
     let reg = ModelRegistry::load_with_env(d.path(), HashMap::new()).expect("load");
     let req = SelectionRequest {
         model: Some("faux/faux-1".into()),
@@ -373,7 +375,7 @@ fn faux_models_need_no_key() {
     let s = resolve_selection(&reg, &req, &SelectionDefaults::default()).expect("faux");
     assert_eq!(
         (s.model.api.as_str(), s.model.base_url.as_str()),
-        ("faux", "/tmp/script.jsonl")
+        ("faux", script.to_str().expect("utf-8 path"))
     );
     assert_eq!(s.api_key, None);
 }
