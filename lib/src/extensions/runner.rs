@@ -888,16 +888,7 @@ impl CallHandler for Runner {
                     .unwrap_or(Value::Null))
             }),
             "setActiveTools" => {
-                let names: Vec<String> = params
-                    .get("names")
-                    .and_then(Value::as_array)
-                    .map(|a| {
-                        a.iter()
-                            .filter_map(Value::as_str)
-                            .map(str::to_string)
-                            .collect()
-                    })
-                    .unwrap_or_default();
+                let names = crate::format::string_list(params.get("names"));
                 let pool = lock(&self.pool).clone();
                 // Unknown names are ignored, as pi does.
                 let chosen: Vec<Arc<dyn crate::tools::Tool>> = names

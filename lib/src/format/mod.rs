@@ -23,3 +23,15 @@ pub mod tool;
 pub use entry::{Entry, SessionHeader, CURRENT_SESSION_VERSION};
 pub use message::{AgentMessage, ContentBlock, Cost, Usage, UserContent};
 pub use num::Num;
+
+/// The strings of a JSON array (other items skipped; not an array: none).
+pub fn string_list(v: Option<&serde_json::Value>) -> Vec<String> {
+    v.and_then(serde_json::Value::as_array)
+        .map(|a| {
+            a.iter()
+                .filter_map(serde_json::Value::as_str)
+                .map(str::to_string)
+                .collect()
+        })
+        .unwrap_or_default()
+}

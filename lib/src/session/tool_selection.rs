@@ -220,16 +220,7 @@ impl Session {
     /// Reads a run's persisted tool policy.
     pub fn run_selection(&self) -> RunSelection {
         if let Some(snap) = self.subagent_snapshot() {
-            let tools: Vec<String> = snap
-                .get("tools")
-                .and_then(Value::as_array)
-                .map(|a| {
-                    a.iter()
-                        .filter_map(Value::as_str)
-                        .map(str::to_string)
-                        .collect()
-                })
-                .unwrap_or_default();
+            let tools = crate::format::string_list(snap.get("tools"));
             let flag = |k: &str| snap.get(k).and_then(Value::as_bool).unwrap_or(false);
             let chat_only = tools.is_empty() && !flag("loadSkills") && !flag("loadExtensions");
             return RunSelection {
