@@ -7,6 +7,7 @@ use std::path::PathBuf;
 use clap::{Parser, Subcommand};
 use pi_lib::cli::{Generate, OutputFormat};
 
+use crate::agents_cmd::AgentsArgs;
 use crate::trust_cmd::TrustArgs;
 
 pub const AFTER_HELP: &str = "\
@@ -33,6 +34,7 @@ Examples:
   pi-resources -t 'gr*,read' -xt grep          the tool set of those flags
   pi-resources | jq 'select(.type==\"diagnostic\")'
   pi-resources trust --help                 show or change saved trust
+  pi-resources agents --help                the built-in subagents' switch and profiles
 
 Exit status:
   0    success (diagnostics about single resources are allowed)
@@ -100,6 +102,8 @@ pub struct Cli {
 pub enum Command {
     /// Show or change saved project-trust decisions (trust.json).
     Trust(TrustArgs),
+    /// Show or change the built-in subagents' settings; list the profiles.
+    Agents(AgentsArgs),
 }
 
 /// pi's multi-letter short flags (`-na`, `-nc`, `-ns`, `-np`, `-ne`, `-nt`,

@@ -2,6 +2,7 @@
 //! `pi_lib::trust` (the decision) and `pi_lib::resources` (what applies):
 //! parse arguments, decide trust, discover, print records.
 
+mod agents_cmd;
 mod cli;
 mod out;
 mod trust_cmd;
@@ -36,9 +37,11 @@ fn run(cli: Cli) -> Result<i32, CliError> {
         stdout.finish()?;
         return Ok(EXIT_OK);
     }
-    if let Some(Command::Trust(args)) = cli.command {
-        return trust_cmd::run(args, cli.format);
-    }
+    let agents = match cli.command {
+        Some(Command::Trust(args)) => return trust_cmd::run(args, cli.format),
+        Some(Command::Agents(args)) => Some(args),
+        None => None,
+    };
     let cwd = resolve_cwd(cli.cwd.as_deref())?;
     let agent_dir = pi_lib::paths::agent_dir();
     let cli_trust = if cli.approve {
@@ -50,6 +53,9 @@ fn run(cli: Cli) -> Result<i32, CliError> {
     };
     let outcome = pi_lib::trust::decide(&cwd, &agent_dir, cli_trust, None, false)
         .map_err(|e| CliError::input(e.to_string()))?;
+    if let Some(args) = agents {
+        return agents_cmd::run(args, cli.format, &agent_dir, &cwd, outcome.trusted);
+    }
     let trust = outcome.record();
     let bad_settings = |e: pi_lib::settings::SettingsError| {
         CliError::input(e.to_string()).with_hint("fix or remove the file; it is never rewritten")

@@ -21,6 +21,7 @@ pub mod regular_file;
 pub mod resources;
 pub mod session;
 pub mod settings;
+pub mod subagents;
 pub mod timefmt;
 pub mod tools;
 pub mod trust;

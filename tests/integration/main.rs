@@ -20,4 +20,5 @@ mod run;
 mod run_vs_pi;
 mod session_cmds;
 mod session_store;
+mod subagents;
 mod tool_set;
