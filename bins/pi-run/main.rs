@@ -332,6 +332,40 @@ fn run(
         }
     }
 
+    // The built-in subagents (off unless <agentDir>/agents/settings.json
+    // says `builtInEnabled: true`): their control tools join the set, a
+    // legacy pi-subagents extension's tools leave it.
+    let subagents = (!chat_only).then(|| {
+        pi_lib::subagents::runtime::Controller::new(pi_lib::subagents::runtime::ParentContext {
+            agent_dir: agent_dir.clone(),
+            cwd: cwd.clone(),
+            session_dir: store
+                .path()
+                .and_then(|p| p.parent())
+                .map(|p| p.to_path_buf()),
+            parent_session_id: store.session.header.id.clone(),
+            parent_session_path: store.path().map(|p| p.to_path_buf()),
+            model: resolved.model.clone(),
+            api_key: resolved.api_key.clone(),
+            thinking: resolved.thinking,
+            idle_timeout: settings.http_idle_timeout().unwrap_or(Duration::MAX),
+            retry: settings.retry(),
+            auto_resize_images: settings.auto_resize_images(),
+            trusted,
+        })
+    });
+    if let Some(c) = &subagents {
+        let control = c.tools();
+        if !control.is_empty() {
+            let legacy = pi_lib::subagents::runtime::legacy_tools(&runner);
+            tools.retain(|t| {
+                let name = t.definition().name;
+                !legacy.contains(&name) && !pi_lib::subagents::is_control_tool(&name)
+            });
+            tools.extend(control);
+        }
+    }
+
     let sections = if let Some(exact) = &selection.exact_prompt {
         if exact.is_empty() {
             Vec::new()
@@ -412,6 +446,9 @@ fn run(
         agent.ext.hooks = hooks;
         agent.ext.gates = gates;
         runner.set_queue(Arc::clone(&agent.queue));
+        if let Some(c) = &subagents {
+            c.set_parent_queue(Arc::clone(&agent.queue));
+        }
         // SIGINT, SIGTERM and SIGHUP are taken over right here, before the
         // first request, so an early signal still saves the session; a
         // stdout that fails stops the run the same way.
@@ -459,7 +496,15 @@ fn run(
                     Some(pi_lib::agent::queue::IdleRun::Custom(c)) => {
                         AgentMessage::Custom(Box::new(c))
                     }
-                    None => break,
+                    // Background children still running: their reports
+                    // come as follow-ups, so wait for them.
+                    None => match &subagents {
+                        Some(c) if c.has_running_background() => {
+                            c.wait_background().await;
+                            continue;
+                        }
+                        _ => break,
+                    },
                 },
             };
             let Some(user) = preflight(&mut agent, user, &resources, chat_only, &mut emit).await

@@ -157,3 +157,411 @@ fn agents_lists_profiles_with_sources_and_project_ones_only_when_trusted() {
         .unwrap();
     assert_eq!(shadowed["shadowedBy"], "global");
 }
+
+/// A loopback OpenAI-style server answering by what it is asked: the
+/// parent (its request offers `Agent`) delegates on its first request and
+/// acknowledges afterwards; a child echoes its task. Records every request
+/// body and the most children it saw at once.
+struct Mock {
+    port: u16,
+    requests: std::sync::Arc<std::sync::Mutex<Vec<Value>>>,
+    max_children: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+}
+
+fn has_tool(body: &Value, name: &str) -> bool {
+    body["tools"]
+        .as_array()
+        .is_some_and(|t| t.iter().any(|t| t["function"]["name"] == name))
+}
+
+fn last_user_text(body: &Value) -> String {
+    let msgs = body["messages"].as_array().cloned().unwrap_or_default();
+    let m = msgs.iter().rev().find(|m| m["role"] == "user");
+    match m.map(|m| &m["content"]) {
+        Some(Value::String(s)) => s.clone(),
+        Some(Value::Array(parts)) => parts
+            .iter()
+            .filter_map(|p| p["text"].as_str())
+            .collect::<Vec<_>>()
+            .join("\n"),
+        _ => String::new(),
+    }
+}
+
+impl Mock {
+    fn start(parent_calls: Vec<(&'static str, String)>) -> Mock {
+        use std::io::{BufRead, BufReader, Read, Write};
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let requests = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let max_children = std::sync::Arc::new(AtomicUsize::new(0));
+        let active = std::sync::Arc::new(AtomicUsize::new(0));
+        let (reqs, maxc) = (requests.clone(), max_children.clone());
+        std::thread::spawn(move || {
+            for stream in listener.incoming() {
+                let Ok(mut stream) = stream else { continue };
+                let (reqs, maxc, active) = (reqs.clone(), maxc.clone(), active.clone());
+                let calls = parent_calls.clone();
+                std::thread::spawn(move || {
+                    let mut reader = BufReader::new(stream.try_clone().unwrap());
+                    let mut len = 0usize;
+                    loop {
+                        let mut line = String::new();
+                        if reader.read_line(&mut line).unwrap_or(0) == 0 {
+                            break;
+                        }
+                        let l = line.trim_end().to_ascii_lowercase();
+                        if l.is_empty() {
+                            break;
+                        }
+                        if let Some(v) = l.strip_prefix("content-length:") {
+                            len = v.trim().parse().unwrap_or(0);
+                        }
+                    }
+                    let mut body = vec![0u8; len];
+                    let _ = reader.read_exact(&mut body);
+                    let body: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+                    let parent = has_tool(&body, "Agent");
+                    let first = parent
+                        && !body["messages"]
+                            .as_array()
+                            .is_some_and(|m| m.iter().any(|m| m["role"] == "tool"));
+                    reqs.lock().unwrap().push(body.clone());
+                    let sse = if first {
+                        let c: Vec<(&str, &str)> =
+                            calls.iter().map(|(n, a)| (*n, a.as_str())).collect();
+                        sse_tools(&c)
+                    } else if parent {
+                        sse_text("ack")
+                    } else {
+                        let now = active.fetch_add(1, Ordering::SeqCst) + 1;
+                        maxc.fetch_max(now, Ordering::SeqCst);
+                        // Long enough for parallel children to overlap.
+                        std::thread::sleep(std::time::Duration::from_millis(150));
+                        active.fetch_sub(1, Ordering::SeqCst);
+                        let task = last_user_text(&body);
+                        sse_text(&format!(
+                            "child says: {}",
+                            task.lines().next().unwrap_or("")
+                        ))
+                    };
+                    let _ = stream.write_all(
+                        format!("HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\nconnection: close\r\n\r\n{sse}").as_bytes(),
+                    );
+                    let _ = stream.flush();
+                    let _ = stream.shutdown(std::net::Shutdown::Both);
+                });
+            }
+        });
+        Mock {
+            port,
+            requests,
+            max_children,
+        }
+    }
+
+    fn configure(&self, agent: &std::path::Path) {
+        ScriptServer {
+            port: self.port,
+            requests: Default::default(),
+        }
+        .configure(agent);
+    }
+}
+
+fn read_jsonl(p: &std::path::Path) -> Vec<Value> {
+    std::fs::read_to_string(p)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+fn session_files(sb: &Sandbox) -> Vec<std::path::PathBuf> {
+    let mut out = Vec::new();
+    for d in std::fs::read_dir(sb.agent().join("sessions"))
+        .unwrap()
+        .flatten()
+    {
+        if d.path().is_dir() {
+            for f in std::fs::read_dir(d.path()).unwrap().flatten() {
+                out.push(f.path());
+            }
+        }
+    }
+    out
+}
+
+fn agent_call(args: Value) -> (&'static str, String) {
+    ("Agent", args.to_string())
+}
+
+fn enable(sb: &Sandbox, max: u32) {
+    ok(&agents(
+        sb,
+        &["agents", "--enable", "--max-concurrent", &max.to_string()],
+    ));
+}
+
+#[test]
+fn parent_delegates_foreground_and_two_background_children() {
+    let sb = Sandbox::new();
+    let mock = Mock::start(vec![
+        agent_call(
+            serde_json::json!({"subagent_type": "explore", "prompt": "FG task", "description": "Foreground"}),
+        ),
+        agent_call(
+            serde_json::json!({"prompt": "BG one", "description": "Background one", "run_in_background": true}),
+        ),
+        agent_call(
+            serde_json::json!({"prompt": "BG two", "description": "Background two", "run_in_background": true}),
+        ),
+    ]);
+    mock.configure(&sb.agent());
+    enable(&sb, 1);
+    let out = sb
+        .cmd("pi-run")
+        .args(["-p", "delegate please"])
+        .output()
+        .unwrap();
+    ok(&out);
+    // One child at a time (maxConcurrent 1).
+    assert_eq!(
+        mock.max_children.load(std::sync::atomic::Ordering::SeqCst),
+        1
+    );
+
+    let files = session_files(&sb);
+    assert_eq!(files.len(), 4, "{files:?}");
+    let (parents, children): (Vec<_>, Vec<_>) = files
+        .iter()
+        .partition(|f| read_jsonl(f)[0].get("parentSession").is_none());
+    assert_eq!(parents.len(), 1);
+    let parent = parents[0];
+    let parent_entries = read_jsonl(parent);
+    let parent_id = parent_entries[0]["id"].as_str().unwrap().to_string();
+    let mut ids = Vec::new();
+    for c in &children {
+        let e = read_jsonl(c);
+        assert_eq!(e[0]["parentSession"], parent.display().to_string());
+        assert_eq!(e[1]["type"], "custom");
+        assert_eq!(e[1]["customType"], "pi-web:subagent");
+        let meta = &e[1]["data"];
+        let keys: Vec<&str> = meta
+            .as_object()
+            .unwrap()
+            .keys()
+            .map(String::as_str)
+            .collect();
+        assert_eq!(
+            keys,
+            [
+                "version",
+                "parentSessionId",
+                "parentSessionPath",
+                "parentToolCallId",
+                "profile",
+                "description",
+                "task",
+                "runInBackground",
+                "createdAt",
+                "resourceSnapshot"
+            ]
+        );
+        assert_eq!(meta["parentSessionId"], parent_id.as_str());
+        assert_eq!(e[2]["type"], "session_info");
+        assert_eq!(
+            e[3]["data"],
+            serde_json::json!({"version": 1, "status": "queued"})
+        );
+        assert_eq!(
+            e[4]["data"],
+            serde_json::json!({"version": 1, "status": "running"})
+        );
+        let result = e
+            .iter()
+            .find(|x| x["customType"] == "pi-web:subagent-result")
+            .unwrap();
+        assert_eq!(result["data"]["status"], "completed");
+        let task = meta["task"].as_str().unwrap();
+        assert_eq!(result["data"]["result"], format!("child says: {task}"));
+        if task == "FG task" {
+            assert_eq!(meta["profile"], "explore");
+            assert_eq!(meta["runInBackground"], false);
+            assert_eq!(
+                meta["resourceSnapshot"]["tools"],
+                serde_json::json!(["read", "grep", "find", "ls"])
+            );
+        } else {
+            assert_eq!(meta["profile"], "general-purpose");
+            assert_eq!(meta["runInBackground"], true);
+        }
+        ids.push((task.to_string(), e[0]["id"].as_str().unwrap().to_string()));
+    }
+    ids.sort();
+    let id_of = |t: &str| ids.iter().find(|(k, _)| k == t).unwrap().1.clone();
+
+    let tool_results: Vec<&Value> = parent_entries
+        .iter()
+        .filter(|e| e["message"]["role"] == "toolResult")
+        .collect();
+    assert_eq!(tool_results.len(), 3);
+    let text = |e: &Value| {
+        e["message"]["content"][0]["text"]
+            .as_str()
+            .unwrap()
+            .to_string()
+    };
+    assert_eq!(
+        text(tool_results[0]),
+        format!(
+            "Subagent {} completed.\n\nchild says: FG task",
+            id_of("FG task")
+        )
+    );
+    assert_eq!(
+        tool_results[0]["message"]["details"]["kind"],
+        "pi-web-subagent"
+    );
+    for (i, t) in [(1, "BG one"), (2, "BG two")] {
+        assert_eq!(
+            text(tool_results[i]),
+            format!("Subagent started in background. Session ID: {}. You will be notified when it completes.", id_of(t))
+        );
+    }
+    let notes: Vec<&Value> = parent_entries
+        .iter()
+        .filter(|e| {
+            e["type"] == "custom_message" && e["customType"] == "pi-web:subagent-notification"
+        })
+        .collect();
+    assert_eq!(notes.len(), 2, "{parent_entries:#?}");
+    for n in notes {
+        let c = match &n["content"] {
+            Value::String(s) => s.clone(),
+            v => v[0]["text"].as_str().unwrap().to_string(),
+        };
+        assert!(c.starts_with("The following is a background subagent's report delivered by Pi Web, not a message from the user."), "{c}");
+        assert!(c.contains("completed.\n\nchild says: BG "), "{c}");
+    }
+
+    // The real pi opens the parent and every child.
+    if let Some(o) = Oracle::find("parent_delegates_foreground_and_two_background_children") {
+        for f in &files {
+            let html = sb.root().join("export.html");
+            let out = o
+                .pi160(&sb)
+                .args(["--export", f.to_str().unwrap(), html.to_str().unwrap()])
+                .output()
+                .unwrap();
+            assert!(out.status.success(), "{}: {}", f.display(), stderr(&out));
+            assert!(html.is_file());
+        }
+    }
+}
+
+#[test]
+fn switch_off_registers_nothing_and_chat_only_child_gets_exactly_its_prompt() {
+    let sb = Sandbox::new();
+    let mock = Mock::start(vec![agent_call(
+        serde_json::json!({"subagent_type": "chat", "prompt": "Say hi", "description": "Chat"}),
+    )]);
+    mock.configure(&sb.agent());
+    std::fs::create_dir_all(sb.agent().join("agents")).unwrap();
+    std::fs::write(
+        sb.agent().join("agents/chat.md"),
+        "---\ndescription: Chat only\ntools: none\n---\nYou are a terse chat partner.\n",
+    )
+    .unwrap();
+    // A context file and a skill that a Chat-only child must not see.
+    std::fs::write(sb.cwd().join("AGENTS.md"), "CONTEXT-MARKER").unwrap();
+    std::fs::create_dir_all(sb.agent().join("skills/marker")).unwrap();
+    std::fs::write(
+        sb.agent().join("skills/marker/SKILL.md"),
+        "---\nname: marker\ndescription: SKILL-MARKER\n---\nx",
+    )
+    .unwrap();
+
+    // Off: no control tool is offered.
+    ok(&sb.cmd("pi-run").args(["-p", "hello"]).output().unwrap());
+    let first = mock.requests.lock().unwrap()[0].clone();
+    assert!(!has_tool(&first, "Agent") && has_tool(&first, "read"));
+    mock.requests.lock().unwrap().clear();
+
+    enable(&sb, 10);
+    ok(&sb.cmd("pi-run").args(["-p", "delegate"]).output().unwrap());
+    let reqs = mock.requests.lock().unwrap().clone();
+    let parent = &reqs[0];
+    for name in pi_names() {
+        assert!(has_tool(parent, name), "{name}");
+    }
+    let child = reqs
+        .iter()
+        .find(|r| !has_tool(r, "Agent"))
+        .expect("a child request");
+    assert!(
+        child
+            .get("tools")
+            .is_none_or(|t| t.as_array().is_none_or(|a| a.is_empty())),
+        "{child}"
+    );
+    let msgs = child["messages"].as_array().unwrap();
+    let system: Vec<&Value> = msgs
+        .iter()
+        .filter(|m| m["role"] == "system" || m["role"] == "developer")
+        .collect();
+    assert_eq!(system.len(), 1, "{child}");
+    assert_eq!(system[0]["content"], "You are a terse chat partner.");
+    let all = child.to_string();
+    assert!(!all.contains("CONTEXT-MARKER") && !all.contains("SKILL-MARKER"));
+    assert_eq!(last_user_text(child), "Say hi");
+}
+
+fn pi_names() -> [&'static str; 3] {
+    ["Agent", "get_subagent_result", "steer_subagent"]
+}
+
+#[test]
+fn stale_and_invalid_agent_calls_are_refused_with_the_reference_texts() {
+    let sb = Sandbox::new();
+    let mock = Mock::start(vec![
+        agent_call(serde_json::json!({"subagent_type": "nope", "prompt": "x", "description": "d"})),
+        agent_call(
+            serde_json::json!({"prompt": "x", "description": "d", "input_files": ["../secret.txt"]}),
+        ),
+        (
+            "get_subagent_result",
+            serde_json::json!({"agent_id": "missing"}).to_string(),
+        ),
+        (
+            "steer_subagent",
+            serde_json::json!({"agent_id": "missing", "message": "go"}).to_string(),
+        ),
+    ]);
+    mock.configure(&sb.agent());
+    std::fs::write(sb.root().join("secret.txt"), "s").unwrap();
+    enable(&sb, 2);
+    ok(&sb.cmd("pi-run").args(["-p", "go"]).output().unwrap());
+    let file = session_files(&sb).pop().unwrap();
+    let texts: Vec<String> = read_jsonl(&file)
+        .iter()
+        .filter(|e| e["message"]["role"] == "toolResult")
+        .map(|e| {
+            assert_eq!(e["message"]["isError"], true);
+            e["message"]["content"][0]["text"]
+                .as_str()
+                .unwrap()
+                .to_string()
+        })
+        .collect();
+    assert_eq!(
+        texts,
+        [
+            "Unknown or disabled subagent profile: nope",
+            "Agent input file is outside the session cwd: ../secret.txt",
+            "Subagent not found: missing",
+            "Subagent is not running",
+        ]
+    );
+}

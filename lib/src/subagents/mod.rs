@@ -1,15 +1,20 @@
 //! Built-in subagents (pi-web's "built-in sub-agents", seed 001): the
 //! fail-closed global switch in `<agentDir>/agents/settings.json`
 //! ([`settings`]), the agent profiles a parent may delegate to ([`profiles`]),
-//! and (to come) the model-facing control tools, the child-session runtime,
-//! `input_files` and the suppression of the legacy `pi-subagents`
-//! extension. It sits above `agent/`,
+//! the model-facing control tools' definitions and result texts
+//! ([`tools`]), the `input_files` preparation ([`input`]) and the
+//! suppression of the legacy `pi-subagents` extension ([`legacy`]); the
+//! child-session runtime is still to come. It sits above `agent/`,
 //! `extensions/` and `session/` and writes pi-web-compatible files, so pi-web
 //! and the toolkit can read each other's settings and profiles; the binaries
 //! only parse flags and print what this module decides.
 
+pub mod input;
+pub mod legacy;
 pub mod profiles;
+pub mod runtime;
 pub mod settings;
+pub mod tools;
 
 /// The control tools the built-in registers, in registration order. No
 /// child ever gets them (no nested delegation), and a legacy extension
