@@ -172,6 +172,15 @@ pub enum Command {
         #[command(flatten)]
         format: FormatArg,
     },
+    /// List a parent session's subagent runs (children started by the
+    /// built-in `Agent` tool, or by pi-web): status, profile, description,
+    /// duration, tokens and cost, oldest first.
+    Agents {
+        #[command(flatten)]
+        session: SessionArg,
+        #[command(flatten)]
+        format: FormatArg,
+    },
     /// Copy the branch ending at an entry into a new session file whose
     /// header names this one as parentSession.
     Fork {

@@ -1,6 +1,7 @@
 //! `pi-session` — inspect and edit pi session files. Thin client of
 //! `pi_lib::session`: parse arguments, call the library, print records.
 
+mod agents;
 mod cli;
 mod compact;
 mod edit;
@@ -87,6 +88,9 @@ fn run(cli: Cli) -> Result<i32, CliError> {
         ),
         Command::Stats { session, format } => {
             inspect::stats(&ctx.load(&session.session)?, format.format)
+        }
+        Command::Agents { session, format } => {
+            agents::agents(&ctx, &ctx.load(&session.session)?, format.format)
         }
         Command::Fork {
             session,

@@ -446,6 +446,35 @@ fn parent_delegates_foreground_and_two_background_children() {
         assert!(c.contains("completed.\n\nchild says: BG "), "{c}");
     }
 
+    // pi-session agents lists the three runs of the parent.
+    let out = sb
+        .cmd("pi-session")
+        .args(["agents", parent.to_str().unwrap(), "--format", "jsonl"])
+        .output()
+        .unwrap();
+    ok(&out);
+    let runs = jsonl(&out);
+    assert_eq!(runs.len(), 3, "{runs:?}");
+    for r in &runs {
+        assert_eq!(r["type"], "subagent_run");
+        assert_eq!(r["status"], "completed");
+        assert!(r["durationMs"].as_i64().is_some_and(|d| d >= 0));
+        assert!(r["totalTokens"].as_u64().is_some_and(|t| t > 0), "{r}");
+        assert!(r["cost"].as_f64().is_some_and(|c| c > 0.0), "{r}");
+    }
+    let mut profiles: Vec<&str> = runs
+        .iter()
+        .map(|r| r["profile"].as_str().unwrap())
+        .collect();
+    profiles.sort();
+    assert_eq!(profiles, ["explore", "general-purpose", "general-purpose"]);
+    let out = sb
+        .cmd("pi-session")
+        .args(["agents", children[0].to_str().unwrap(), "--format", "jsonl"])
+        .output()
+        .unwrap();
+    assert!(jsonl(&out).is_empty(), "a child has no children");
+
     // The real pi opens the parent and every child.
     if let Some(o) = Oracle::find("parent_delegates_foreground_and_two_background_children") {
         for f in &files {

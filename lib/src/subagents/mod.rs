@@ -12,6 +12,7 @@
 pub mod input;
 pub mod legacy;
 pub mod profiles;
+pub mod runs;
 pub mod runtime;
 pub mod settings;
 pub mod tools;

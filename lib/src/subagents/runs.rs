@@ -1,0 +1,222 @@
+//! Reading child runs back from session files (pi-web's `readSubagentRun`):
+//! a child is a session whose first `pi-web:subagent` entry (version 1)
+//! names its parent; its status is the last `pi-web:subagent-status` or
+//! `pi-web:subagent-result` entry. Used by `pi-session agents` and to mark
+//! children in listings; works on files pi-web wrote as well.
+
+use std::io::BufRead;
+use std::path::{Path, PathBuf};
+
+use serde_json::Value;
+
+use super::tools::RunStatus;
+use crate::format::Entry;
+use crate::session::Session;
+
+/// A child run as its session file records it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PersistedRun {
+    pub session_id: String,
+    pub session_path: PathBuf,
+    pub parent_session_id: String,
+    pub parent_session_path: String,
+    pub parent_tool_call_id: String,
+    pub profile: String,
+    pub description: String,
+    pub task: String,
+    pub run_in_background: bool,
+    pub status: RunStatus,
+    pub created_at: String,
+    pub completed_at: Option<String>,
+    pub result: Option<String>,
+    pub error: Option<String>,
+    pub worktree_path: Option<String>,
+    pub worktree_branch: Option<String>,
+    pub worktree_cleanup_error: Option<String>,
+}
+
+fn custom<'a>(e: &'a Entry, ty: &str) -> Option<&'a Value> {
+    match e {
+        Entry::Custom(c) if c.custom_type == ty => Some(c.data.as_ref().unwrap_or(&Value::Null)),
+        _ => None,
+    }
+}
+
+fn string(v: &Value, k: &str) -> Option<String> {
+    v.get(k).and_then(Value::as_str).map(str::to_string)
+}
+
+/// The run a session records, or `None` when it is not a child.
+pub fn read_run(s: &Session) -> Option<PersistedRun> {
+    let meta = s
+        .entries
+        .iter()
+        .find_map(|e| custom(e, "pi-web:subagent"))?;
+    if meta.get("version") != Some(&Value::from(1)) {
+        return None;
+    }
+    let parent_session_id = string(meta, "parentSessionId")?;
+    let parent_session_path = string(meta, "parentSessionPath")?;
+    let last = s.entries.iter().rev().find_map(|e| {
+        custom(e, "pi-web:subagent-status")
+            .map(|v| (false, v))
+            .or_else(|| custom(e, "pi-web:subagent-result").map(|v| (true, v)))
+    });
+    let parse = |v: &Value| {
+        v.get("status")
+            .cloned()
+            .and_then(|s| serde_json::from_value::<RunStatus>(s).ok())
+    };
+    let (status, result) = match last {
+        Some((true, v)) => match parse(v) {
+            Some(st @ (RunStatus::Completed | RunStatus::Failed | RunStatus::Aborted)) => {
+                (st, Some(v))
+            }
+            _ => (RunStatus::Interrupted, None),
+        },
+        Some((false, v)) if v.get("version") == Some(&Value::from(1)) => match parse(v) {
+            Some(st @ (RunStatus::Queued | RunStatus::Running)) => (st, None),
+            _ => (RunStatus::Interrupted, None),
+        },
+        _ => (RunStatus::Interrupted, None),
+    };
+    let from_result = |k: &str| result.and_then(|r| string(r, k));
+    Some(PersistedRun {
+        session_id: s.id().to_string(),
+        session_path: s.path.clone(),
+        parent_session_id,
+        parent_session_path,
+        parent_tool_call_id: string(meta, "parentToolCallId").unwrap_or_default(),
+        profile: string(meta, "profile").unwrap_or_else(|| "general-purpose".into()),
+        description: string(meta, "description").unwrap_or_else(|| "Subagent".into()),
+        task: string(meta, "task").unwrap_or_default(),
+        run_in_background: meta.get("runInBackground") == Some(&Value::Bool(true)),
+        status,
+        created_at: string(meta, "createdAt").unwrap_or_default(),
+        completed_at: from_result("completedAt"),
+        result: from_result("result"),
+        error: from_result("error"),
+        worktree_path: string(meta, "worktreePath"),
+        worktree_branch: string(meta, "worktreeBranch"),
+        worktree_cleanup_error: from_result("worktreeCleanupError"),
+    })
+}
+
+/// Whether a file's first lines look like a child of `parent` (its header's
+/// `parentSession`, a `pi-web:subagent` entry soon after): a cheap filter
+/// before loading the whole file.
+pub fn looks_like_child_of(path: &Path, parent: &Path) -> bool {
+    let Ok((file, _)) = crate::regular_file::open(path) else {
+        return false;
+    };
+    let mut lines = std::io::BufReader::new(file).lines();
+    let Some(Ok(header)) = lines.next() else {
+        return false;
+    };
+    let Ok(h) = serde_json::from_str::<Value>(&header) else {
+        return false;
+    };
+    let parent_text = parent.display().to_string();
+    if h.get("parentSession").and_then(Value::as_str) != Some(parent_text.as_str()) {
+        return false;
+    }
+    lines
+        .take(4)
+        .map_while(Result::ok)
+        .any(|l| l.contains("\"pi-web:subagent\""))
+}
+
+/// The child runs of `parent` among `files`, oldest first.
+pub fn children_of(parent: &Session, files: &[PathBuf]) -> Vec<(PersistedRun, Session)> {
+    let mut out: Vec<(PersistedRun, Session)> = files
+        .iter()
+        .filter(|f| **f != parent.path && looks_like_child_of(f, &parent.path))
+        .filter_map(|f| Session::load(f).ok())
+        .filter_map(|s| {
+            read_run(&s)
+                .filter(|r| r.parent_session_id == parent.id())
+                .map(|r| (r, s))
+        })
+        .collect();
+    out.sort_by(|a, b| a.0.created_at.cmp(&b.0.created_at));
+    out
+}
+
+/// Milliseconds between two ISO timestamps, when both parse.
+pub fn duration_ms(from: &str, to: &str) -> Option<i64> {
+    let a = crate::timefmt::parse_iso_ms(from)?;
+    let b = crate::timefmt::parse_iso_ms(to)?;
+    Some(b - a)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn session(entries: &[Value]) -> (tempfile::TempDir, Session) {
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("child.jsonl");
+        let mut lines = vec![json_line(&serde_json::json!({
+            "type": "session", "version": 3, "id": "child-session",
+            "timestamp": "2026-01-01T00:00:00.000Z", "cwd": "/tmp", "parentSession": "/p.jsonl"
+        }))];
+        let mut parent: Option<String> = None;
+        for (i, e) in entries.iter().enumerate() {
+            let id = format!("e{i:07}");
+            let mut v = serde_json::json!({"type": "custom", "id": id, "parentId": parent,
+                "timestamp": "2026-01-01T00:00:01.000Z"});
+            v.as_object_mut()
+                .unwrap()
+                .extend(e.as_object().unwrap().clone());
+            lines.push(json_line(&v));
+            parent = Some(id);
+        }
+        std::fs::write(&p, lines.join("")).unwrap();
+        let s = Session::load(&p).unwrap();
+        (d, s)
+    }
+    fn json_line(v: &Value) -> String {
+        format!("{v}\n")
+    }
+    fn meta() -> Value {
+        serde_json::json!({"customType": "pi-web:subagent", "data": {"version": 1,
+            "parentSessionId": "p", "parentSessionPath": "/p.jsonl", "profile": "explore",
+            "description": "Look", "task": "t", "runInBackground": true,
+            "createdAt": "2026-01-01T00:00:00.000Z"}})
+    }
+    fn result(status: &str) -> Value {
+        serde_json::json!({"customType": "pi-web:subagent-result", "data": {"version": 1,
+            "status": status, "completedAt": "2026-01-01T00:00:02.500Z", "error": "boom"}})
+    }
+    fn status(s: &str) -> Value {
+        serde_json::json!({"customType": "pi-web:subagent-status", "data": {"version": 1, "status": s}})
+    }
+
+    #[test]
+    fn the_last_status_or_result_decides() {
+        let (_d, s) = session(&[meta()]);
+        assert_eq!(read_run(&s).unwrap().status, RunStatus::Interrupted);
+        let (_d, s) = session(&[meta(), result("failed")]);
+        let r = read_run(&s).unwrap();
+        assert_eq!(
+            (r.status, r.error.as_deref()),
+            (RunStatus::Failed, Some("boom"))
+        );
+        assert_eq!(
+            duration_ms(&r.created_at, r.completed_at.as_deref().unwrap()),
+            Some(2500)
+        );
+        assert!(r.run_in_background);
+        let (_d, s) = session(&[meta(), result("failed"), result("aborted")]);
+        assert_eq!(read_run(&s).unwrap().status, RunStatus::Aborted);
+        let (_d, s) = session(&[meta(), result("failed"), status("queued")]);
+        let r = read_run(&s).unwrap();
+        assert_eq!((r.status, r.error), (RunStatus::Queued, None));
+        let (_d, s) = session(&[meta(), status("bogus")]);
+        assert_eq!(read_run(&s).unwrap().status, RunStatus::Interrupted);
+        let mut v2 = meta();
+        v2["data"]["version"] = serde_json::json!(2);
+        let (_d, s) = session(&[v2]);
+        assert!(read_run(&s).is_none());
+    }
+}
