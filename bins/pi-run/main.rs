@@ -355,14 +355,8 @@ fn run(
         })
     });
     if let Some(c) = &subagents {
-        let control = c.tools();
-        if !control.is_empty() {
-            let legacy = pi_lib::subagents::runtime::legacy_tools(&runner);
-            tools.retain(|t| {
-                let name = t.definition().name;
-                !legacy.contains(&name) && !pi_lib::subagents::is_control_tool(&name)
-            });
-            tools.extend(control);
+        for w in pi_lib::subagents::runtime::join_control_tools(&mut tools, c.tools(), &runner) {
+            pi_lib::cli::warn(PROG, &w);
         }
     }
 

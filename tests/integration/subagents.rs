@@ -190,6 +190,15 @@ fn last_user_text(body: &Value) -> String {
 
 impl Mock {
     fn start(parent_calls: Vec<(&'static str, String)>) -> Mock {
+        Mock::start_with(parent_calls, None)
+    }
+
+    /// `remove_on_first`: a file deleted when the parent's first request
+    /// arrives (the switch turned off mid-run).
+    fn start_with(
+        parent_calls: Vec<(&'static str, String)>,
+        remove_on_first: Option<std::path::PathBuf>,
+    ) -> Mock {
         use std::io::{BufRead, BufReader, Read, Write};
         use std::sync::atomic::{AtomicUsize, Ordering};
         let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
@@ -203,6 +212,7 @@ impl Mock {
                 let Ok(mut stream) = stream else { continue };
                 let (reqs, maxc, active) = (reqs.clone(), maxc.clone(), active.clone());
                 let calls = parent_calls.clone();
+                let remove = remove_on_first.clone();
                 std::thread::spawn(move || {
                     let mut reader = BufReader::new(stream.try_clone().unwrap());
                     let mut len = 0usize;
@@ -228,7 +238,12 @@ impl Mock {
                             .as_array()
                             .is_some_and(|m| m.iter().any(|m| m["role"] == "tool"));
                     reqs.lock().unwrap().push(body.clone());
-                    let sse = if first {
+                    if first {
+                        if let Some(f) = &remove {
+                            let _ = std::fs::remove_file(f);
+                        }
+                    }
+                    let sse = if first && !calls.is_empty() {
                         let c: Vec<(&str, &str)> =
                             calls.iter().map(|(n, a)| (*n, a.as_str())).collect();
                         sse_tools(&c)
@@ -593,4 +608,122 @@ fn stale_and_invalid_agent_calls_are_refused_with_the_reference_texts() {
             "Subagent is not running",
         ]
     );
+}
+
+#[test]
+fn a_stale_agent_call_after_the_switch_went_off_is_refused() {
+    let sb = Sandbox::new();
+    let mock = Mock::start_with(
+        vec![agent_call(
+            serde_json::json!({"prompt": "x", "description": "d"}),
+        )],
+        Some(settings_file(&sb)),
+    );
+    mock.configure(&sb.agent());
+    enable(&sb, 2);
+    ok(&sb.cmd("pi-run").args(["-p", "go"]).output().unwrap());
+    let files = session_files(&sb);
+    assert_eq!(files.len(), 1, "no child was started: {files:?}");
+    let result = read_jsonl(&files[0])
+        .into_iter()
+        .find(|e| e["message"]["role"] == "toolResult")
+        .unwrap();
+    assert_eq!(result["message"]["isError"], true);
+    assert_eq!(
+        result["message"]["content"][0]["text"],
+        "Pi Web built-in sub-agents are disabled"
+    );
+}
+
+/// The real `@tintinweb/pi-subagents` (tests/ext-node/install.sh) is
+/// suppressed while the built-in is on and active when it is off; a
+/// look-alike extension registering `Agent` is never suppressed.
+#[test]
+fn legacy_pi_subagents_is_suppressed_only_while_the_built_in_is_on() {
+    let Some(o) = Oracle::find("legacy_pi_subagents_is_suppressed_only_while_the_built_in_is_on")
+    else {
+        return;
+    };
+    let cache = std::env::var_os("PI_EXT_CACHE")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| {
+            std::path::PathBuf::from(std::env::var_os("HOME").unwrap_or_default())
+                .join(".cache/pi-toolkit-ext")
+        });
+    let legacy = cache.join("tintinweb-subagents/node_modules/@tintinweb/pi-subagents");
+    if !legacy.join("package.json").is_file() {
+        if std::env::var("CI").is_ok_and(|v| v == "true") {
+            panic!(
+                "@tintinweb/pi-subagents is not installed under {} (tests/ext-node/install.sh)",
+                cache.display()
+            );
+        }
+        eprintln!("SKIP legacy_pi_subagents_is_suppressed_only_while_the_built_in_is_on: run tests/ext-node/install.sh");
+        return;
+    }
+    let ours = "Delegate a focused task to a configured subagent.";
+    let run = |on: bool, ext: &std::path::Path| -> (Value, String) {
+        let sb = Sandbox::new();
+        let mock = Mock::start(vec![]);
+        mock.configure(&sb.agent());
+        if on {
+            enable(&sb, 4);
+        }
+        let out = sb
+            .cmd("pi-run")
+            .env("PI_NODE", &o.node22)
+            .args(["--extension-timeout", "20", "-e"])
+            .arg(ext)
+            .args(["-p", "hi"])
+            .output()
+            .unwrap();
+        ok(&out);
+        let first = mock.requests.lock().unwrap()[0].clone();
+        (first, stderr(&out))
+    };
+    let agents_of = |body: &Value| -> Vec<String> {
+        body["tools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|t| t["function"]["name"] == "Agent")
+            .map(|t| t["function"]["description"].as_str().unwrap().to_string())
+            .collect()
+    };
+    // On: only the built-in's tools, no collision reported.
+    let (body, err) = run(true, &legacy);
+    let a = agents_of(&body);
+    assert_eq!(a.len(), 1);
+    assert!(a[0].starts_with(ours), "{}", a[0]);
+    assert!(!err.contains("conflicts"), "{err}");
+    for name in pi_names() {
+        assert_eq!(
+            body["tools"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter(|t| t["function"]["name"] == name)
+                .count(),
+            1,
+            "{name}"
+        );
+    }
+    // Off: the legacy extension is left alone.
+    let (body, _) = run(false, &legacy);
+    let a = agents_of(&body);
+    assert_eq!(a.len(), 1);
+    assert!(!a[0].starts_with(ours), "{}", a[0]);
+    // A look-alike is kept, and its collision is reported.
+    let dir = tempfile::tempdir().unwrap();
+    let look = dir.path().join("unrelated/index.ts");
+    std::fs::create_dir_all(look.parent().unwrap()).unwrap();
+    std::fs::write(
+        &look,
+        "export default function (pi) {\n  pi.registerTool({ name: \"Agent\", label: \"Agent\", description: \"LOOKALIKE agent\", parameters: { type: \"object\", properties: {} }, async execute() { return { content: [{ type: \"text\", text: \"look\" }] }; } });\n}\n",
+    )
+    .unwrap();
+    let (body, err) = run(true, &look);
+    assert_eq!(agents_of(&body), ["LOOKALIKE agent"]);
+    assert!(err.contains("Tool \"Agent\" conflicts with"), "{err}");
+    assert!(has_tool(&body, "get_subagent_result"));
 }

@@ -614,26 +614,29 @@ impl Tool for ControlTool {
     }
 }
 
-/// The names of the tools legacy `pi-subagents` extensions registered,
-/// which leave the tool set while the built-in is on (seed 001 §4).
-pub fn legacy_tools(runner: &crate::extensions::runner::Runner) -> Vec<String> {
+/// Joins the built-in's control tools to a run's tool set: a legacy
+/// `pi-subagents` extension's tools leave it (seed 001 §4); an unrelated
+/// extension that registered a control-tool name keeps it, the built-in's
+/// tool of that name is left out, and the collision is returned as a
+/// warning (`Tool "<name>" conflicts with <path>`, as pi reports it).
+pub fn join_control_tools(
+    tools: &mut Vec<Arc<dyn Tool>>,
+    control: Vec<Arc<dyn Tool>>,
+    runner: &crate::extensions::runner::Runner,
+) -> Vec<String> {
     use super::legacy::{legacy_paths, LoadedExtension};
-    let loaded: Vec<(LoadedExtension, Vec<String>)> = runner
+    if control.is_empty() {
+        return Vec::new();
+    }
+    let mut view: Vec<LoadedExtension> = runner
         .extensions()
         .iter()
-        .map(|e| {
-            let tools: Vec<String> = e.tools().into_iter().map(|t| t.name).collect();
-            (
-                LoadedExtension {
-                    path: e.path.clone(),
-                    source: String::new(),
-                    tools: tools.clone(),
-                },
-                tools,
-            )
+        .map(|e| LoadedExtension {
+            path: e.path.clone(),
+            source: String::new(),
+            tools: e.tools().into_iter().map(|t| t.name).collect(),
         })
         .collect();
-    let mut view: Vec<LoadedExtension> = loaded.iter().map(|(e, _)| e.clone()).collect();
     view.push(LoadedExtension {
         path: st::EXTENSION_PATH.into(),
         source: String::new(),
@@ -643,9 +646,31 @@ pub fn legacy_tools(runner: &crate::extensions::runner::Runner) -> Vec<String> {
             .collect(),
     });
     let legacy = legacy_paths(&view);
-    loaded
-        .into_iter()
-        .filter(|(e, _)| legacy.contains(&e.path))
-        .flat_map(|(_, t)| t)
-        .collect()
+    let mut warnings = Vec::new();
+    let mut taken: Vec<String> = Vec::new();
+    for e in view.iter().filter(|e| e.path != st::EXTENSION_PATH) {
+        if legacy.contains(&e.path) {
+            let gone: Vec<&String> = e
+                .tools
+                .iter()
+                .filter(|t| !crate::tools::BUILTIN_TOOLS.contains(&t.as_str()))
+                .collect();
+            tools.retain(|t| !gone.contains(&&t.definition().name));
+            continue;
+        }
+        for name in e.tools.iter().filter(|t| super::is_control_tool(t)) {
+            if !taken.contains(name) {
+                warnings.push(format!("Tool \"{name}\" conflicts with {}", e.path));
+                taken.push(name.clone());
+            }
+        }
+    }
+    let existing: Vec<String> = tools.iter().map(|t| t.definition().name).collect();
+    for t in control {
+        let name = t.definition().name;
+        if !taken.contains(&name) && !existing.contains(&name) {
+            tools.push(t);
+        }
+    }
+    warnings
 }
