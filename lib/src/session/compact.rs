@@ -17,6 +17,7 @@ use std::time::Duration;
 use serde_json::{json, Map, Value};
 use tokio_util::sync::CancellationToken;
 
+use crate::format::compaction::CompactionEventResult;
 use crate::format::entry::CompactionEntry;
 use crate::format::message::{CompactionSummaryMessage, MessageRef, SystemMessage};
 use crate::format::model::{Model, ThinkingLevel};
@@ -502,6 +503,26 @@ pub struct Preparation<'a> {
     pub file_ops: FileOps,
     /// The replayed system prompt at this point (the entry's checkpoint).
     pub system: Option<SystemMessage>,
+}
+
+impl Preparation<'_> {
+    /// The same plan owning its messages (so the session may change while
+    /// the summary is written).
+    pub fn into_owned(self) -> Preparation<'static> {
+        let own = |v: Vec<Cow<'_, AgentMessage>>| -> Vec<Cow<'static, AgentMessage>> {
+            v.into_iter().map(|m| Cow::Owned(m.into_owned())).collect()
+        };
+        Preparation {
+            first_kept_entry_id: self.first_kept_entry_id,
+            split_turn: self.split_turn,
+            tokens_before: self.tokens_before,
+            messages_to_summarize: own(self.messages_to_summarize),
+            turn_prefix_messages: own(self.turn_prefix_messages),
+            previous_summary: self.previous_summary,
+            file_ops: self.file_ops,
+            system: self.system,
+        }
+    }
 }
 
 /// A message that starts a turn (an assistant reply does not).
@@ -994,6 +1015,20 @@ pub async fn compact(
 }
 
 impl CompactionResult {
+    /// The `compaction_end` result, given the estimate of the rebuilt
+    /// context (`estimatedTokensAfter`: the projection once the entry is
+    /// written).
+    pub fn event_result(&self, estimated_tokens_after: u64) -> CompactionEventResult {
+        CompactionEventResult {
+            summary: self.summary.clone(),
+            first_kept_entry_id: self.first_kept_entry_id.clone(),
+            tokens_before: self.tokens_before,
+            estimated_tokens_after,
+            usage: Some(self.usage.clone()),
+            details: Some(self.details.clone()),
+        }
+    }
+
     /// The `compaction` entry pi 1.6.0 writes (child of `parent`), with the
     /// system checkpoint stamped with the compaction time.
     pub fn entry(&self, id: String, parent: Option<String>, now_ms: i64) -> Entry {
