@@ -292,7 +292,7 @@ pub fn branch_summarize(
             }
             Ok(vec![result.entry(
                 s.fresh_id(),
-                Some(target.to_string()),
+                prep.new_leaf.clone(),
                 now_ms(),
             )])
         })
@@ -304,7 +304,15 @@ pub fn branch_summarize(
         &s,
         &written,
         &format!(
-            "leaf moved to {target}; branch summary:\n\n{}",
+            "leaf moved to {}{}; branch summary:\n\n{}",
+            prep.new_leaf.as_deref().unwrap_or("the root"),
+            match &prep.editor_text {
+                Some(t) => format!(
+                    " (before user message {target}, to be sent again: {})",
+                    crate::out::clean_for_terminal(t)
+                ),
+                None => String::new(),
+            },
             crate::out::clean_for_terminal(&result.summary)
         ),
         format,

@@ -291,7 +291,9 @@ fn branch_summarize_records_the_abandoned_path() {
             "fromHook"
         ]
     );
-    assert_eq!(e["parentId"], "d0c29d2a");
+    // The target is a user message: the leaf goes to its parent (pi sends
+    // the message again from there).
+    assert_eq!(e["parentId"], "165f6dc9");
     // fromId is the leaf that was left, as in pi 1.6.0.
     assert_eq!(e["fromId"], "2fa34749");
     assert_eq!(
@@ -307,13 +309,13 @@ fn branch_summarize_records_the_abandoned_path() {
     );
     assert!(u.contains("[User]: What is step two?"), "{u}");
     assert!(u.ends_with("\n\nAdditional focus: step two"), "{u}");
-    // The model sees the summary after the kept user message.
+    // The model sees the summary right after the system prompt.
     let ctx = jsonl(&sb.session(&["context", f, "--format", "jsonl"]));
     let roles: Vec<&str> = ctx[1..]
         .iter()
         .map(|r| r["message"]["role"].as_str().unwrap())
         .collect();
-    assert_eq!(roles, ["system", "user", "branchSummary"]);
+    assert_eq!(roles, ["system", "branchSummary"]);
     // --instructions needs --summarize.
     let bad = sb.session(&["branch", f, "--to", "d0c29d2a", "--instructions", "x"]);
     assert_eq!(bad.status.code(), Some(2));
@@ -568,4 +570,120 @@ fn compact_matches_pi_160_rpc() {
     assert!(splits >= 1, "no split turn among the cases");
     assert!(whole >= 1, "no cut between turns among the cases");
     eprintln!("{splits} split, {whole} whole-turn cuts, {refusals} refusals compared");
+}
+
+/// Navigating to a user message with a summary: pi 1.6.0 (its tree
+/// navigation, driven by an extension command) puts the leaf at the
+/// message's parent, summarises the path after the message, and records
+/// `fromId` = the old leaf; `branch --to USER --summarize` does the same on
+/// a copy of the file.
+#[test]
+fn branch_summarize_to_user_message_matches_pi_160() {
+    let Some(o) = Oracle::find("branch_summarize_to_user_message_matches_pi_160") else {
+        return;
+    };
+    let sb = Sandbox::new();
+    let mock = MockLlm::start(
+        &o,
+        sb.root(),
+        &json!([{"text": "answer one"}, {"text": "answer two"}]),
+    );
+    mock.configure(&sb.agent());
+    let out = o
+        .pi160(&sb)
+        .args(["-p", "question one", "question two"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    drop(mock);
+    let pi_file = only_session(&sb);
+    let text = std::fs::read_to_string(&pi_file).unwrap();
+    let entries: Vec<Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let users: Vec<&Value> = entries
+        .iter()
+        .filter(|e| e["message"]["role"] == "user")
+        .collect();
+    let target = users[1]["id"].as_str().unwrap().to_string();
+    let parent = users[1]["parentId"].clone();
+    let old_leaf = entries.last().unwrap()["id"].clone();
+    let ours = sb.root().join("ours.jsonl");
+    std::fs::write(&ours, &text).unwrap();
+    let ext = sb.root().join("nav.ts");
+    std::fs::write(
+        &ext,
+        r#"export default function (pi: any) {
+  pi.registerCommand("nav", {
+    description: "navigate the tree with a summary",
+    handler: async (args: string, ctx: any) => {
+      await ctx.navigateTree(args.trim(), { summarize: true });
+    },
+  });
+}
+"#,
+    )
+    .unwrap();
+    let summary_turn = json!([{"match": "<conversation>", "text": "BRANCH SUMMARY"}]);
+    let pi_dir = sb.root().join("pi-nav");
+    std::fs::create_dir_all(&pi_dir).unwrap();
+    let mock = MockLlm::start(&o, &pi_dir, &summary_turn);
+    mock.configure(&sb.agent());
+    let out = o
+        .pi160(&sb)
+        .args(["--session", pi_file.to_str().unwrap(), "-e"])
+        .arg(&ext)
+        .args(["-p", &format!("/nav {target}")])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let pi_reqs = requests(&mock.log);
+    drop(mock);
+    let our_dir = sb.root().join("our-nav");
+    std::fs::create_dir_all(&our_dir).unwrap();
+    let mock = MockLlm::start(&o, &our_dir, &summary_turn);
+    mock.configure(&sb.agent());
+    let out = sb.session(&[
+        "branch",
+        ours.to_str().unwrap(),
+        "--to",
+        &target,
+        "--summarize",
+    ]);
+    ok(&out);
+    let our_reqs = requests(&mock.log);
+    drop(mock);
+    let last = |f: &Path| -> Value {
+        let t = std::fs::read_to_string(f).unwrap();
+        serde_json::from_str(t.lines().last().unwrap()).unwrap()
+    };
+    let (p, q) = (last(&pi_file), last(&ours));
+    assert_eq!(p["type"], "branch_summary");
+    assert_eq!(q["type"], "branch_summary");
+    assert_eq!(p["parentId"], parent);
+    assert_eq!(q["parentId"], parent);
+    assert_eq!(p["fromId"], old_leaf);
+    assert_eq!(q["fromId"], old_leaf);
+    assert_eq!(q["summary"], p["summary"]);
+    assert_eq!(keys(&q), keys(&p));
+    // The same abandoned path was summarised (the target itself is not).
+    let conversation = |reqs: &[Value]| -> String {
+        let u = user_text(&reqs[0]["body"]);
+        u.split("</conversation>").next().unwrap_or("").to_string()
+    };
+    assert_eq!(conversation(&our_reqs), conversation(&pi_reqs));
+    assert_eq!(
+        conversation(&our_reqs),
+        "<conversation>\n[Assistant]: answer two\n"
+    );
+    // And both files read back the same, as pi reads them.
+    for f in [&pi_file, &ours] {
+        let recs = jsonl(&sb.session(&["context", f.to_str().unwrap(), "--format", "jsonl"]));
+        let msgs: Vec<Value> = recs[1..].iter().map(|r| r["message"].clone()).collect();
+        let live: Value =
+            serde_json::from_slice(&o.node("sdk-context.mjs", &[f.to_str().unwrap()]).stdout)
+                .unwrap();
+        assert_eq!(Value::Array(msgs), live["messages"], "{}", f.display());
+    }
 }
