@@ -687,3 +687,112 @@ fn branch_summarize_to_user_message_matches_pi_160() {
         assert_eq!(Value::Array(msgs), live["messages"], "{}", f.display());
     }
 }
+
+/// The fixtures pi 1.6.0 and 0.73.1 wrote: pi 1.6.0's own RPC `compact`
+/// on each file (several budgets) and our `compact --dry-run` on a copy of
+/// the same file choose the same `firstKeptEntryId` and `tokensBefore`
+/// (split turns included), or refuse with the same words.
+#[test]
+fn compact_plan_matches_pi_160_on_the_fixtures() {
+    let Some(o) = Oracle::find("compact_plan_matches_pi_160_on_the_fixtures") else {
+        return;
+    };
+    let (mut compared, mut splits, mut refused) = (0, 0, 0);
+    for scenario in [
+        "tools-160",
+        "compaction-160",
+        "branched-160",
+        "custom-160",
+        "tools-073",
+        "plain-073",
+    ] {
+        for keep in [1u64, 30] {
+            let sb = Sandbox::with_fixtures();
+            let file = sb.fixture_file_with_cwd(scenario);
+            let copy = sb.root().join("copy.jsonl");
+            std::fs::copy(&file, &copy).unwrap();
+            let before = std::fs::read_to_string(&file).unwrap().lines().count();
+            let mock = MockLlm::start(&o, sb.root(), &json!([{"text": "S1"}, {"text": "S2"}]));
+            mock.configure(&sb.agent());
+            std::fs::write(
+                sb.agent().join("settings.json"),
+                json!({"defaultProvider": "mock", "defaultModel": "mock-model",
+                       "compaction": {"keepRecentTokens": keep}})
+                .to_string(),
+            )
+            .unwrap();
+            let mut c = std::process::Command::new(&o.node22);
+            c.arg(repo().join("tests/oracle/rpc-drive.mjs"))
+                .arg("--")
+                .arg(&o.node22)
+                .arg(&o.pi160_cli)
+                .args(["--mode", "rpc", "--session"])
+                .arg(&file)
+                .env_clear()
+                .env("HOME", sb.root().join("home"))
+                .env("PATH", std::env::var("PATH").unwrap_or_default())
+                .env("PI_CODING_AGENT_DIR", sb.agent())
+                .env("PI_OFFLINE", "1")
+                .current_dir(sb.cwd())
+                .stdin(std::process::Stdio::piped())
+                .stdout(std::process::Stdio::piped())
+                .stderr(std::process::Stdio::piped());
+            let mut child = c.spawn().unwrap();
+            {
+                use std::io::Write;
+                let mut stdin = child.stdin.take().unwrap();
+                stdin.write_all(br#"[{"type": "compact"}]"#).unwrap();
+            }
+            let out = child.wait_with_output().unwrap();
+            drop(mock);
+            let what = format!("{scenario}, keep {keep}");
+            let responses: Value = serde_json::from_slice(&out.stdout)
+                .unwrap_or_else(|_| panic!("{what}: {}{}", stdout(&out), stderr(&out)));
+            let r = &responses[0];
+            let plan = sb.session(&[
+                "compact",
+                copy.to_str().unwrap(),
+                "--dry-run",
+                "--keep-recent-tokens",
+                &keep.to_string(),
+                "--format",
+                "jsonl",
+            ]);
+            if r["success"] == true {
+                ok(&plan);
+                let plan = &jsonl(&plan)[0];
+                let text = std::fs::read_to_string(&file).unwrap();
+                let entry: Value = text
+                    .lines()
+                    .skip(before)
+                    .map(|l| serde_json::from_str::<Value>(l).unwrap())
+                    .find(|e| e["type"] == "compaction")
+                    .unwrap_or_else(|| panic!("{what}: no compaction entry"));
+                assert_eq!(
+                    plan["firstKeptEntryId"], entry["firstKeptEntryId"],
+                    "{what}"
+                );
+                assert_eq!(plan["tokensBefore"], entry["tokensBefore"], "{what}");
+                let pi_split = entry["summary"]
+                    .as_str()
+                    .unwrap()
+                    .contains("**Turn Context (split turn):**");
+                assert_eq!(plan["splitTurn"], pi_split, "{what}");
+                splits += usize::from(pi_split);
+                compared += 1;
+            } else {
+                let e = r["error"].as_str().unwrap();
+                assert_eq!(plan.status.code(), Some(2), "{what}");
+                assert!(
+                    stderr(&plan).contains(e),
+                    "{what}: {e} vs {}",
+                    stderr(&plan)
+                );
+                refused += 1;
+            }
+        }
+    }
+    assert!(compared >= 6, "{compared} compared");
+    assert!(splits >= 1, "no split turn");
+    eprintln!("{compared} plans compared ({splits} split), {refused} refusals");
+}
