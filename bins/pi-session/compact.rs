@@ -292,7 +292,8 @@ pub fn dry_run_fast(
     let Ok(mut f) = pi_lib::session::file::open_regular(path, false) else {
         return Ok(None);
     };
-    let mut bytes = Vec::new();
+    let len = f.metadata().map(|m| m.len()).unwrap_or(0);
+    let mut bytes = Vec::with_capacity(usize::try_from(len).unwrap_or(0).saturating_add(1));
     if f.read_to_end(&mut bytes).is_err() {
         return Ok(None);
     }
