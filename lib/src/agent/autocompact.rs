@@ -35,7 +35,7 @@ pub const TRUNCATED_RETRY_FAILED: &str =
 #[derive(Debug, Clone)]
 pub enum Compacted {
     /// The entry was appended; the `compaction_end` result.
-    Done(CompactionEventResult),
+    Done(Box<CompactionEventResult>),
     /// Nothing to compact (`Already compacted`, `Nothing to compact …`):
     /// an automatic compaction emits nothing then.
     Nothing(String),
@@ -263,7 +263,7 @@ impl Agent {
             event.clone(),
             will_retry,
         )));
-        Compacted::Done(event)
+        Compacted::Done(Box::new(event))
     }
 
     /// The threshold check before a prompt run (the last reply, aborted

@@ -639,7 +639,7 @@ pub(crate) fn find_cut(
     if cut + 1 < n && !replaces_visible {
         let tail = &kinds[cut + 1..];
         let invisible = tail.iter().all(|k| !k.has_message());
-        let omitted_assistant = tail.iter().any(|k| *k == Kind::Omitted { assistant: true });
+        let omitted_assistant = tail.contains(&Kind::Omitted { assistant: true });
         if invisible && omitted_assistant {
             cut += 1;
         }
