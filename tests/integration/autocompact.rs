@@ -515,3 +515,36 @@ fn overflow_without_compaction_fails_the_run() {
     );
     assert_eq!(server.requests.lock().unwrap().len(), 2);
 }
+
+/// A reply cut off by the output limit (`finish_reason: length`, fewer
+/// tokens than the model's maximum) is recovered like an overflow: pi
+/// 1.6.0 and pi-run omit it, compact and retry once.
+#[test]
+fn truncated_reply_recovery_matches_pi_160() {
+    let Some(o) = Oracle::find("truncated_reply_recovery_matches_pi_160") else {
+        return;
+    };
+    let settings = json!({"compaction": {"keepRecentTokens": 30}});
+    let turns = json!([
+        {"match": "<conversation>", "text": "HISTORY SUMMARY"},
+        {"match": "# Conversation", "text": "PREFIX SUMMARY"},
+        {"match": "second prompt", "text": "truncated rep", "finish_reason": "length", "usage": usage()},
+        {"text": FIRST_ANSWER, "usage": usage()},
+        {"text": "Recovered answer after compaction.", "usage": usage()}
+    ]);
+    let (_pi_sb, pi) = run(&o, true, 128000, settings.clone(), &turns, &ARGS);
+    assert!(pi.out.status.success(), "{}", stderr(&pi.out));
+    let (_sb, ours) = run(&o, false, 128000, settings, &turns, &ARGS);
+    assert!(ours.out.status.success(), "pi-run: {}", stderr(&ours.out));
+    let ot = event_types(&ours.events);
+    assert_eq!(ot, event_types(&pi.events));
+    assert!(
+        ot.iter().any(|t| t == "entry_appended:context_edit"),
+        "{ot:?}"
+    );
+    assert_eq!(compaction_ends(&ours), compaction_ends(&pi));
+    assert_eq!(
+        entry_types(&lines(&ours.file)),
+        entry_types(&lines(&pi.file))
+    );
+}
