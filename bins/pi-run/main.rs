@@ -405,6 +405,14 @@ fn run(
             .filter_map(|t| serde_json::to_value(t.definition()).ok())
             .collect(),
     );
+    let compaction = pi_lib::session::compact::CompactionSettings::from_settings(
+        &settings,
+        Some(&format!(
+            "{}/{}",
+            resolved.model.provider, resolved.model.id
+        )),
+    )
+    .map_err(CliError::input)?;
     let opts = AgentOptions {
         model: resolved.model,
         api_key: resolved.api_key,
@@ -439,6 +447,8 @@ fn run(
         let mut agent = Agent::new(opts, store, cancel.clone());
         agent.ext.hooks = hooks;
         agent.ext.gates = gates;
+        agent.compaction = compaction;
+        agent.auto_compaction = compaction.enabled;
         runner.set_queue(Arc::clone(&agent.queue));
         if let Some(c) = &subagents {
             c.set_parent_queue(Arc::clone(&agent.queue));

@@ -206,7 +206,8 @@ pub enum Command {
         summary: Option<String>,
         /// Have the model summarise the abandoned path (from the old leaf
         /// back to where it meets ENTRY) into the `branch_summary`, as pi's
-        /// tree navigation does.
+        /// tree navigation does; when ENTRY is a user (or custom) message,
+        /// the leaf goes to its parent, so that message can be sent again.
         #[arg(long)]
         summarize: bool,
         /// Extra focus for the model's summary (with --summarize).

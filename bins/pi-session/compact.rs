@@ -14,6 +14,7 @@ use pi_lib::model::select::{resolve_selection, SelectionDefaults, SelectionReque
 use pi_lib::model::ModelRegistry;
 use pi_lib::session::branch_summary::{budget, reserve_tokens, summarize_branch};
 use pi_lib::session::compact::{compact as run_compaction, CompactionSettings, SummaryModel};
+use pi_lib::session::compact_plan::{CompactionPlan, Index};
 use pi_lib::session::Session;
 use pi_lib::settings::Settings;
 use pi_lib::timefmt::now_ms;
@@ -127,50 +128,11 @@ pub fn compact(
     let prep = s
         .prepare_compaction(None, keep)
         .map_err(|e| CliError::input(format!("{}: {e}", s.path.display())))?;
+    if dry_run {
+        return print_plan(&prep.plan(), keep, format);
+    }
     let fmt = resolve_format(format);
     let mut out = Out::new();
-    if dry_run {
-        match fmt {
-            OutputFormat::Jsonl => out.record(&json!({
-                "type": "compaction_plan",
-                "firstKeptEntryId": prep.first_kept_entry_id,
-                "splitTurn": prep.split_turn,
-                "tokensBefore": prep.tokens_before,
-                "keepRecentTokens": keep,
-                "messagesToSummarize": prep.messages_to_summarize.len(),
-                "turnPrefixMessages": prep.turn_prefix_messages.len(),
-                "previousSummary": prep.previous_summary.is_some(),
-            }))?,
-            OutputFormat::Text => {
-                out.line(&format!(
-                    "would keep from {}{} ({} tokens before, keeping about {keep})",
-                    prep.first_kept_entry_id,
-                    if prep.split_turn {
-                        ", splitting its turn"
-                    } else {
-                        ""
-                    },
-                    prep.tokens_before
-                ))?;
-                out.line(&format!(
-                    "would summarise {} message(s){}{}",
-                    prep.messages_to_summarize.len(),
-                    if prep.split_turn {
-                        format!(" and a turn prefix of {}", prep.turn_prefix_messages.len())
-                    } else {
-                        String::new()
-                    },
-                    if prep.previous_summary.is_some() {
-                        ", updating the previous summary"
-                    } else {
-                        ""
-                    }
-                ))?;
-            }
-        }
-        out.flush()?;
-        return Ok(EXIT_OK);
-    }
     let m = summary_model(&s, &agent_dir, &settings, model.as_deref())?;
     let leaf_before = s.leaf_id().map(str::to_string);
     if fmt == OutputFormat::Jsonl {
@@ -292,7 +254,7 @@ pub fn branch_summarize(
             }
             Ok(vec![result.entry(
                 s.fresh_id(),
-                Some(target.to_string()),
+                prep.new_leaf.clone(),
                 now_ms(),
             )])
         })
@@ -304,9 +266,98 @@ pub fn branch_summarize(
         &s,
         &written,
         &format!(
-            "leaf moved to {target}; branch summary:\n\n{}",
+            "leaf moved to {}{}; branch summary:\n\n{}",
+            prep.new_leaf.as_deref().unwrap_or("the root"),
+            match &prep.editor_text {
+                Some(t) => format!(
+                    " (before user message {target}, to be sent again: {})",
+                    crate::out::clean_for_terminal(t)
+                ),
+                None => String::new(),
+            },
             crate::out::clean_for_terminal(&result.summary)
         ),
         format,
     )
+}
+
+/// `compact --dry-run` through the index planner (no full load); `None`
+/// when the file needs the full path (which then also reports any error).
+pub fn dry_run_fast(
+    path: &std::path::Path,
+    keep_recent_tokens: Option<u64>,
+    format: Option<OutputFormat>,
+) -> Result<Option<i32>, CliError> {
+    use std::io::Read;
+    let Ok(mut f) = pi_lib::session::file::open_regular(path, false) else {
+        return Ok(None);
+    };
+    let len = f.metadata().map(|m| m.len()).unwrap_or(0);
+    let mut bytes = Vec::with_capacity(usize::try_from(len).unwrap_or(0).saturating_add(1));
+    if f.read_to_end(&mut bytes).is_err() {
+        return Ok(None);
+    }
+    let Some(mut index) = Index::new(&bytes) else {
+        return Ok(None);
+    };
+    let agent_dir = pi_lib::paths::agent_dir();
+    let settings = settings(&agent_dir)?;
+    let model = index.model();
+    let cs =
+        CompactionSettings::from_settings(&settings, model.as_deref()).map_err(CliError::input)?;
+    let keep = keep_recent_tokens.unwrap_or(cs.keep_recent_tokens);
+    match index.plan(keep) {
+        None => Ok(None),
+        Some(Err(e)) => Err(CliError::input(format!("{}: {e}", path.display()))),
+        Some(Ok(plan)) => print_plan(&plan, keep, format).map(Some),
+    }
+}
+
+/// Prints what a compaction would do.
+fn print_plan(
+    plan: &CompactionPlan,
+    keep: u64,
+    format: Option<OutputFormat>,
+) -> Result<i32, CliError> {
+    let mut out = Out::new();
+    match resolve_format(format) {
+        OutputFormat::Jsonl => out.record(&json!({
+            "type": "compaction_plan",
+            "firstKeptEntryId": plan.first_kept_entry_id,
+            "splitTurn": plan.split_turn,
+            "tokensBefore": plan.tokens_before,
+            "keepRecentTokens": keep,
+            "messagesToSummarize": plan.messages_to_summarize,
+            "turnPrefixMessages": plan.turn_prefix_messages,
+            "previousSummary": plan.previous_summary,
+        }))?,
+        OutputFormat::Text => {
+            out.line(&format!(
+                "would keep from {}{} ({} tokens before, keeping about {keep})",
+                plan.first_kept_entry_id,
+                if plan.split_turn {
+                    ", splitting its turn"
+                } else {
+                    ""
+                },
+                plan.tokens_before
+            ))?;
+            out.line(&format!(
+                "would summarise {} message(s){}{}",
+                plan.messages_to_summarize,
+                if plan.split_turn {
+                    format!(" and a turn prefix of {}", plan.turn_prefix_messages)
+                } else {
+                    String::new()
+                },
+                if plan.previous_summary {
+                    ", updating the previous summary"
+                } else {
+                    ""
+                }
+            ))?;
+        }
+    }
+    out.flush()?;
+    Ok(EXIT_OK)
 }

@@ -121,14 +121,23 @@ fn run(cli: Cli) -> Result<i32, CliError> {
             model,
             dry_run,
             format,
-        } => compact::compact(
-            ctx.load(&session.session)?,
-            keep_recent_tokens,
-            instructions,
-            model,
-            dry_run,
-            format.format,
-        ),
+        } => {
+            if dry_run {
+                let path = ctx.resolve(&session.session)?;
+                if let Some(code) = compact::dry_run_fast(&path, keep_recent_tokens, format.format)?
+                {
+                    return Ok(code);
+                }
+            }
+            compact::compact(
+                ctx.load(&session.session)?,
+                keep_recent_tokens,
+                instructions,
+                model,
+                dry_run,
+                format.format,
+            )
+        }
         Command::Label {
             session,
             entry,

@@ -291,7 +291,9 @@ fn branch_summarize_records_the_abandoned_path() {
             "fromHook"
         ]
     );
-    assert_eq!(e["parentId"], "d0c29d2a");
+    // The target is a user message: the leaf goes to its parent (pi sends
+    // the message again from there).
+    assert_eq!(e["parentId"], "165f6dc9");
     // fromId is the leaf that was left, as in pi 1.6.0.
     assert_eq!(e["fromId"], "2fa34749");
     assert_eq!(
@@ -307,13 +309,13 @@ fn branch_summarize_records_the_abandoned_path() {
     );
     assert!(u.contains("[User]: What is step two?"), "{u}");
     assert!(u.ends_with("\n\nAdditional focus: step two"), "{u}");
-    // The model sees the summary after the kept user message.
+    // The model sees the summary right after the system prompt.
     let ctx = jsonl(&sb.session(&["context", f, "--format", "jsonl"]));
     let roles: Vec<&str> = ctx[1..]
         .iter()
         .map(|r| r["message"]["role"].as_str().unwrap())
         .collect();
-    assert_eq!(roles, ["system", "user", "branchSummary"]);
+    assert_eq!(roles, ["system", "branchSummary"]);
     // --instructions needs --summarize.
     let bad = sb.session(&["branch", f, "--to", "d0c29d2a", "--instructions", "x"]);
     assert_eq!(bad.status.code(), Some(2));
@@ -568,4 +570,229 @@ fn compact_matches_pi_160_rpc() {
     assert!(splits >= 1, "no split turn among the cases");
     assert!(whole >= 1, "no cut between turns among the cases");
     eprintln!("{splits} split, {whole} whole-turn cuts, {refusals} refusals compared");
+}
+
+/// Navigating to a user message with a summary: pi 1.6.0 (its tree
+/// navigation, driven by an extension command) puts the leaf at the
+/// message's parent, summarises the path after the message, and records
+/// `fromId` = the old leaf; `branch --to USER --summarize` does the same on
+/// a copy of the file.
+#[test]
+fn branch_summarize_to_user_message_matches_pi_160() {
+    let Some(o) = Oracle::find("branch_summarize_to_user_message_matches_pi_160") else {
+        return;
+    };
+    let sb = Sandbox::new();
+    let mock = MockLlm::start(
+        &o,
+        sb.root(),
+        &json!([{"text": "answer one"}, {"text": "answer two"}]),
+    );
+    mock.configure(&sb.agent());
+    let out = o
+        .pi160(&sb)
+        .args(["-p", "question one", "question two"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    drop(mock);
+    let pi_file = only_session(&sb);
+    let text = std::fs::read_to_string(&pi_file).unwrap();
+    let entries: Vec<Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let users: Vec<&Value> = entries
+        .iter()
+        .filter(|e| e["message"]["role"] == "user")
+        .collect();
+    let target = users[1]["id"].as_str().unwrap().to_string();
+    let parent = users[1]["parentId"].clone();
+    let old_leaf = entries.last().unwrap()["id"].clone();
+    let ours = sb.root().join("ours.jsonl");
+    std::fs::write(&ours, &text).unwrap();
+    let ext = sb.root().join("nav.ts");
+    std::fs::write(
+        &ext,
+        r#"export default function (pi: any) {
+  pi.registerCommand("nav", {
+    description: "navigate the tree with a summary",
+    handler: async (args: string, ctx: any) => {
+      await ctx.navigateTree(args.trim(), { summarize: true });
+    },
+  });
+}
+"#,
+    )
+    .unwrap();
+    let summary_turn = json!([{"match": "<conversation>", "text": "BRANCH SUMMARY"}]);
+    let pi_dir = sb.root().join("pi-nav");
+    std::fs::create_dir_all(&pi_dir).unwrap();
+    let mock = MockLlm::start(&o, &pi_dir, &summary_turn);
+    mock.configure(&sb.agent());
+    let out = o
+        .pi160(&sb)
+        .args(["--session", pi_file.to_str().unwrap(), "-e"])
+        .arg(&ext)
+        .args(["-p", &format!("/nav {target}")])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let pi_reqs = requests(&mock.log);
+    drop(mock);
+    let our_dir = sb.root().join("our-nav");
+    std::fs::create_dir_all(&our_dir).unwrap();
+    let mock = MockLlm::start(&o, &our_dir, &summary_turn);
+    mock.configure(&sb.agent());
+    let out = sb.session(&[
+        "branch",
+        ours.to_str().unwrap(),
+        "--to",
+        &target,
+        "--summarize",
+    ]);
+    ok(&out);
+    let our_reqs = requests(&mock.log);
+    drop(mock);
+    let last = |f: &Path| -> Value {
+        let t = std::fs::read_to_string(f).unwrap();
+        serde_json::from_str(t.lines().last().unwrap()).unwrap()
+    };
+    let (p, q) = (last(&pi_file), last(&ours));
+    assert_eq!(p["type"], "branch_summary");
+    assert_eq!(q["type"], "branch_summary");
+    assert_eq!(p["parentId"], parent);
+    assert_eq!(q["parentId"], parent);
+    assert_eq!(p["fromId"], old_leaf);
+    assert_eq!(q["fromId"], old_leaf);
+    assert_eq!(q["summary"], p["summary"]);
+    assert_eq!(keys(&q), keys(&p));
+    // The same abandoned path was summarised (the target itself is not).
+    let conversation = |reqs: &[Value]| -> String {
+        let u = user_text(&reqs[0]["body"]);
+        u.split("</conversation>").next().unwrap_or("").to_string()
+    };
+    assert_eq!(conversation(&our_reqs), conversation(&pi_reqs));
+    assert_eq!(
+        conversation(&our_reqs),
+        "<conversation>\n[Assistant]: answer two\n"
+    );
+    // And both files read back the same, as pi reads them.
+    for f in [&pi_file, &ours] {
+        let recs = jsonl(&sb.session(&["context", f.to_str().unwrap(), "--format", "jsonl"]));
+        let msgs: Vec<Value> = recs[1..].iter().map(|r| r["message"].clone()).collect();
+        let live: Value =
+            serde_json::from_slice(&o.node("sdk-context.mjs", &[f.to_str().unwrap()]).stdout)
+                .unwrap();
+        assert_eq!(Value::Array(msgs), live["messages"], "{}", f.display());
+    }
+}
+
+/// The fixtures pi 1.6.0 and 0.73.1 wrote: pi 1.6.0's own RPC `compact`
+/// on each file (several budgets) and our `compact --dry-run` on a copy of
+/// the same file choose the same `firstKeptEntryId` and `tokensBefore`
+/// (split turns included), or refuse with the same words.
+#[test]
+fn compact_plan_matches_pi_160_on_the_fixtures() {
+    let Some(o) = Oracle::find("compact_plan_matches_pi_160_on_the_fixtures") else {
+        return;
+    };
+    let (mut compared, mut splits, mut refused) = (0, 0, 0);
+    for scenario in [
+        "tools-160",
+        "compaction-160",
+        "branched-160",
+        "custom-160",
+        "tools-073",
+        "plain-073",
+    ] {
+        for keep in [1u64, 30] {
+            let sb = Sandbox::with_fixtures();
+            let file = sb.fixture_file_with_cwd(scenario);
+            let copy = sb.root().join("copy.jsonl");
+            std::fs::copy(&file, &copy).unwrap();
+            let before = std::fs::read_to_string(&file).unwrap().lines().count();
+            let mock = MockLlm::start(&o, sb.root(), &json!([{"text": "S1"}, {"text": "S2"}]));
+            mock.configure(&sb.agent());
+            std::fs::write(
+                sb.agent().join("settings.json"),
+                json!({"defaultProvider": "mock", "defaultModel": "mock-model",
+                       "compaction": {"keepRecentTokens": keep}})
+                .to_string(),
+            )
+            .unwrap();
+            let mut c = std::process::Command::new(&o.node22);
+            c.arg(repo().join("tests/oracle/rpc-drive.mjs"))
+                .arg("--")
+                .arg(&o.node22)
+                .arg(&o.pi160_cli)
+                .args(["--mode", "rpc", "--session"])
+                .arg(&file)
+                .env_clear()
+                .env("HOME", sb.root().join("home"))
+                .env("PATH", std::env::var("PATH").unwrap_or_default())
+                .env("PI_CODING_AGENT_DIR", sb.agent())
+                .env("PI_OFFLINE", "1")
+                .current_dir(sb.cwd())
+                .stdin(std::process::Stdio::piped())
+                .stdout(std::process::Stdio::piped())
+                .stderr(std::process::Stdio::piped());
+            let mut child = c.spawn().unwrap();
+            {
+                use std::io::Write;
+                let mut stdin = child.stdin.take().unwrap();
+                stdin.write_all(br#"[{"type": "compact"}]"#).unwrap();
+            }
+            let out = child.wait_with_output().unwrap();
+            drop(mock);
+            let what = format!("{scenario}, keep {keep}");
+            let responses: Value = serde_json::from_slice(&out.stdout)
+                .unwrap_or_else(|_| panic!("{what}: {}{}", stdout(&out), stderr(&out)));
+            let r = &responses[0];
+            let plan = sb.session(&[
+                "compact",
+                copy.to_str().unwrap(),
+                "--dry-run",
+                "--keep-recent-tokens",
+                &keep.to_string(),
+                "--format",
+                "jsonl",
+            ]);
+            if r["success"] == true {
+                ok(&plan);
+                let plan = &jsonl(&plan)[0];
+                let text = std::fs::read_to_string(&file).unwrap();
+                let entry: Value = text
+                    .lines()
+                    .skip(before)
+                    .map(|l| serde_json::from_str::<Value>(l).unwrap())
+                    .find(|e| e["type"] == "compaction")
+                    .unwrap_or_else(|| panic!("{what}: no compaction entry"));
+                assert_eq!(
+                    plan["firstKeptEntryId"], entry["firstKeptEntryId"],
+                    "{what}"
+                );
+                assert_eq!(plan["tokensBefore"], entry["tokensBefore"], "{what}");
+                let pi_split = entry["summary"]
+                    .as_str()
+                    .unwrap()
+                    .contains("**Turn Context (split turn):**");
+                assert_eq!(plan["splitTurn"], pi_split, "{what}");
+                splits += usize::from(pi_split);
+                compared += 1;
+            } else {
+                let e = r["error"].as_str().unwrap();
+                assert_eq!(plan.status.code(), Some(2), "{what}");
+                assert!(
+                    stderr(&plan).contains(e),
+                    "{what}: {e} vs {}",
+                    stderr(&plan)
+                );
+                refused += 1;
+            }
+        }
+    }
+    assert!(compared >= 6, "{compared} compared");
+    assert!(splits >= 1, "no split turn");
+    eprintln!("{compared} plans compared ({splits} split), {refused} refusals");
 }

@@ -12,6 +12,7 @@
 // The conversion lives with the session (compaction needs it too, and the
 // session sits below the agent); the old path stays.
 pub use crate::session::llm as convert;
+pub mod autocompact;
 pub mod events;
 pub mod hooks;
 pub mod queue;
@@ -82,6 +83,10 @@ pub struct Agent {
     /// Steering, follow-up and next-turn messages (extensions' and, later,
     /// an RPC client's), delivered with pi's rules.
     pub queue: Arc<queue::MessageQueue>,
+    /// Automatic compaction (`compaction.enabled`; off unless the caller
+    /// turns it on) and its settings for this model.
+    pub auto_compaction: bool,
+    pub compaction: crate::session::compact::CompactionSettings,
     /// This run's whole prompt from `before_agent_start` (sent, never
     /// recorded).
     run_forced: Option<String>,
@@ -105,6 +110,8 @@ impl Agent {
             cancel,
             ext: AgentExt::default(),
             queue: Arc::default(),
+            auto_compaction: false,
+            compaction: Default::default(),
             run_forced: None,
             run_extra: Vec::new(),
         }
@@ -417,6 +424,7 @@ impl Agent {
     pub async fn run(&mut self, user: AgentMessage, emit: Emit<'_>) -> RunOutcome {
         self.run_forced = None;
         self.run_extra.clear();
+        self.compact_before_prompt(emit).await;
         self.before_agent_start(&user, emit).await;
         self.queue.set_streaming(true);
         let out = self.run_inner(user, emit).await;
@@ -430,6 +438,7 @@ impl Agent {
         let mut attempt: u32 = 0;
         let mut first_run = true;
         let mut retrying = false;
+        let mut overflow_tried = false;
         loop {
             self.dispatch(events::simple("agent_start"), None, emit)
                 .await;
@@ -503,6 +512,23 @@ impl Agent {
                     emit(
                         &json!({"type": "auto_retry_end", "success": false, "attempt": attempt, "finalError": err}),
                     );
+                }
+            }
+            // Overflow recovery or the threshold check; a recovered
+            // overflow starts a fresh run.
+            if !will_retry {
+                let failure = match &result {
+                    TurnsEnd::ModelError(_, info) => info.clone(),
+                    _ => None,
+                };
+                let last = last_assistant(&new_messages);
+                if self
+                    .compact_after_run(last.as_ref(), failure.as_ref(), &mut overflow_tried, emit)
+                    .await
+                {
+                    new_messages.clear();
+                    retrying = false;
+                    continue;
                 }
             }
             let aborted = self.cancel.is_cancelled() || matches!(result, TurnsEnd::Aborted);
@@ -644,6 +670,7 @@ impl Agent {
                     return TurnsEnd::MaxTurns(max);
                 }
             }
+            self.compact_between_turns(emit).await;
         }
     }
 

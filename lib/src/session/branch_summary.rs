@@ -32,6 +32,13 @@ pub const BRANCH_SUMMARY_PREFIX: &str =
 pub struct BranchPreparation {
     /// The leaf being left (`"root"` for an empty session).
     pub from_id: String,
+    /// Where the leaf goes, and so the summary's parent: the target, or
+    /// its parent when the target is a user message or a custom message
+    /// (`None`: before the first entry).
+    pub new_leaf: Option<String>,
+    /// The text of a user/custom message target, which pi puts back into
+    /// the editor.
+    pub editor_text: Option<String>,
     /// The messages summarised, oldest first.
     pub messages: Vec<AgentMessage>,
     pub file_ops: FileOps,
@@ -55,6 +62,28 @@ pub fn reserve_tokens(settings: &crate::settings::Settings) -> Result<u64, Strin
 }
 
 impl Session {
+    /// Where navigating to `target` puts the leaf, as pi's tree navigation
+    /// does: a user message or a `custom_message` is re-entered rather than
+    /// kept, so the leaf goes to its parent and its text is returned for the
+    /// editor; any other entry becomes the leaf.
+    pub fn navigation_target(&self, target: &str) -> (Option<String>, Option<String>) {
+        let Some(e) = self.entries.iter().find(|e| e.id() == target) else {
+            return (Some(target.to_string()), None);
+        };
+        let text = match e {
+            Entry::Message(m) => match &m.message {
+                AgentMessage::User(u) => Some(u.content.joined_text("")),
+                _ => None,
+            },
+            Entry::CustomMessage(c) => Some(c.content.joined_text("")),
+            _ => None,
+        };
+        match text {
+            Some(t) => (e.parent_id().map(str::to_string), Some(t)),
+            None => (Some(target.to_string()), None),
+        }
+    }
+
     /// The entries abandoned when the leaf moves from the current leaf to
     /// `target`: the old path after the deepest common ancestor, oldest
     /// first, turned into messages newest-first until `budget` tokens are
@@ -133,8 +162,11 @@ impl Session {
         for m in &picked {
             file_ops.track(m);
         }
+        let (new_leaf, editor_text) = self.navigation_target(target);
         Some(BranchPreparation {
             from_id: old_leaf,
+            new_leaf,
+            editor_text,
             messages: picked,
             file_ops,
         })

@@ -17,6 +17,7 @@ use std::time::Duration;
 use serde_json::{json, Map, Value};
 use tokio_util::sync::CancellationToken;
 
+use crate::format::compaction::CompactionEventResult;
 use crate::format::entry::CompactionEntry;
 use crate::format::message::{CompactionSummaryMessage, MessageRef, SystemMessage};
 use crate::format::model::{Model, ThinkingLevel};
@@ -504,6 +505,26 @@ pub struct Preparation<'a> {
     pub system: Option<SystemMessage>,
 }
 
+impl Preparation<'_> {
+    /// The same plan owning its messages (so the session may change while
+    /// the summary is written).
+    pub fn into_owned(self) -> Preparation<'static> {
+        let own = |v: Vec<Cow<'_, AgentMessage>>| -> Vec<Cow<'static, AgentMessage>> {
+            v.into_iter().map(|m| Cow::Owned(m.into_owned())).collect()
+        };
+        Preparation {
+            first_kept_entry_id: self.first_kept_entry_id,
+            split_turn: self.split_turn,
+            tokens_before: self.tokens_before,
+            messages_to_summarize: own(self.messages_to_summarize),
+            turn_prefix_messages: own(self.turn_prefix_messages),
+            previous_summary: self.previous_summary,
+            file_ops: self.file_ops,
+            system: self.system,
+        }
+    }
+}
+
 /// A message that starts a turn (an assistant reply does not).
 fn is_turn_start(m: Option<&AgentMessage>) -> bool {
     matches!(
@@ -518,13 +539,127 @@ fn is_turn_start(m: Option<&AgentMessage>) -> bool {
     )
 }
 
-/// A message the kept part may start with (never a tool result or a
-/// system message).
-fn is_cut_point(m: Option<&AgentMessage>) -> bool {
-    is_turn_start(m) || matches!(m, Some(AgentMessage::Assistant(_)))
+/// What the cut-point search knows about one projected entry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Kind {
+    /// No message (metadata, or an empty branch summary).
+    Meta,
+    /// A message a `context_edit` omitted (`assistant`: it was a reply).
+    Omitted {
+        assistant: bool,
+    },
+    System,
+    ToolResult,
+    Assistant,
+    /// `user`, `bashExecution`, `custom`, `branchSummary`,
+    /// `compactionSummary`.
+    TurnStart,
+    /// Any other message (a role this toolkit does not know).
+    Other,
+}
+
+impl Kind {
+    pub(crate) fn of(m: Option<&AgentMessage>, omitted: bool, assistant_entry: bool) -> Kind {
+        if omitted {
+            return Kind::Omitted {
+                assistant: assistant_entry,
+            };
+        }
+        match m {
+            None => Kind::Meta,
+            Some(AgentMessage::System(_)) => Kind::System,
+            Some(AgentMessage::ToolResult(_)) => Kind::ToolResult,
+            Some(AgentMessage::Assistant(_)) => Kind::Assistant,
+            m if is_turn_start(m) => Kind::TurnStart,
+            Some(_) => Kind::Other,
+        }
+    }
+
+    fn has_message(self) -> bool {
+        !matches!(self, Kind::Meta | Kind::Omitted { .. })
+    }
+
+    fn is_cut_point(self) -> bool {
+        matches!(self, Kind::Assistant | Kind::TurnStart)
+    }
+
+    /// A message that is summarised (system messages never are).
+    pub(crate) fn summarised(self) -> bool {
+        self.has_message() && self != Kind::System
+    }
+}
+
+/// Where the kept part starts, and the start of the turn it splits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Cut {
+    pub cut: usize,
+    pub turn_start: Option<usize>,
+}
+
+/// pi's cut-point search over the projected entries `kinds` (the
+/// contributing compaction, if any, before `start`): walk back from the
+/// newest entry adding `tokens(k)` until `keep` is reached, take the next
+/// cut point, step over an omitted failed tail, extend back over metadata,
+/// and find the turn a cut inside a turn splits. `tokens` is asked only for
+/// the entries the walk reaches (newest first), so a caller may compute
+/// them lazily.
+pub(crate) fn find_cut(
+    kinds: &[Kind],
+    start: usize,
+    keep: u64,
+    replaces_visible: bool,
+    mut tokens: impl FnMut(usize) -> u64,
+) -> Result<Cut, PrepareError> {
+    let n = kinds.len();
+    let first_cp = (start..n).find(|&k| kinds[k].is_cut_point());
+    let last_cp = (start..n).rev().find(|&k| kinds[k].is_cut_point());
+    let (Some(first_cp), Some(last_cp)) = (first_cp, last_cp) else {
+        return Err(PrepareError::NothingToCompact);
+    };
+    let mut cut = first_cp;
+    let mut acc = 0u64;
+    for k in (start..n).rev() {
+        if !kinds[k].has_message() {
+            continue;
+        }
+        let t = tokens(k);
+        if t == 0 {
+            continue;
+        }
+        acc += t;
+        if acc >= keep {
+            cut = (k..n)
+                .find(|&c| c >= start && kinds[c].is_cut_point())
+                .unwrap_or(last_cp);
+            break;
+        }
+    }
+    // Omitted-suffix advancement: a failed, omitted tail after the cut is
+    // summarised with it rather than kept.
+    if cut + 1 < n && !replaces_visible {
+        let tail = &kinds[cut + 1..];
+        let invisible = tail.iter().all(|k| !k.has_message());
+        let omitted_assistant = tail.contains(&Kind::Omitted { assistant: true });
+        if invisible && omitted_assistant {
+            cut += 1;
+        }
+    }
+    while cut > start && kinds[cut - 1] == Kind::Meta {
+        cut -= 1;
+    }
+    let turn_start = if kinds[cut] == Kind::TurnStart {
+        None
+    } else {
+        (start..cut).rev().find(|&k| kinds[k] == Kind::TurnStart)
+    };
+    Ok(Cut { cut, turn_start })
 }
 
 impl Session {
+    fn is_assistant_entry(&self, i: usize) -> bool {
+        matches!(&self.entries[i], Entry::Message(m) if matches!(m.message, AgentMessage::Assistant(_)))
+    }
+
     /// Prepares the compaction of the branch ending at `leaf` (pi's
     /// `prepareCompaction`), keeping about `keep_recent_tokens` of the
     /// newest context.
@@ -544,54 +679,21 @@ impl Session {
         let p = self.projection(leaf);
         let tokens_before = p.estimate_tokens();
         let es = &p.entries;
-        let n = es.len();
         let start = usize::from(p.compaction.is_some());
-        let msg = |k: usize| es[k].message.as_deref();
-        let cut_points: Vec<usize> = (start..n).filter(|&k| is_cut_point(msg(k))).collect();
-        let (Some(&first_cp), Some(&last_cp)) = (cut_points.first(), cut_points.last()) else {
-            return Err(PrepareError::NothingToCompact);
-        };
-        let mut cut = first_cp;
-        let mut acc = 0u64;
-        for k in (start..n).rev() {
-            let t = msg(k).map(estimate_tokens).unwrap_or(0);
-            if t == 0 {
-                continue;
-            }
-            acc += t;
-            if acc >= keep_recent_tokens {
-                cut = cut_points
-                    .iter()
-                    .copied()
-                    .find(|&c| c >= k)
-                    .unwrap_or(last_cp);
-                break;
-            }
-        }
-        // Omitted-suffix advancement: a failed, omitted tail after the cut
-        // is summarised with it rather than kept.
-        if cut + 1 < n && !p.replaces_visible {
-            let tail = &es[cut + 1..];
-            let invisible = tail.iter().all(|e| e.message.is_none());
-            let omitted_assistant = tail.iter().any(|e| {
-                e.omitted
-                    && matches!(
-                        &self.entries[e.index],
-                        Entry::Message(m) if matches!(m.message, AgentMessage::Assistant(_))
-                    )
-            });
-            if invisible && omitted_assistant {
-                cut += 1;
-            }
-        }
-        while cut > start && es[cut - 1].message.is_none() && !es[cut - 1].omitted {
-            cut -= 1;
-        }
-        let turn_start = if is_turn_start(msg(cut)) {
-            None
-        } else {
-            (start..cut).rev().find(|&k| is_turn_start(msg(k)))
-        };
+        let kinds: Vec<Kind> = es
+            .iter()
+            .map(|e| {
+                Kind::of(
+                    e.message.as_deref(),
+                    e.omitted,
+                    self.is_assistant_entry(e.index),
+                )
+            })
+            .collect();
+        let Cut { cut, turn_start } =
+            find_cut(&kinds, start, keep_recent_tokens, p.replaces_visible, |k| {
+                es[k].message.as_deref().map(estimate_tokens).unwrap_or(0)
+            })?;
         let collect = |from: usize, to: usize| -> Vec<Cow<'_, AgentMessage>> {
             es[from..to]
                 .iter()
@@ -994,6 +1096,20 @@ pub async fn compact(
 }
 
 impl CompactionResult {
+    /// The `compaction_end` result, given the estimate of the rebuilt
+    /// context (`estimatedTokensAfter`: the projection once the entry is
+    /// written).
+    pub fn event_result(&self, estimated_tokens_after: u64) -> CompactionEventResult {
+        CompactionEventResult {
+            summary: self.summary.clone(),
+            first_kept_entry_id: self.first_kept_entry_id.clone(),
+            tokens_before: self.tokens_before,
+            estimated_tokens_after,
+            usage: Some(self.usage.clone()),
+            details: Some(self.details.clone()),
+        }
+    }
+
     /// The `compaction` entry pi 1.6.0 writes (child of `parent`), with the
     /// system checkpoint stamped with the compaction time.
     pub fn entry(&self, id: String, parent: Option<String>, now_ms: i64) -> Entry {

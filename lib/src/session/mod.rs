@@ -3,6 +3,7 @@
 
 pub mod branch_summary;
 pub mod compact;
+pub mod compact_plan;
 pub mod context;
 pub mod export;
 pub mod file;

@@ -1,0 +1,378 @@
+//! Compaction inside the agent loop, as pi 1.6.0 runs it: the threshold
+//! check (`contextTokens > contextWindow − reserveTokens`) before a prompt,
+//! between turns and after a run; overflow recovery (a context-overflow
+//! error or a recoverable length stop: the failed reply is omitted with
+//! `context_edit`s, the branch compacted, and a fresh run started once);
+//! and [`Agent::compact_now`], the one entry point every caller (automatic
+//! triggers, an RPC `compact` command) goes through. The compaction itself
+//! (cut point, summaries, the entry) is `session::compact`, which sits
+//! below the agent; this module only decides when, and emits pi's
+//! `compaction_start` / `compaction_end` events around it.
+
+use std::sync::OnceLock;
+
+use regex::Regex;
+use serde_json::{Map, Value};
+
+use super::{Agent, Emit};
+use crate::format::compaction::{
+    CompactionEnd, CompactionEventResult, CompactionReason, CompactionStart,
+};
+use crate::format::entry::ContextEditEntry;
+use crate::format::message::AssistantMessage;
+use crate::format::{AgentMessage, Entry};
+use crate::provider::{FailureInfo, FailureKind};
+use crate::session::compact::{compact, usage_tokens, PrepareError, SummaryModel};
+use crate::timefmt::{now_iso, now_ms};
+
+/// `compaction_end.errorMessage` when the retried run overflows again.
+pub const OVERFLOW_RETRY_FAILED: &str = "Context overflow recovery failed after one compact-and-retry attempt. Try reducing context or switching to a larger-context model.";
+/// The same for a truncated (length-stopped) reply.
+pub const TRUNCATED_RETRY_FAILED: &str =
+    "Truncated response recovery failed after one compact-and-retry attempt.";
+
+/// What [`Agent::compact_now`] came to.
+#[derive(Debug, Clone)]
+pub enum Compacted {
+    /// The entry was appended; the `compaction_end` result.
+    Done(Box<CompactionEventResult>),
+    /// Nothing to compact (`Already compacted`, `Nothing to compact …`):
+    /// an automatic compaction emits nothing then.
+    Nothing(String),
+    /// The summary call failed or was cancelled (the bare message).
+    Failed(String),
+}
+
+/// Whether a provider error says the prompt did not fit the context window
+/// (pi's overflow patterns, an HTTP 413), and is not a rate limit.
+pub fn is_overflow_error(message: &str, failure: Option<&FailureInfo>) -> bool {
+    static RE: OnceLock<Option<(Regex, Regex)>> = OnceLock::new();
+    let re = RE.get_or_init(|| {
+        let yes = Regex::new(
+            r"(?i)prompt (is )?too long|exceeds? the context window|context[_ ]length[_ ]exceeded|maximum context length|context window (is )?exceeded|too many tokens|token limit exceeded|input is too long|request too large|exceeds the maximum (number of )?tokens",
+        )
+        .ok()?;
+        let no = Regex::new(r"(?i)rate limit|too many requests|^(Throttling error|Service unavailable):")
+            .ok()?;
+        Some((yes, no))
+    });
+    let Some((yes, no)) = re else {
+        return false;
+    };
+    if no.is_match(message) {
+        return false;
+    }
+    let status_413 = matches!(failure.map(|f| &f.kind), Some(FailureKind::Http(413)))
+        || message.starts_with("413");
+    status_413 || yes.is_match(message)
+}
+
+/// How a run's last reply asks for an overflow compaction.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Overflow {
+    /// Omit the reply, compact, retry once (`truncated`: a length stop).
+    Retry { truncated: bool },
+    /// The reply stays; compact without retrying (its input already
+    /// exceeded the window).
+    CompactOnly,
+}
+
+impl Agent {
+    fn over_threshold(&self, tokens: u64) -> bool {
+        let window = self.opts.model.context_window;
+        window > 0 && tokens > window.saturating_sub(self.compaction.reserve_tokens)
+    }
+
+    fn same_model(&self, a: &AssistantMessage) -> bool {
+        a.provider == self.opts.model.provider && a.model == self.opts.model.id
+    }
+
+    /// Whether the run's last reply calls for overflow recovery.
+    pub(super) fn overflow_kind(
+        &self,
+        last: &AssistantMessage,
+        failure: Option<&FailureInfo>,
+    ) -> Option<Overflow> {
+        if !self.same_model(last) {
+            return None;
+        }
+        let window = self.opts.model.context_window;
+        let u = &last.usage;
+        let input = u.input.as_u64() + u.cache_read.as_u64();
+        match last.stop_reason.as_str() {
+            "error" => last
+                .error_message
+                .as_deref()
+                .is_some_and(|m| is_overflow_error(m, failure))
+                .then_some(Overflow::Retry { truncated: false }),
+            "length" => {
+                let full = u.output.as_u64() == 0 && window > 0 && input * 100 >= window * 99;
+                let recoverable = u.output.as_u64() < self.opts.model.max_tokens;
+                (full || recoverable).then_some(Overflow::Retry { truncated: !full })
+            }
+            "stop" if window > 0 && input > window => Some(Overflow::CompactOnly),
+            _ => None,
+        }
+    }
+
+    /// The threshold test on the branch's last assistant reply (after a
+    /// run, and before a prompt with `include_aborted`): skipped for an
+    /// aborted reply (unless included), another model's, or one the latest
+    /// compaction already covers. The reply's usage counts, or the estimate
+    /// for an error, a zero usage, or a branch with context edits.
+    pub(super) fn last_reply_over_threshold(&self, include_aborted: bool) -> bool {
+        let s = &self.store.session;
+        let path = s.leaf_id().map(|l| s.path_to(l)).unwrap_or_default();
+        let (mut compaction, mut edits, mut last) = (None, false, None);
+        for (pos, &i) in path.iter().enumerate() {
+            match &s.entries[i] {
+                Entry::Compaction(_) => compaction = Some(pos),
+                Entry::ContextEdit(_) => edits = true,
+                Entry::Message(m) => {
+                    if let AgentMessage::Assistant(a) = &m.message {
+                        last = Some((pos, &**a));
+                    }
+                }
+                _ => {}
+            }
+        }
+        let Some((pos, a)) = last else {
+            return false;
+        };
+        if compaction.is_some_and(|c| pos < c)
+            || (!include_aborted && a.stop_reason == "aborted")
+            || !self.same_model(a)
+        {
+            return false;
+        }
+        let used = usage_tokens(&a.usage);
+        let tokens = if a.stop_reason == "error" || used == 0 || edits {
+            s.projection(None).estimate_tokens()
+        } else {
+            used
+        };
+        self.over_threshold(tokens)
+    }
+
+    /// The between-turns test: the projected context of the next request.
+    pub(super) fn projected_over_threshold(&self) -> bool {
+        self.over_threshold(self.store.session.projection(None).estimate_tokens())
+    }
+
+    /// Hides the branch's last assistant reply and the tool results after
+    /// it from the model (one `context_edit` each, reported as
+    /// `entry_appended`); the entries stay in the file.
+    pub(super) fn omit_last_reply(&mut self, emit: Emit<'_>) -> Result<(), String> {
+        let targets: Vec<String> = {
+            let s = &self.store.session;
+            let path = s.leaf_id().map(|l| s.path_to(l)).unwrap_or_default();
+            let is_assistant = |i: usize| matches!(&s.entries[i], Entry::Message(m) if matches!(m.message, AgentMessage::Assistant(_)));
+            match path.iter().rposition(|&i| is_assistant(i)) {
+                None => Vec::new(),
+                Some(at) => path[at..]
+                    .iter()
+                    .filter(|&&i| {
+                        is_assistant(i)
+                            || matches!(&s.entries[i], Entry::Message(m) if matches!(m.message, AgentMessage::ToolResult(_)))
+                    })
+                    .map(|&i| s.entries[i].id().to_string())
+                    .collect(),
+            }
+        };
+        for target in targets {
+            let edit = Entry::ContextEdit(Box::new(ContextEditEntry {
+                id: self.store.session.fresh_id(),
+                parent_id: self.store.session.leaf_id().map(str::to_string),
+                timestamp: now_iso(),
+                target_id: target,
+                replacement: Value::Null,
+                extra: Map::new(),
+            }));
+            self.append(edit, Some(&mut *emit))?;
+        }
+        Ok(())
+    }
+
+    /// Compacts the branch now, keeping `compaction.keepRecentTokens`:
+    /// `compaction_start`, the summary calls, the `compaction` entry, then
+    /// `compaction_end` (with `will_retry` on success). A manual compaction
+    /// that finds nothing to do reports it as a failure; an automatic one
+    /// emits nothing then. Usable whether or not automatic compaction is on
+    /// (RPC `compact`).
+    pub async fn compact_now(
+        &mut self,
+        reason: CompactionReason,
+        instructions: Option<&str>,
+        will_retry: bool,
+        emit: Emit<'_>,
+    ) -> Compacted {
+        let prep = self
+            .store
+            .session
+            .prepare_compaction(None, self.compaction.keep_recent_tokens)
+            .map(|p| p.into_owned());
+        let prep = match prep {
+            Ok(p) => p,
+            Err(e) => {
+                let msg = e.to_string();
+                if reason == CompactionReason::Manual {
+                    emit(&to_value(&CompactionStart::new(reason)));
+                    emit(&to_value(&CompactionEnd::failure(reason, &msg)));
+                }
+                debug_assert!(matches!(
+                    e,
+                    PrepareError::AlreadyCompacted | PrepareError::NothingToCompact
+                ));
+                return Compacted::Nothing(msg);
+            }
+        };
+        emit(&to_value(&CompactionStart::new(reason)));
+        let model = SummaryModel {
+            model: self.opts.model.clone(),
+            api_key: self.opts.api_key.clone(),
+            thinking: self.opts.thinking,
+            idle_timeout: self.opts.idle_timeout,
+            cancel: self.cancel.clone(),
+        };
+        let result = compact(&prep, &model, instructions).await;
+        drop(prep);
+        let result = match result {
+            Ok(r) => r,
+            Err(msg) => {
+                let end = if self.cancel.is_cancelled() {
+                    CompactionEnd::aborted(reason)
+                } else {
+                    CompactionEnd::failure(reason, &msg)
+                };
+                emit(&to_value(&end));
+                return Compacted::Failed(msg);
+            }
+        };
+        let entry = result.entry(
+            self.store.session.fresh_id(),
+            self.store.session.leaf_id().map(str::to_string),
+            now_ms(),
+        );
+        if let Err(e) = self.append(entry, None) {
+            emit(&to_value(&CompactionEnd::failure(reason, &e)));
+            return Compacted::Failed(e);
+        }
+        let event = result.event_result(self.store.session.projection(None).estimate_tokens());
+        emit(&to_value(&CompactionEnd::success(
+            reason,
+            event.clone(),
+            will_retry,
+        )));
+        Compacted::Done(Box::new(event))
+    }
+
+    /// The threshold check before a prompt run (the last reply, aborted
+    /// ones included).
+    pub(super) async fn compact_before_prompt(&mut self, emit: Emit<'_>) {
+        if self.auto_compaction && self.last_reply_over_threshold(true) {
+            self.compact_now(CompactionReason::Threshold, None, false, emit)
+                .await;
+        }
+    }
+
+    /// After a run (its `agent_end` emitted): overflow recovery, else the
+    /// threshold check. `true`: start a fresh run (the failed reply is
+    /// omitted and the branch compacted). `tried` remembers that this
+    /// prompt already had its one compact-and-retry.
+    pub(super) async fn compact_after_run(
+        &mut self,
+        last: Option<&AssistantMessage>,
+        failure: Option<&FailureInfo>,
+        tried: &mut bool,
+        emit: Emit<'_>,
+    ) -> bool {
+        if !self.auto_compaction || self.cancel.is_cancelled() {
+            return false;
+        }
+        let overflow = last.and_then(|l| self.overflow_kind(l, failure));
+        match overflow {
+            Some(Overflow::Retry { truncated }) => {
+                if *tried {
+                    let msg = if truncated {
+                        TRUNCATED_RETRY_FAILED
+                    } else {
+                        OVERFLOW_RETRY_FAILED
+                    };
+                    let mut end = CompactionEnd::failure(CompactionReason::Overflow, "");
+                    end.error_message = Some(msg.to_string());
+                    emit(&to_value(&end));
+                    return false;
+                }
+                *tried = true;
+                if let Err(e) = self.omit_last_reply(emit) {
+                    emit(&to_value(&CompactionEnd::failure(
+                        CompactionReason::Overflow,
+                        &e,
+                    )));
+                    return false;
+                }
+                matches!(
+                    self.compact_now(CompactionReason::Overflow, None, true, emit)
+                        .await,
+                    Compacted::Done(_)
+                )
+            }
+            Some(Overflow::CompactOnly) => {
+                self.compact_now(CompactionReason::Overflow, None, false, emit)
+                    .await;
+                false
+            }
+            None => {
+                if self.last_reply_over_threshold(false) {
+                    self.compact_now(CompactionReason::Threshold, None, false, emit)
+                        .await;
+                }
+                false
+            }
+        }
+    }
+
+    /// Between turns (tool results appended, the run going on): compacts
+    /// when the next request would pass the threshold.
+    pub(super) async fn compact_between_turns(&mut self, emit: Emit<'_>) {
+        if self.auto_compaction && !self.cancel.is_cancelled() && self.projected_over_threshold() {
+            self.compact_now(CompactionReason::Threshold, None, false, emit)
+                .await;
+        }
+    }
+}
+
+fn to_value<T: serde::Serialize>(v: &T) -> Value {
+    serde_json::to_value(v).unwrap_or(Value::Null)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn overflow_patterns() {
+        for m in [
+            r#"400: {"type":"invalid_request_error","message":"prompt is too long: 213462 tokens > 200000 maximum"}"#,
+            "This model's maximum context length is 8192 tokens",
+            "Your input exceeds the context window of this model",
+            "context_length_exceeded",
+            "too many tokens in request",
+        ] {
+            assert!(is_overflow_error(m, None), "{m}");
+        }
+        for m in [
+            "rate limit: too many tokens per minute",
+            "Too Many Requests",
+            "Service unavailable: prompt is too long",
+            "500 internal error",
+        ] {
+            assert!(!is_overflow_error(m, None), "{m}");
+        }
+        let http413 = FailureInfo {
+            kind: FailureKind::Http(413),
+            retry_after: None,
+        };
+        assert!(is_overflow_error("payload", Some(&http413)));
+    }
+}
