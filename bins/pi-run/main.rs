@@ -245,7 +245,7 @@ fn run(
     // pi's limit) only for servers with direct tools.
     let mcp = (!cli.no_mcp && !chat_only_first).then(|| {
         let _rt = rt.enter();
-        pi_lib::mcp::Mcp::start(pi_lib::mcp::config::load(&agent_dir, &cwd, trusted))
+        pi_lib::mcp::Mcp::start(pi_lib::mcp::config::load(&agent_dir, &cwd, trusted), &cwd)
     });
     let mcp_tools = match &mcp {
         Some(m) if !m.is_empty() || !m.config.errors.is_empty() => {

@@ -7,6 +7,7 @@ usage: fixture.py MODE [MARKER]
   hang         never answers initialize
   rpcerror     tools/call answers a JSON-RPC error
   die          exits in the middle of tools/call
+  roots        asks the client for roots/list and writes the answer to MARKER
 MARKER: a file created at start (trust tests).
 """
 import json
@@ -41,7 +42,11 @@ for line in sys.stdin:
     except ValueError:
         continue
     method, mid = msg.get("method"), msg.get("id")
-    if mid is None:
+    if method == "notifications/initialized" and mode == "roots":
+        send({"jsonrpc": "2.0", "id": "roots-1", "method": "roots/list"})
+    if method is None and mid == "roots-1" and len(sys.argv) > 2:
+        open(sys.argv[2], "w").write(json.dumps(msg) + "\n")
+    if mid is None or method is None:
         continue
     if method == "initialize":
         if mode == "hang":

@@ -10,8 +10,13 @@ use std::time::Duration;
 
 use rmcp::model::{
     CallToolRequest, CallToolRequestParams, CancelledNotificationParam, ClientCapabilities,
-    ClientConfig, ClientRequest, Implementation, ProtocolVersion, ServerResult,
+    ClientConfig, ClientRequest, Implementation, ProtocolVersion, RootsCapabilities, ServerResult,
 };
+// Roots are deprecated in the newest protocol drafts; pi 1.6.0 (protocol
+// 2025-11-25) still offers them, and servers such as server-filesystem use
+// them.
+#[allow(deprecated)]
+use rmcp::model::{ListRootsResult, Root};
 use rmcp::service::{PeerRequestOptions, RunningService};
 use rmcp::{Peer, RoleClient, ServiceExt};
 use serde_json::Value;
@@ -51,7 +56,7 @@ impl StderrTail {
 /// A live session with a server.
 pub struct Connection {
     peer: Peer<RoleClient>,
-    running: tokio::sync::Mutex<Option<RunningService<RoleClient, ClientConfig>>>,
+    running: tokio::sync::Mutex<Option<RunningService<RoleClient, Client>>>,
     pub tools: Vec<rmcp::model::Tool>,
     pub instructions: Option<String>,
     pub has_resources: bool,
@@ -59,12 +64,48 @@ pub struct Connection {
     timeout: Duration,
 }
 
-fn client_info() -> ClientConfig {
-    let mut info = ClientConfig::default();
-    info.protocol_version = ProtocolVersion::default();
-    info.capabilities = ClientCapabilities::default();
-    info.client_info = Implementation::new("pi", env!("CARGO_PKG_VERSION"));
-    info
+/// What the client tells and answers a server: pi's handshake
+/// (`clientInfo.name` "pi", protocol 2025-11-25, the `roots` capability) and
+/// the session cwd as the only root.
+pub struct Client {
+    info: ClientConfig,
+    cwd: std::path::PathBuf,
+}
+
+impl Client {
+    fn new(cwd: &std::path::Path) -> Client {
+        let mut info = ClientConfig::default();
+        info.protocol_version = ProtocolVersion::V_2025_11_25;
+        let mut caps = ClientCapabilities::default();
+        caps.roots = Some(RootsCapabilities::default());
+        info.capabilities = caps;
+        info.client_info = Implementation::new("pi", env!("CARGO_PKG_VERSION"));
+        Client {
+            info,
+            cwd: cwd.to_path_buf(),
+        }
+    }
+}
+
+#[allow(deprecated)]
+impl rmcp::ClientHandler for Client {
+    fn get_info(&self) -> ClientConfig {
+        self.info.clone()
+    }
+
+    fn list_roots(
+        &self,
+        _context: rmcp::service::RequestContext<RoleClient>,
+    ) -> impl std::future::Future<Output = Result<ListRootsResult, rmcp::ErrorData>> + Send + '_
+    {
+        let name = self
+            .cwd
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let root = Root::new(format!("file://{}", self.cwd.display())).with_name(name);
+        std::future::ready(Ok(ListRootsResult::new(vec![root])))
+    }
 }
 
 /// A failed call or connection, as one line.
@@ -72,8 +113,12 @@ fn err_text(e: impl std::fmt::Display) -> String {
     e.to_string()
 }
 
-/// Connects and lists the tools, all within `cfg.timeout`.
-pub async fn connect(cfg: &ServerConfig) -> Result<Connection, String> {
+/// Connects and lists the tools, all within `cfg.timeout`; `cwd` is the
+/// session's, offered as the root.
+pub async fn connect(
+    cfg: &ServerConfig,
+    session_cwd: &std::path::Path,
+) -> Result<Connection, String> {
     let stderr = StderrTail::default();
     let running = match &cfg.transport {
         Transport::Stdio {
@@ -107,11 +152,11 @@ pub async fn connect(cfg: &ServerConfig) -> Result<Connection, String> {
                     }
                 });
             }
-            handshake(client_info().serve(transport), cfg, &stderr).await?
+            handshake(Client::new(session_cwd).serve(transport), cfg, &stderr).await?
         }
         Transport::Http { url, headers } => {
             let transport = super::http::transport(url, headers)?;
-            handshake(client_info().serve(transport), cfg, &stderr).await?
+            handshake(Client::new(session_cwd).serve(transport), cfg, &stderr).await?
         }
     };
     let peer = running.peer().clone();
@@ -155,9 +200,9 @@ async fn handshake<F, E>(
     fut: F,
     cfg: &ServerConfig,
     stderr: &StderrTail,
-) -> Result<RunningService<RoleClient, ClientConfig>, String>
+) -> Result<RunningService<RoleClient, Client>, String>
 where
-    F: std::future::Future<Output = Result<RunningService<RoleClient, ClientConfig>, E>>,
+    F: std::future::Future<Output = Result<RunningService<RoleClient, Client>, E>>,
     E: std::fmt::Display,
 {
     match tokio::time::timeout(cfg.timeout, fut).await {

@@ -21,6 +21,10 @@ pub fn transport(
             HeaderValue::from_str(v).map_err(|_| format!("invalid value for header \"{k}\""))?;
         custom.insert(name, value);
     }
+    // reqwest 0.13 is built without its own TLS provider: use the ring
+    // provider the workspace's rustls already has (installing twice is a
+    // harmless error).
+    let _ = rustls::crypto::ring::default_provider().install_default();
     let mut cfg = StreamableHttpClientTransportConfig::with_uri(url);
     cfg.custom_headers = custom;
     Ok(StreamableHttpClientTransport::from_config(cfg))

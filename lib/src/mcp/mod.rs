@@ -48,6 +48,9 @@ pub enum State {
 pub struct Server {
     pub cfg: ServerConfig,
     state: watch::Sender<State>,
+    /// When it connected, as a count (tools are declared in the order
+    /// servers connect, as pi adds them).
+    connected_as: std::sync::atomic::AtomicUsize,
 }
 
 impl Server {
@@ -71,14 +74,8 @@ impl Server {
         self.settled(self.cfg.timeout).await;
         match self.state() {
             State::Connected(c) if !c.is_closed() => Ok(c),
-            State::Connected(c) => Err(format!(
-                "MCP server \"{}\" is not connected: the server exited{}",
-                self.cfg.name,
-                c.stderr
-                    .last_line()
-                    .map(|l| format!(" (stderr: {l})"))
-                    .unwrap_or_default()
-            )),
+            // pi's text for a server that went away.
+            State::Connected(_) => Err("MCP connection closed".into()),
             State::Failed(e) => Err(format!(
                 "MCP server \"{}\" is not connected: {e}",
                 self.cfg.name
@@ -105,7 +102,8 @@ pub struct Mcp {
 impl Mcp {
     /// Starts connecting every enabled server in the background (on the
     /// current Tokio runtime).
-    pub fn start(config: McpConfig) -> Arc<Mcp> {
+    pub fn start(config: McpConfig, cwd: &std::path::Path) -> Arc<Mcp> {
+        let counter = Arc::new(std::sync::atomic::AtomicUsize::new(0));
         let servers: Vec<Arc<Server>> = config
             .servers
             .iter()
@@ -118,15 +116,26 @@ impl Mcp {
                 Arc::new(Server {
                     cfg: cfg.clone(),
                     state: tx,
+                    connected_as: std::sync::atomic::AtomicUsize::new(usize::MAX),
                 })
             })
             .collect();
         for s in servers.iter().filter(|s| s.cfg.enabled) {
             let s = Arc::clone(s);
+            let cwd = cwd.to_path_buf();
+            let counter = Arc::clone(&counter);
             tokio::spawn(async move {
-                let st = match client::connect(&s.cfg).await {
-                    Ok(c) => State::Connected(Arc::new(c)),
-                    Err(e) => State::Failed(e),
+                let cfg = s.cfg.clone();
+                // A panic inside the SDK fails this server only.
+                let st = match tokio::spawn(async move { client::connect(&cfg, &cwd).await }).await
+                {
+                    Ok(Ok(c)) => {
+                        use std::sync::atomic::Ordering::SeqCst;
+                        s.connected_as.store(counter.fetch_add(1, SeqCst), SeqCst);
+                        State::Connected(Arc::new(c))
+                    }
+                    Ok(Err(e)) => State::Failed(e),
+                    Err(e) => State::Failed(format!("internal error: {e}")),
                 };
                 s.state.send_replace(st);
             });
@@ -180,21 +189,53 @@ impl Mcp {
         out
     }
 
+    /// The enabled, connected servers in the order they connected.
+    fn connected(&self) -> Vec<(Arc<Server>, Arc<client::Connection>)> {
+        let mut v: Vec<(Arc<Server>, Arc<client::Connection>)> = self
+            .servers
+            .iter()
+            .filter(|s| s.cfg.enabled)
+            .filter_map(|s| match s.state() {
+                State::Connected(c) => Some((Arc::clone(s), c)),
+                _ => None,
+            })
+            .collect();
+        v.sort_by_key(|(s, _)| s.connected_as.load(std::sync::atomic::Ordering::SeqCst));
+        v
+    }
+
     /// Every connected server's tools with their effective exposure, in
-    /// config and server order (names given in that order, so a collision
-    /// always hashes the same tool).
-    fn server_tools(&self) -> Vec<(Exposure, Arc<dyn Tool>)> {
+    /// connection and server order (names are given in config order, so a
+    /// collision always hashes the same tool); `true` marks the point
+    /// where the resource tools go: right after the first directly exposed
+    /// server with resources.
+    fn server_tools(&self) -> Vec<(Exposure, Option<Arc<dyn Tool>>)> {
         let mut taken: Vec<String> = Vec::new();
-        let mut out: Vec<(Exposure, Arc<dyn Tool>)> = Vec::new();
+        let mut names: std::collections::HashMap<(String, String), String> = Default::default();
         for s in self.servers.iter().filter(|s| s.cfg.enabled) {
-            let State::Connected(c) = s.state() else {
-                continue;
-            };
+            if let State::Connected(c) = s.state() {
+                for t in &c.tools {
+                    let name = naming::tool_name(&s.cfg.name, &t.name, &taken);
+                    taken.push(name.clone());
+                    names.insert((s.cfg.name.clone(), t.name.to_string()), name);
+                }
+            }
+        }
+        let mut out: Vec<(Exposure, Option<Arc<dyn Tool>>)> = Vec::new();
+        let mut resources = false;
+        for (s, c) in self.connected() {
             for t in &c.tools {
-                let name = naming::tool_name(&s.cfg.name, &t.name, &taken);
-                taken.push(name.clone());
+                let Some(name) = names.get(&(s.cfg.name.clone(), t.name.to_string())) else {
+                    continue;
+                };
                 let e = effective(s.cfg.exposure_of(&t.name));
-                out.push((e, Arc::new(tool::McpTool::new(Arc::clone(s), name, t))));
+                let tool: Arc<dyn Tool> =
+                    Arc::new(tool::McpTool::new(Arc::clone(&s), name.clone(), t));
+                out.push((e, Some(tool)));
+            }
+            if !resources && c.has_resources && effective(s.cfg.exposure) == Exposure::Direct {
+                resources = true;
+                out.push((Exposure::Direct, None));
             }
         }
         out
@@ -205,13 +246,14 @@ impl Mcp {
         self.server_tools()
             .into_iter()
             .filter(|(e, _)| *e == Exposure::Deferred)
-            .map(|(_, t)| t)
+            .filter_map(|(_, t)| t)
             .collect()
     }
 
     /// The tools declared at start, in pi's order: `tool_search` when a
-    /// server is deferred, the direct tools of the connected servers, then
-    /// the resource tools when a server with resources is exposed directly.
+    /// server is deferred, then the direct tools of the connected servers
+    /// in the order they connected, the resource tools after the first
+    /// directly exposed server with resources.
     pub fn direct_tools(self: &Arc<Self>) -> Vec<Arc<dyn Tool>> {
         let mut out: Vec<Arc<dyn Tool>> = Vec::new();
         if self.servers.iter().any(|s| {
@@ -223,19 +265,12 @@ impl Mcp {
         }) {
             out.push(Arc::new(tool::ToolSearch::new(Arc::clone(self))));
         }
-        out.extend(
-            self.server_tools()
-                .into_iter()
-                .filter(|(e, _)| *e == Exposure::Direct)
-                .map(|(_, t)| t),
-        );
-        let resources = self.servers.iter().any(|s| {
-            s.cfg.enabled
-                && effective(s.cfg.exposure) == Exposure::Direct
-                && matches!(s.state(), State::Connected(c) if c.has_resources)
-        });
-        if resources {
-            out.extend(tool::resource_tools(Arc::clone(self)));
+        for (e, t) in self.server_tools() {
+            match t {
+                Some(t) if e == Exposure::Direct => out.push(t),
+                Some(_) => {}
+                None => out.extend(tool::resource_tools(Arc::clone(self))),
+            }
         }
         out
     }
@@ -318,7 +353,7 @@ pub async fn list(
         }
     }
     if inspect {
-        let mcp = Mcp::start(cfg);
+        let mcp = Mcp::start(cfg, cwd);
         mcp.wait_all(Duration::from_secs(3600)).await;
         let mut taken: Vec<String> = Vec::new();
         for (rec, s) in out.iter_mut().zip(mcp.servers.iter()) {
