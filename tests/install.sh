@@ -4,7 +4,7 @@
 #   * the real pi 1.6.0 and 0.73.1 with Node 22 (npm)   tests/oracle/install.sh
 #   * the mock LLM servers llmock and fakellm (PyPI)     tests/peers/install.sh
 #   * real pi extensions from npm for the Node host      tests/ext-node/install.sh
-#   * real MCP servers (npm, PyPI)                     tests/mcp/install.sh
+#   * real MCP servers and the MCP conformance suite    tests/mcp/install.sh
 # Only the package registries are contacted.
 set -euo pipefail
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
