@@ -381,3 +381,42 @@ pub async fn list(
     }
     (out, errors)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A `codemode` server (pi's default exposure) is one diagnostic and is
+    /// treated as deferred: it gets a `tool_search` line in the section and
+    /// `tool_search` is declared; a server that cannot start is one more
+    /// diagnostic, and nothing else is declared.
+    #[tokio::test]
+    async fn codemode_falls_back_to_deferred_and_failures_are_diagnostics() {
+        let t = tempfile::tempdir().unwrap();
+        std::fs::write(
+            t.path().join("mcp.json"),
+            r#"{"mcpServers":{"cm":{"command":"/nonexistent/mcp-server","description":"Code tools"}}}"#,
+        )
+        .unwrap();
+        let cfg = config::load(t.path(), t.path(), false);
+        let mcp = Mcp::start(cfg, t.path());
+        mcp.wait_all(Duration::from_secs(30)).await;
+        let d = mcp.diagnostics();
+        assert_eq!(d.len(), 2, "{d:?}");
+        assert!(d[0].contains("\"codemode\" is not supported"), "{d:?}");
+        assert!(
+            d[1].starts_with("MCP server \"cm\" failed: cannot start /nonexistent/mcp-server"),
+            "{d:?}"
+        );
+        assert_eq!(
+            mcp.servers_section().as_deref(),
+            Some("<mcp_servers>\nMCP servers whose tools are not declared to you. Load the tools of `tool_search` servers with `tool_search`.\n- mcp__cm (tool_search): Code tools\n</mcp_servers>")
+        );
+        let names: Vec<String> = mcp
+            .direct_tools()
+            .iter()
+            .map(|t| t.definition().name)
+            .collect();
+        assert_eq!(names, ["tool_search"]);
+    }
+}
