@@ -4,9 +4,11 @@
 #   * the real pi 1.6.0 and 0.73.1 with Node 22 (npm)   tests/oracle/install.sh
 #   * the mock LLM servers llmock and fakellm (PyPI)     tests/peers/install.sh
 #   * real pi extensions from npm for the Node host      tests/ext-node/install.sh
+#   * real MCP servers and the MCP conformance suite    tests/mcp/install.sh
 # Only the package registries are contacted.
 set -euo pipefail
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 bash "$HERE/oracle/install.sh"
 bash "$HERE/peers/install.sh"
 bash "$HERE/ext-node/install.sh"
+bash "$HERE/mcp/install.sh"

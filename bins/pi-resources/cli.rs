@@ -21,7 +21,9 @@ the project is trusted; context files always load.
 
 Output: one JSON object per line when piped (or --format jsonl), tagged by
 `type`: trust (first), tool_set (the tools a run with the same flags and
-settings declares: the same resolver as pi-run and pi-prompt), extension,
+settings declares: the same resolver as pi-run and pi-prompt), mcp_server
+(each server of <agentDir>/mcp.json and .pi/mcp.json: source, scope,
+status loaded/disabled/skipped when untrusted, transport, exposure), extension,
 skill, prompt, theme, context_file, system_prompt, diagnostic. A grouped
 listing on a terminal. With --chat-only, what a Chat-only run loads: the
 context files only.
@@ -82,7 +84,8 @@ pub struct Cli {
     /// Start each extension that would load (trusted ones only, as pi-run
     /// starts them) and add what it registered, at load and in its
     /// `session_start` handlers, to its record: `registered: {tools,
-    /// commands, flags}`; stopped right after.
+    /// commands, flags}`; stopped right after. Likewise connect each MCP
+    /// server that would start and list its tools (`tools`, or `error`).
     #[arg(long)]
     pub inspect: bool,
 

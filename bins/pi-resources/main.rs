@@ -11,6 +11,7 @@ use std::path::PathBuf;
 
 use clap::CommandFactory;
 use pi_lib::cli::{report, CliError, EXIT_OK};
+use pi_lib::format::resources::ResourceDiagnostic;
 use pi_lib::resources::{discover, discover_chat_only, DiscoverOptions};
 use pi_lib::settings::Settings;
 use pi_lib::tools::select;
@@ -95,10 +96,36 @@ fn run(cli: Cli) -> Result<i32, CliError> {
             &opts.cwd,
         )?;
     }
+    // The MCP servers (started, listed and stopped with --inspect).
+    let (mcp, mcp_errors) = if tool_set.chat_only {
+        (Vec::new(), Vec::new())
+    } else {
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .map_err(|e| CliError::input(format!("cannot start the runtime: {e}")))?
+            .block_on(pi_lib::mcp::list(
+                &opts.agent_dir,
+                &opts.cwd,
+                outcome.trusted,
+                cli.inspect,
+            ))
+    };
+    res.diagnostics
+        .extend(mcp_errors.into_iter().map(|message| ResourceDiagnostic {
+            kind: "invalid".into(),
+            resource_type: "mcp".into(),
+            message,
+            path: None,
+            winner: None,
+            name: None,
+        }));
     out::print(
         &trust,
         &tool_set.record(),
         &res,
+        &mcp,
         pi_lib::cli::resolve_format(cli.format),
     )
 }

@@ -6,7 +6,9 @@ use std::io::Write;
 use std::path::Path;
 
 use pi_lib::cli::{CliError, OutputFormat, EXIT_OK};
-use pi_lib::format::resources::{ResourceRecord, Scope, Source, ToolSetRecord, TrustRecord};
+use pi_lib::format::resources::{
+    McpServerRecord, ResourceRecord, Scope, Source, ToolSetRecord, TrustRecord,
+};
 use pi_lib::resources::Resources;
 
 /// An output error: a closed pipe ends quietly (code 0), others exit 1
@@ -20,12 +22,13 @@ pub fn print(
     trust: &TrustRecord,
     tools: &ToolSetRecord,
     res: &Resources,
+    mcp: &[McpServerRecord],
     format: OutputFormat,
 ) -> Result<i32, CliError> {
     let mut w = pi_lib::cli::Stdout::new();
     match format {
-        OutputFormat::Jsonl => jsonl(&mut w, trust, tools, res),
-        OutputFormat::Text => text(&mut w, trust, tools, res),
+        OutputFormat::Jsonl => jsonl(&mut w, trust, tools, res, mcp),
+        OutputFormat::Text => text(&mut w, trust, tools, res).and_then(|()| mcp_text(&mut w, mcp)),
     }
     .map_err(io_err)?;
     w.finish()?;
@@ -37,6 +40,7 @@ fn jsonl(
     trust: &TrustRecord,
     tools: &ToolSetRecord,
     res: &Resources,
+    mcp: &[McpServerRecord],
 ) -> std::io::Result<()> {
     let mut line = |r: &ResourceRecord| -> std::io::Result<()> {
         serde_json::to_writer(&mut *w, r)?;
@@ -44,8 +48,38 @@ fn jsonl(
     };
     line(&ResourceRecord::Trust(trust.clone()))?;
     line(&ResourceRecord::ToolSet(tools.clone()))?;
+    for m in mcp {
+        line(&ResourceRecord::McpServer(m.clone()))?;
+    }
     for r in res.records() {
         line(&r)?;
+    }
+    Ok(())
+}
+
+/// The MCP servers, after the grouped listing.
+fn mcp_text(w: &mut dyn Write, mcp: &[McpServerRecord]) -> std::io::Result<()> {
+    if mcp.is_empty() {
+        return Ok(());
+    }
+    writeln!(w, "MCP servers:")?;
+    for m in mcp {
+        writeln!(
+            w,
+            "  {} ({}, {}, {}) {} [{}]",
+            m.name,
+            m.transport,
+            m.exposure,
+            m.status,
+            m.source.display(),
+            m.scope
+        )?;
+        if let Some(e) = &m.error {
+            writeln!(w, "    error: {e}")?;
+        }
+        for t in m.tools.iter().flatten() {
+            writeln!(w, "    {} ({})", t.name, t.exposure)?;
+        }
     }
     Ok(())
 }

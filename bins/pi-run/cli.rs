@@ -130,8 +130,8 @@ pub struct Cli {
     #[command(flatten)]
     pub resource_args: pi_lib::cli::ResourceArgs,
 
-    /// Disable pi's built-in MCP support for this run. No effect: this
-    /// toolkit has no MCP client yet, so no MCP server is contacted.
+    /// Start no MCP server: ignore <agentDir>/mcp.json and the trusted
+    /// project's .pi/mcp.json (as pi's --no-mcp).
     #[arg(long)]
     pub no_mcp: bool,
 

@@ -241,12 +241,32 @@ fn run(
     let settings =
         Settings::load(&agent_dir, &cwd, trusted).map_err(|e| CliError::input(e.to_string()))?;
     let resolved = models::resolve(&cli, &agent_dir, &settings)?;
+    // MCP servers connect in parallel; the first request waits (at most
+    // pi's limit) only for servers with direct tools.
+    let mcp = (!cli.no_mcp && !chat_only_first).then(|| {
+        let _rt = rt.enter();
+        pi_lib::mcp::Mcp::start(pi_lib::mcp::config::load(&agent_dir, &cwd, trusted), &cwd)
+    });
+    let mcp_tools = match &mcp {
+        Some(m) if !m.is_empty() || !m.config.errors.is_empty() => {
+            if let Some(notice) = rt.block_on(m.wait_direct(pi_lib::mcp::FIRST_REQUEST_WAIT)) {
+                pi_lib::cli::note(PROG, notice);
+            }
+            for d in m.diagnostics() {
+                pi_lib::cli::warn(PROG, &d);
+            }
+            m.direct_tools()
+        }
+        _ => Vec::new(),
+    };
+    let mut available = select::builtin_available();
+    available.extend(pi_lib::mcp::Mcp::available(&mcp_tools));
     // The tool set: one resolver for pi-run, pi-prompt and pi-resources.
     let tool_set = select::resolve(
         &cli.tool_args.flags(),
         &settings.default_tools(),
         selection.pinned().as_ref(),
-        &select::builtin_available(),
+        &available,
     )
     .map_err(|e| CliError::input(e.to_string()))?;
     for w in &tool_set.warnings {
@@ -254,6 +274,12 @@ fn run(
     }
     let chat_only = tool_set.chat_only;
     let mut tools = select::builtin_tools(&tool_set.names);
+    tools.extend(
+        mcp_tools
+            .iter()
+            .filter(|t| tool_set.names.contains(&t.definition().name))
+            .cloned(),
+    );
     for e in &cli.resource_args.extensions {
         let p = cwd.join(e);
         if !p.exists() {
@@ -377,7 +403,11 @@ fn run(
             docs: Some(toolkit_docs()),
             chat_only,
         };
-        plan_sections(&plan, &resources).map_err(CliError::input)?
+        let mut sections = plan_sections(&plan, &resources).map_err(CliError::input)?;
+        if let Some(section) = mcp.as_ref().and_then(|m| m.servers_section()) {
+            sections.push(("mcp_servers".into(), section));
+        }
+        sections
     };
 
     let prompts = input::prompts(&cli, &cwd)?;
@@ -449,6 +479,7 @@ fn run(
         agent.ext.gates = gates;
         agent.compaction = compaction;
         agent.auto_compaction = compaction.enabled;
+        agent.ext.late_tools = mcp.as_ref().map(|m| Arc::clone(&m.inbox));
         runner.set_queue(Arc::clone(&agent.queue));
         if let Some(c) = &subagents {
             c.set_parent_queue(Arc::clone(&agent.queue));
@@ -545,6 +576,9 @@ fn run(
     }
     runner.detach();
     rt.block_on(runner.shutdown());
+    if let Some(m) = &mcp {
+        rt.block_on(m.shutdown());
+    }
     result
 }
 

@@ -489,7 +489,7 @@ pub struct ToolArgs {
     pub no_tools: bool,
 
     /// Start with no built-in tools (alias `-nbt`), keeping extension and
-    /// MCP tools (this toolkit runs none yet, so: no tools).
+    /// MCP tools.
     #[arg(long)]
     pub no_builtin_tools: bool,
 

@@ -13,6 +13,7 @@ pub mod cli;
 pub mod extensions;
 pub mod format;
 pub mod interrupt;
+pub mod mcp;
 pub mod model;
 pub mod paths;
 pub mod prompt;

@@ -10,6 +10,7 @@ mod ext_node;
 mod extensions;
 mod extensions_ts;
 mod hostile;
+mod mcp;
 mod peers;
 mod pi_compat;
 mod pi_flags;

@@ -219,6 +219,8 @@ pub struct AgentExt {
     /// Every gate must allow a call (`pi-run --gate`, repeatable).
     pub gates: Vec<std::sync::Arc<dyn Gate>>,
     pub policy: FinalPolicy,
+    /// Tools loaded while the run goes on (see [`crate::tools::ToolInbox`]).
+    pub late_tools: Option<crate::tools::ToolInbox>,
 }
 
 impl AgentExt {

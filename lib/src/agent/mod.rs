@@ -282,6 +282,23 @@ impl Agent {
         Ok((args, Some(ticket)))
     }
 
+    /// Tools loaded during the run join the active set (once by name).
+    fn take_late_tools(&mut self) {
+        let Some(inbox) = &self.ext.late_tools else {
+            return;
+        };
+        let late: Vec<Arc<dyn Tool>> = match inbox.lock() {
+            Ok(mut v) => std::mem::take(&mut *v),
+            Err(_) => return,
+        };
+        for t in late {
+            let name = t.definition().name;
+            if !self.opts.tools.iter().any(|x| x.definition().name == name) {
+                self.opts.tools.push(t);
+            }
+        }
+    }
+
     fn tool_values(&self) -> Vec<Value> {
         self.opts
             .tools
@@ -590,6 +607,7 @@ impl Agent {
                 extra.extend(self.queue.drain_steering());
                 deliver = extra;
             } else if turn > 1 {
+                self.take_late_tools();
                 if let Err(e) = self.sync_system_prompt(emit, new_messages).await {
                     return TurnsEnd::Failed(e);
                 }

@@ -187,6 +187,36 @@ pub struct ToolSetRecord {
     pub source: String,
 }
 
+/// A configured MCP server as `pi-resources` lists it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct McpServerRecord {
+    pub name: String,
+    /// The mcp.json the entry came from.
+    pub source: PathBuf,
+    /// `global` or `project`.
+    pub scope: String,
+    /// `loaded`, `disabled`, or `skipped` (an untrusted project's file).
+    pub status: String,
+    /// `stdio` or `http`.
+    pub transport: String,
+    /// The server's `exposure` as configured.
+    pub exposure: String,
+    /// With `--inspect`: the tool names the model would see, each with its
+    /// exposure.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tools: Option<Vec<McpToolRecord>>,
+    /// With `--inspect`: why it could not connect.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+/// One tool of an inspected MCP server.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct McpToolRecord {
+    pub name: String,
+    pub exposure: String,
+}
+
 /// One line of `pi-resources` output, tagged by `type`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
@@ -199,5 +229,6 @@ pub enum ResourceRecord {
     Theme(Theme),
     ContextFile(ContextFileRecord),
     SystemPrompt(SystemPromptFile),
+    McpServer(McpServerRecord),
     Diagnostic(ResourceDiagnostic),
 }

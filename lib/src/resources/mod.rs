@@ -493,7 +493,7 @@ impl Resources {
                     }
                 }
                 R::Diagnostic(d) => r.diagnostics.push(d),
-                R::ToolSet(_) => {}
+                R::ToolSet(_) | R::McpServer(_) => {}
             }
         }
         (r, trust)

@@ -58,6 +58,10 @@ pub struct ToolContext {
 /// pi's `tool_execution_update.partialResult`.
 pub type UpdateSink = Box<dyn FnMut(ToolOutput) + Send>;
 
+/// Tools that become active during a run (MCP's `tool_search` loads
+/// deferred tools here): the agent declares them from the next model call.
+pub type ToolInbox = std::sync::Arc<std::sync::Mutex<Vec<std::sync::Arc<dyn Tool>>>>;
+
 /// A boxed future of a tool's output.
 pub type ToolFuture<'a> = Pin<Box<dyn Future<Output = ToolOutput> + Send + 'a>>;
 

@@ -5,9 +5,10 @@
 //! selection (seed 000), applied to the tools that exist, exactly as pi
 //! 1.6.0 applies them (every rule was observed by running pi against the
 //! mock LLM and reading the `tools` it declared; `tests/oracle/FINDINGS.md`
-//! §5). Tools carry their kind, so extension and MCP tools plug in later:
-//! `-nbt` drops only built-ins, a plain `--tools` list leaves MCP tools
-//! alone unless an entry starts with `mcp__`, and `-xt` applies to all.
+//! §5). Tools carry their kind, so extension and MCP tools plug in:
+//! `-nbt` drops only built-ins, a plain `--tools` list is an allowlist for
+//! every kind (MCP tools included, as pi 1.6.0 does; FINDINGS §13), and
+//! `-xt` applies to all.
 //!
 //! The order of the rules:
 //! 1. A pinned selection (subagent snapshot, else the session's latest
@@ -349,13 +350,11 @@ pub fn resolve(
         persist = Some(Vec::new());
     } else if let Some(ToolsArg::Plain(entries)) = &tools_arg {
         source = ToolSource::Request;
-        let filters_mcp = entries.iter().any(|e| e.starts_with("mcp__"));
+        // An allowlist for every kind, MCP tools included (observed with
+        // pi 1.6.0: `--tools read,bash` declares no MCP tool).
         for e in entries {
             let mut hit = false;
             for t in available {
-                if t.kind == ToolKind::Mcp && !filters_mcp {
-                    continue;
-                }
                 if pattern_matches(e, &t.name) {
                     push_unique(&mut names, &t.name);
                     hit = true;
@@ -363,13 +362,6 @@ pub fn resolve(
             }
             if !hit && !e.contains('*') {
                 warnings.push(unknown("--tools", e, available));
-            }
-        }
-        if !filters_mcp {
-            for t in available {
-                if t.kind == ToolKind::Mcp && t.active_by_default && !flags.no_tools {
-                    push_unique(&mut names, &t.name);
-                }
             }
         }
     } else {
@@ -662,10 +654,10 @@ mod tests {
             ["todo", "mcp__gh__issues"]
         );
         assert!(names(&flags(None, None, true, false)).is_empty());
-        // A plain list keeps MCP tools unless an entry starts with mcp__.
+        // A plain list is an allowlist for MCP tools too.
         assert_eq!(
             names(&flags(Some("read,c*"), None, false, false)),
-            ["read", "codemode", "mcp__gh__issues"]
+            ["read", "codemode"]
         );
         assert_eq!(
             names(&flags(Some("read,mcp__x*"), None, false, false)),

@@ -1,0 +1,667 @@
+//! `mcp.json` as pi 1.6.0 reads it: `<agentDir>/mcp.json`, then the
+//! project's `.pi/mcp.json` only when the project is trusted. Every problem
+//! is one line `<path>: <message>` with pi's wording; a bad entry is skipped
+//! and the others still connect.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde_json::{Map, Value};
+
+/// How a server's tools reach the model.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Exposure {
+    /// Never reachable.
+    Hidden,
+    /// Callable only from codemode scripts (pi's default; not supported here).
+    Codemode,
+    /// Declared once `tool_search` loads it.
+    Deferred,
+    /// Declared to the model like a built-in.
+    Direct,
+}
+
+impl Exposure {
+    fn parse(s: &str) -> Option<Exposure> {
+        Some(match s {
+            "codemode" | "codemode-deferred" => Exposure::Codemode,
+            "deferred" => Exposure::Deferred,
+            "direct" => Exposure::Direct,
+            "hidden" => Exposure::Hidden,
+            _ => return None,
+        })
+    }
+
+    /// The word pi uses.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Exposure::Codemode => "codemode",
+            Exposure::Deferred => "deferred",
+            Exposure::Direct => "direct",
+            Exposure::Hidden => "hidden",
+        }
+    }
+}
+
+const EXPOSURES: &str = r#""codemode", "deferred", "direct", "hidden""#;
+
+/// How to reach a server.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Transport {
+    /// A child process speaking JSON-RPC lines on stdin/stdout.
+    Stdio {
+        command: String,
+        args: Vec<String>,
+        env: BTreeMap<String, String>,
+        /// Already resolved against the session cwd (`~/` expanded).
+        cwd: Option<PathBuf>,
+    },
+    /// Streamable HTTP.
+    Http {
+        url: String,
+        headers: BTreeMap<String, String>,
+    },
+}
+
+impl Transport {
+    /// `stdio` or `http`.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Transport::Stdio { .. } => "stdio",
+            Transport::Http { .. } => "http",
+        }
+    }
+}
+
+/// One valid server entry after the global/project merge.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ServerConfig {
+    pub name: String,
+    /// The file the entry came from (the project file for an override).
+    pub source: PathBuf,
+    pub enabled: bool,
+    pub description: Option<String>,
+    /// Per-request timeout (pi's default 60 s; progress resets it).
+    pub timeout: Duration,
+    pub exposure: Exposure,
+    /// Tool name or `*` pattern → exposure, in file order.
+    pub tool_exposure: Vec<(String, Exposure)>,
+    pub transport: Transport,
+}
+
+impl ServerConfig {
+    /// A tool's exposure: an exact `toolExposure` name wins, then the first
+    /// matching pattern, then the server's exposure.
+    pub fn exposure_of(&self, tool: &str) -> Exposure {
+        if let Some((_, e)) = self.tool_exposure.iter().find(|(k, _)| k == tool) {
+            return *e;
+        }
+        self.tool_exposure
+            .iter()
+            .find(|(k, _)| k.contains('*') && crate::tools::select::pattern_matches(k, tool))
+            .map(|(_, e)| *e)
+            .unwrap_or(self.exposure)
+    }
+
+    /// Every exposure the config names for this server.
+    pub fn exposures(&self) -> Vec<Exposure> {
+        let mut v = vec![self.exposure];
+        v.extend(self.tool_exposure.iter().map(|(_, e)| *e));
+        v
+    }
+
+    /// Whether any of its tools may be declared directly (the first
+    /// request waits for such servers).
+    pub fn has_direct(&self) -> bool {
+        self.exposures().contains(&Exposure::Direct)
+    }
+
+    /// `mcp__<name with - as _>`.
+    pub fn namespace(&self) -> String {
+        super::naming::namespace(&self.name)
+    }
+}
+
+/// One `mcp.json` file as found.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ConfigFile {
+    pub path: PathBuf,
+    /// The project file.
+    pub project: bool,
+    /// Read (false: the project is not trusted, so it was skipped).
+    pub read: bool,
+}
+
+/// The merged configuration of a run.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct McpConfig {
+    /// Valid entries, global order first, then new project entries.
+    pub servers: Vec<ServerConfig>,
+    /// `<path>: <message>` lines, one per problem.
+    pub errors: Vec<String>,
+    /// The files that exist.
+    pub files: Vec<ConfigFile>,
+    pub auto_enable_codemode: Option<bool>,
+}
+
+/// Reads `<agent_dir>/mcp.json` and, when `trusted`, `<cwd>/.pi/mcp.json`.
+pub fn load(agent_dir: &Path, cwd: &Path, trusted: bool) -> McpConfig {
+    let mut out = McpConfig::default();
+    let global = agent_dir.join("mcp.json");
+    let mut entries: Vec<ServerConfig> = Vec::new();
+    if global.exists() {
+        out.files.push(ConfigFile {
+            path: global.clone(),
+            project: false,
+            read: true,
+        });
+        if let Some((servers, auto)) = read_file(&global, &mut out.errors) {
+            out.auto_enable_codemode = auto.or(out.auto_enable_codemode);
+            for (name, v) in servers {
+                match parse_entry(&name, &v, &global, cwd, false) {
+                    Ok(Entry::Full(s)) => push_checked(&mut entries, s, &global, &mut out.errors),
+                    Ok(Entry::Override(_)) => out.errors.push(format!(
+                        "{}: server \"{name}\" needs either \"command\" (stdio) or \"url\" (streamable HTTP)",
+                        global.display()
+                    )),
+                    Err(e) => out.errors.push(format!("{}: {e}", global.display())),
+                }
+            }
+        }
+    }
+    let project = cwd.join(".pi").join("mcp.json");
+    if project.exists() {
+        out.files.push(ConfigFile {
+            path: project.clone(),
+            project: true,
+            read: trusted,
+        });
+        if trusted {
+            if let Some((servers, auto)) = read_file(&project, &mut out.errors) {
+                out.auto_enable_codemode = auto.or(out.auto_enable_codemode);
+                for (name, v) in servers {
+                    match parse_entry(&name, &v, &project, cwd, true) {
+                        Ok(Entry::Full(s)) => {
+                            // The project entry replaces the global one.
+                            if let Some(i) = entries.iter().position(|e| e.name == s.name) {
+                                entries[i] = s;
+                            } else {
+                                push_checked(&mut entries, s, &project, &mut out.errors);
+                            }
+                        }
+                        Ok(Entry::Override(o)) => {
+                            match entries.iter_mut().find(|e| e.name == name) {
+                                Some(g) => {
+                                    g.source = project.clone();
+                                    if let Some(en) = o.enabled {
+                                        g.enabled = en;
+                                    }
+                                    if let Some(ex) = o.exposure {
+                                        g.exposure = ex;
+                                    }
+                                    if let Some(te) = o.tool_exposure {
+                                        g.tool_exposure = te;
+                                    }
+                                }
+                                None => out.errors.push(format!(
+                                    "{}: server \"{name}\" needs \"command\" or \"url\", or a global server to override",
+                                    project.display()
+                                )),
+                            }
+                        }
+                        Err(e) => out.errors.push(format!("{}: {e}", project.display())),
+                    }
+                }
+            }
+        }
+    }
+    out.servers = entries;
+    out
+}
+
+/// Adds `s` unless its namespace is taken by another name.
+fn push_checked(
+    entries: &mut Vec<ServerConfig>,
+    s: ServerConfig,
+    path: &Path,
+    errors: &mut Vec<String>,
+) {
+    if let Some(other) = entries
+        .iter()
+        .find(|e| e.name != s.name && e.namespace() == s.namespace())
+    {
+        errors.push(format!(
+            "{}: server \"{}\" conflicts with \"{}\"",
+            path.display(),
+            s.name,
+            other.name
+        ));
+        return;
+    }
+    entries.push(s);
+}
+
+type FileServers = (Vec<(String, Value)>, Option<bool>);
+
+fn read_file(path: &Path, errors: &mut Vec<String>) -> Option<FileServers> {
+    let text = match std::fs::read_to_string(path) {
+        Ok(t) => t,
+        Err(e) => {
+            errors.push(format!("{}: {e}", path.display()));
+            return None;
+        }
+    };
+    let v: Value = match serde_json::from_str(&text) {
+        Ok(v) => v,
+        Err(e) => {
+            errors.push(format!("{}: {e}", path.display()));
+            return None;
+        }
+    };
+    let shape = || {
+        format!(
+            "{}: expected an object with an \"mcpServers\" object",
+            path.display()
+        )
+    };
+    let Value::Object(top) = v else {
+        errors.push(shape());
+        return None;
+    };
+    let servers = match top.get("mcpServers") {
+        None => Vec::new(),
+        Some(Value::Object(m)) => m.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
+        Some(_) => {
+            errors.push(shape());
+            return None;
+        }
+    };
+    Some((
+        servers,
+        top.get("autoEnableCodemode").and_then(Value::as_bool),
+    ))
+}
+
+struct Override {
+    enabled: Option<bool>,
+    exposure: Option<Exposure>,
+    tool_exposure: Option<Vec<(String, Exposure)>>,
+}
+
+enum Entry {
+    Full(ServerConfig),
+    Override(Override),
+}
+
+fn valid_name(n: &str) -> bool {
+    !n.is_empty()
+        && n.chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+}
+
+fn string_map(
+    v: Option<&Value>,
+    what: &str,
+    name: &str,
+) -> Result<BTreeMap<String, String>, String> {
+    match v {
+        None => Ok(BTreeMap::new()),
+        Some(Value::Object(m)) => m
+            .iter()
+            .map(|(k, v)| match v {
+                Value::String(s) => Ok((k.clone(), expand_value(s))),
+                _ => Err(format!("server \"{name}\": {what}")),
+            })
+            .collect(),
+        Some(_) => Err(format!("server \"{name}\": {what}")),
+    }
+}
+
+/// `${VAR}` from the environment (unset: empty), or a whole-value
+/// `!command` replaced by the command's trimmed stdout.
+fn expand_value(s: &str) -> String {
+    if let Some(cmd) = s.strip_prefix('!') {
+        return std::process::Command::new("sh")
+            .arg("-c")
+            .arg(cmd)
+            .stdin(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .output()
+            .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+            .unwrap_or_default();
+    }
+    let mut out = String::with_capacity(s.len());
+    let mut rest = s;
+    while let Some(i) = rest.find("${") {
+        out.push_str(&rest[..i]);
+        match rest[i + 2..].find('}') {
+            Some(j) => {
+                let var = &rest[i + 2..i + 2 + j];
+                out.push_str(&std::env::var(var).unwrap_or_default());
+                rest = &rest[i + 3 + j..];
+            }
+            None => {
+                out.push_str(&rest[i..]);
+                rest = "";
+            }
+        }
+    }
+    out.push_str(rest);
+    out
+}
+
+fn exposure_field(m: &Map<String, Value>, name: &str) -> Result<Option<Exposure>, String> {
+    match m.get("exposure") {
+        None => Ok(None),
+        Some(v) => v
+            .as_str()
+            .and_then(Exposure::parse)
+            .map(Some)
+            .ok_or_else(|| format!("server \"{name}\": exposure must be one of {EXPOSURES}")),
+    }
+}
+
+fn tool_exposure_field(
+    m: &Map<String, Value>,
+    name: &str,
+) -> Result<Option<Vec<(String, Exposure)>>, String> {
+    match m.get("toolExposure") {
+        None => Ok(None),
+        Some(Value::Object(t)) => t
+            .iter()
+            .map(|(k, v)| {
+                v.as_str()
+                    .and_then(Exposure::parse)
+                    .map(|e| (k.clone(), e))
+                    .ok_or_else(|| {
+                        format!(
+                            "server \"{name}\": toolExposure \"{k}\" must be one of {EXPOSURES}"
+                        )
+                    })
+            })
+            .collect::<Result<Vec<_>, _>>()
+            .map(Some),
+        Some(_) => Err(format!(
+            "server \"{name}\": toolExposure must map tool names to exposures"
+        )),
+    }
+}
+
+fn parse_entry(
+    name: &str,
+    v: &Value,
+    _path: &Path,
+    cwd: &Path,
+    project: bool,
+) -> Result<Entry, String> {
+    if !valid_name(name) {
+        return Err(format!(
+            "invalid server name \"{name}\" (use letters, digits, \"_\" and \"-\")"
+        ));
+    }
+    let Value::Object(m) = v else {
+        return Err(format!("server \"{name}\" must be an object"));
+    };
+    let ty = m.get("type").and_then(Value::as_str);
+    if ty == Some("sse") {
+        return Err(format!(
+            "server \"{name}\": legacy SSE transport is not supported; use the streamable HTTP URL"
+        ));
+    }
+    let enabled = match m.get("enabled") {
+        None => None,
+        Some(Value::Bool(b)) => Some(*b),
+        Some(_) => return Err(format!("server \"{name}\": enabled must be a boolean")),
+    };
+    let exposure = exposure_field(m, name)?;
+    let tool_exposure = tool_exposure_field(m, name)?;
+    let has_transport =
+        m.contains_key("command") || m.contains_key("url") || m.contains_key("type");
+    if project && m.contains_key("auth") {
+        return Err(format!(
+            "server \"{name}\": auth is only allowed in the global mcp.json"
+        ));
+    }
+    if !has_transport {
+        if project {
+            if m.keys()
+                .any(|k| !matches!(k.as_str(), "enabled" | "exposure" | "toolExposure"))
+            {
+                return Err(format!(
+                    "server \"{name}\": an override can only set enabled, exposure, toolExposure"
+                ));
+            }
+            return Ok(Entry::Override(Override {
+                enabled,
+                exposure,
+                tool_exposure,
+            }));
+        }
+        return Err(format!(
+            "server \"{name}\" needs either \"command\" (stdio) or \"url\" (streamable HTTP)"
+        ));
+    }
+    let description = match m.get("description") {
+        None => None,
+        Some(Value::String(s)) => Some(s.clone()),
+        Some(_) => return Err(format!("server \"{name}\": description must be a string")),
+    };
+    let timeout = match m.get("timeout") {
+        None => Duration::from_secs(60),
+        Some(v) => match v.as_f64() {
+            Some(t) if t > 0.0 && t.is_finite() => Duration::from_secs_f64(t.min(1e9)),
+            _ => {
+                return Err(format!(
+                    "server \"{name}\": timeout must be a positive number of seconds"
+                ))
+            }
+        },
+    };
+    let transport = match (m.get("url"), m.get("command")) {
+        (Some(url), _) if matches!(ty, None | Some("http") | Some("streamable-http")) => {
+            let url = url
+                .as_str()
+                .filter(|u| u.starts_with("http://") || u.starts_with("https://"))
+                .ok_or_else(|| format!("server \"{name}\": url must be an http or https URL"))?;
+            Transport::Http {
+                url: url.to_string(),
+                headers: string_map(m.get("headers"), "headers must map names to strings", name)?,
+            }
+        }
+        (None, Some(cmd)) if matches!(ty, None | Some("stdio")) => {
+            let command = match cmd {
+                Value::String(s) if !s.is_empty() => s.clone(),
+                _ => {
+                    return Err(format!(
+                        "server \"{name}\" needs either \"command\" (stdio) or \"url\" (streamable HTTP)"
+                    ))
+                }
+            };
+            let args = match m.get("args") {
+                None => Vec::new(),
+                Some(Value::Array(a)) => a
+                    .iter()
+                    .map(|x| x.as_str().map(str::to_string))
+                    .collect::<Option<Vec<_>>>()
+                    .ok_or_else(|| {
+                        format!("server \"{name}\": args must be an array of strings")
+                    })?,
+                Some(_) => {
+                    return Err(format!(
+                        "server \"{name}\": args must be an array of strings"
+                    ))
+                }
+            };
+            let env = string_map(m.get("env"), "env must map names to strings", name)?;
+            let dir = match m.get("cwd") {
+                None => None,
+                Some(Value::String(s)) => Some(cwd.join(crate::paths::expand_tilde(Path::new(s)))),
+                Some(_) => return Err(format!("server \"{name}\": cwd must be a string")),
+            };
+            Transport::Stdio {
+                command,
+                args,
+                env,
+                cwd: dir,
+            }
+        }
+        _ => {
+            return Err(format!(
+                "server \"{name}\" needs either \"command\" (stdio) or \"url\" (streamable HTTP)"
+            ))
+        }
+    };
+    Ok(Entry::Full(ServerConfig {
+        name: name.to_string(),
+        source: _path.to_path_buf(),
+        enabled: enabled.unwrap_or(true),
+        description,
+        timeout,
+        exposure: exposure.unwrap_or(Exposure::Codemode),
+        tool_exposure: tool_exposure.unwrap_or_default(),
+        transport,
+    }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn setup(global: &str, project: Option<&str>) -> (tempfile::TempDir, PathBuf, PathBuf) {
+        let t = tempfile::tempdir().unwrap();
+        let agent = t.path().join("agent");
+        let cwd = t.path().join("proj");
+        std::fs::create_dir_all(&agent).unwrap();
+        std::fs::create_dir_all(cwd.join(".pi")).unwrap();
+        std::fs::write(agent.join("mcp.json"), global).unwrap();
+        if let Some(p) = project {
+            std::fs::write(cwd.join(".pi/mcp.json"), p).unwrap();
+        }
+        (t, agent, cwd)
+    }
+
+    #[test]
+    fn bad_entries_are_reported_with_file_and_name_and_skipped() {
+        let (_t, agent, cwd) = setup(
+            r#"{"mcpServers":{
+              "ok":{"command":"echo"},
+              "bad name":{"command":"x"},
+              "s":{"type":"sse","url":"http://x"},
+              "n":{"enabled":true},
+              "t":{"command":"x","timeout":0},
+              "e":{"command":"x","exposure":"loud"},
+              "a":{"command":"x","args":[1]},
+              "u":{"url":"ftp://x"},
+              "my-srv":{"command":"x"},
+              "my_srv":{"command":"y"}
+            }}"#,
+            None,
+        );
+        let c = load(&agent, &cwd, false);
+        let g = agent.join("mcp.json").display().to_string();
+        assert_eq!(
+            c.servers
+                .iter()
+                .map(|s| s.name.as_str())
+                .collect::<Vec<_>>(),
+            ["ok", "my-srv"]
+        );
+        let want = [
+            r#"invalid server name "bad name" (use letters, digits, "_" and "-")"#,
+            r#"server "s": legacy SSE transport is not supported; use the streamable HTTP URL"#,
+            r#"server "n" needs either "command" (stdio) or "url" (streamable HTTP)"#,
+            r#"server "t": timeout must be a positive number of seconds"#,
+            r#"server "e": exposure must be one of "codemode", "deferred", "direct", "hidden""#,
+            r#"server "a": args must be an array of strings"#,
+            r#"server "u": url must be an http or https URL"#,
+            r#"server "my_srv" conflicts with "my-srv""#,
+        ];
+        let want: Vec<String> = want.iter().map(|w| format!("{g}: {w}")).collect();
+        assert_eq!(c.errors, want);
+    }
+
+    #[test]
+    fn project_file_only_when_trusted_and_overrides_limited() {
+        let (_t, agent, cwd) = setup(
+            r#"{"mcpServers":{"g":{"command":"a","exposure":"direct"}}}"#,
+            Some(
+                r#"{"mcpServers":{"g":{"exposure":"hidden","toolExposure":{"x*":"direct"}},
+                   "p":{"command":"b"},"lonely":{"enabled":false},"bad":{"enabled":false,"args":[]},
+                   "h":{"url":"https://x","auth":{"provider":"a"}}}}"#,
+            ),
+        );
+        let untrusted = load(&agent, &cwd, false);
+        assert_eq!(untrusted.servers.len(), 1);
+        assert_eq!(untrusted.servers[0].exposure, Exposure::Direct);
+        assert!(untrusted.errors.is_empty());
+        assert!(!untrusted.files[1].read);
+
+        let c = load(&agent, &cwd, true);
+        let p = cwd.join(".pi/mcp.json").display().to_string();
+        assert_eq!(
+            c.servers
+                .iter()
+                .map(|s| s.name.as_str())
+                .collect::<Vec<_>>(),
+            ["g", "p"]
+        );
+        let g = &c.servers[0];
+        assert_eq!(g.exposure, Exposure::Hidden);
+        assert_eq!(g.exposure_of("xyz"), Exposure::Direct);
+        assert_eq!(g.exposure_of("abc"), Exposure::Hidden);
+        assert_eq!(
+            g.transport,
+            Transport::Stdio {
+                command: "a".into(),
+                args: vec![],
+                env: BTreeMap::new(),
+                cwd: None
+            }
+        );
+        assert_eq!(
+            c.errors,
+            [
+                format!("{p}: server \"lonely\" needs \"command\" or \"url\", or a global server to override"),
+                format!("{p}: server \"bad\": an override can only set enabled, exposure, toolExposure"),
+                format!("{p}: server \"h\": auth is only allowed in the global mcp.json"),
+            ]
+        );
+    }
+
+    #[test]
+    fn whole_file_errors_name_the_file() {
+        let (_t, agent, cwd) = setup(r#"{"mcpServers":[]}"#, None);
+        let c = load(&agent, &cwd, true);
+        assert_eq!(
+            c.errors,
+            [format!(
+                "{}: expected an object with an \"mcpServers\" object",
+                agent.join("mcp.json").display()
+            )]
+        );
+        std::fs::write(agent.join("mcp.json"), "{").unwrap();
+        let c = load(&agent, &cwd, true);
+        assert_eq!(c.errors.len(), 1);
+        assert!(c.errors[0].starts_with(&format!("{}: ", agent.join("mcp.json").display())));
+    }
+
+    #[test]
+    fn env_values_expand_variables_and_commands_and_cwd_resolves() {
+        std::env::set_var("PI_MCP_TEST_VAR", "v1");
+        let (_t, agent, cwd) = setup(
+            r#"{"mcpServers":{"s":{"command":"x","cwd":"sub","env":{"A":"a-${PI_MCP_TEST_VAR}-b","B":"!echo hi"}}}}"#,
+            None,
+        );
+        let c = load(&agent, &cwd, false);
+        let Transport::Stdio { env, cwd: dir, .. } = &c.servers[0].transport else {
+            panic!("stdio expected")
+        };
+        assert_eq!(env["A"], "a-v1-b");
+        assert_eq!(env["B"], "hi");
+        assert_eq!(dir.as_deref(), Some(cwd.join("sub").as_path()));
+        assert_eq!(c.servers[0].exposure, Exposure::Codemode);
+        assert_eq!(c.servers[0].timeout, Duration::from_secs(60));
+    }
+}

@@ -1,0 +1,422 @@
+//! MCP servers as tools, the way pi 1.6.0's built-in MCP support exposes
+//! them: the servers of `<agentDir>/mcp.json` and (only when the project is
+//! trusted) `<cwd>/.pi/mcp.json` ([`config`]) connect in parallel at start
+//! over stdio or streamable HTTP on the official Rust SDK ([`client`]);
+//! their tools become ordinary [`crate::tools::Tool`]s named
+//! `mcp__<server>__<tool>` ([`naming`], [`tool`]), so every call goes
+//! through the agent's gate (hooks, approval, final policy) like a
+//! built-in. A server that fails is one diagnostic and the run goes on;
+//! the `mcp_servers` prompt section describes the servers whose tools are
+//! not declared.
+
+pub mod client;
+pub mod config;
+mod http;
+pub mod naming;
+pub mod tool;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::watch;
+
+pub use config::{Exposure, McpConfig, ServerConfig, Transport};
+
+use crate::tools::select::{AvailableTool, ToolKind};
+use crate::tools::Tool;
+
+/// How long the first request waits for servers with direct tools (pi's
+/// limit).
+pub const FIRST_REQUEST_WAIT: Duration = Duration::from_millis(10_000);
+
+/// The notice when that wait runs out.
+pub const STILL_CONNECTING: &str =
+    "MCP servers are still connecting; their tools become available once connected.";
+
+/// Where one server stands.
+#[derive(Clone)]
+pub enum State {
+    /// `enabled: false`.
+    Disabled,
+    Connecting,
+    Connected(Arc<client::Connection>),
+    /// Why it could not connect.
+    Failed(String),
+}
+
+/// One configured server and its connection.
+pub struct Server {
+    pub cfg: ServerConfig,
+    state: watch::Sender<State>,
+    /// When it connected, as a count (tools are declared in the order
+    /// servers connect, as pi adds them).
+    connected_as: std::sync::atomic::AtomicUsize,
+}
+
+impl Server {
+    /// The current state.
+    pub fn state(&self) -> State {
+        self.state.borrow().clone()
+    }
+
+    /// Waits until it is no longer connecting (at most `limit`).
+    async fn settled(&self, limit: Duration) -> bool {
+        let mut rx = self.state.subscribe();
+        let done = tokio::time::timeout(limit, rx.wait_for(|s| !matches!(s, State::Connecting)))
+            .await
+            .is_ok();
+        done
+    }
+
+    /// The connection, waiting for it up to the server's timeout; an error
+    /// text naming the server otherwise.
+    pub async fn connection(&self) -> Result<Arc<client::Connection>, String> {
+        self.settled(self.cfg.timeout).await;
+        match self.state() {
+            State::Connected(c) if !c.is_closed() => Ok(c),
+            // pi's text for a server that went away.
+            State::Connected(_) => Err("MCP connection closed".into()),
+            State::Failed(e) => Err(format!(
+                "MCP server \"{}\" is not connected: {e}",
+                self.cfg.name
+            )),
+            State::Disabled => Err(format!("MCP server \"{}\" is disabled", self.cfg.name)),
+            State::Connecting => Err(format!(
+                "MCP server \"{}\" is not connected: still connecting after {}s",
+                self.cfg.name,
+                self.cfg.timeout.as_secs_f64()
+            )),
+        }
+    }
+}
+
+/// The MCP servers of one run.
+pub struct Mcp {
+    pub config: McpConfig,
+    pub servers: Vec<Arc<Server>>,
+    /// Where `tool_search` puts the tools it loads (give it to the agent
+    /// as [`crate::agent::hooks::AgentExt::late_tools`]).
+    pub inbox: crate::tools::ToolInbox,
+}
+
+impl Mcp {
+    /// Starts connecting every enabled server in the background (on the
+    /// current Tokio runtime).
+    pub fn start(config: McpConfig, cwd: &std::path::Path) -> Arc<Mcp> {
+        let counter = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let servers: Vec<Arc<Server>> = config
+            .servers
+            .iter()
+            .map(|cfg| {
+                let (tx, _) = watch::channel(if cfg.enabled {
+                    State::Connecting
+                } else {
+                    State::Disabled
+                });
+                Arc::new(Server {
+                    cfg: cfg.clone(),
+                    state: tx,
+                    connected_as: std::sync::atomic::AtomicUsize::new(usize::MAX),
+                })
+            })
+            .collect();
+        for s in servers.iter().filter(|s| s.cfg.enabled) {
+            let s = Arc::clone(s);
+            let cwd = cwd.to_path_buf();
+            let counter = Arc::clone(&counter);
+            tokio::spawn(async move {
+                let cfg = s.cfg.clone();
+                // A panic inside the SDK fails this server only.
+                let st = match tokio::spawn(async move { client::connect(&cfg, &cwd).await }).await
+                {
+                    Ok(Ok(c)) => {
+                        use std::sync::atomic::Ordering::SeqCst;
+                        s.connected_as.store(counter.fetch_add(1, SeqCst), SeqCst);
+                        State::Connected(Arc::new(c))
+                    }
+                    Ok(Err(e)) => State::Failed(e),
+                    Err(e) => State::Failed(format!("internal error: {e}")),
+                };
+                s.state.send_replace(st);
+            });
+        }
+        Arc::new(Mcp {
+            config,
+            servers,
+            inbox: Default::default(),
+        })
+    }
+
+    /// No servers configured (nothing to start, wait for or list).
+    pub fn is_empty(&self) -> bool {
+        self.servers.is_empty()
+    }
+
+    /// Waits (at most [`FIRST_REQUEST_WAIT`]) for the enabled servers with
+    /// a direct tool; `Some(notice)` when some are still connecting.
+    pub async fn wait_direct(&self, limit: Duration) -> Option<&'static str> {
+        let waits = self
+            .servers
+            .iter()
+            .filter(|s| s.cfg.enabled && s.cfg.has_direct())
+            .map(|s| s.settled(limit));
+        let all = futures_util::future::join_all(waits).await;
+        all.contains(&false).then_some(STILL_CONNECTING)
+    }
+
+    /// Waits for every enabled server (at most `limit`).
+    pub async fn wait_all(&self, limit: Duration) {
+        let waits = self.servers.iter().map(|s| s.settled(limit));
+        futures_util::future::join_all(waits).await;
+    }
+
+    /// One line per problem: config errors, a `codemode` exposure (not
+    /// supported here: its tools fall back to `deferred`), and servers
+    /// that failed to connect so far.
+    pub fn diagnostics(&self) -> Vec<String> {
+        let mut out: Vec<String> = self.config.errors.clone();
+        for s in &self.servers {
+            if s.cfg.enabled && s.cfg.exposures().contains(&Exposure::Codemode) {
+                out.push(format!(
+                    "MCP server \"{}\": exposure \"codemode\" is not supported by this toolkit; its tools are deferred",
+                    s.cfg.name
+                ));
+            }
+            if let State::Failed(e) = s.state() {
+                out.push(format!("MCP server \"{}\" failed: {e}", s.cfg.name));
+            }
+        }
+        out
+    }
+
+    /// The enabled, connected servers in the order they connected.
+    fn connected(&self) -> Vec<(Arc<Server>, Arc<client::Connection>)> {
+        let mut v: Vec<(Arc<Server>, Arc<client::Connection>)> = self
+            .servers
+            .iter()
+            .filter(|s| s.cfg.enabled)
+            .filter_map(|s| match s.state() {
+                State::Connected(c) => Some((Arc::clone(s), c)),
+                _ => None,
+            })
+            .collect();
+        v.sort_by_key(|(s, _)| s.connected_as.load(std::sync::atomic::Ordering::SeqCst));
+        v
+    }
+
+    /// Every connected server's tools with their effective exposure, in
+    /// connection and server order (names are given in config order, so a
+    /// collision always hashes the same tool); `true` marks the point
+    /// where the resource tools go: right after the first directly exposed
+    /// server with resources.
+    fn server_tools(&self) -> Vec<(Exposure, Option<Arc<dyn Tool>>)> {
+        let mut taken: Vec<String> = Vec::new();
+        let mut names: std::collections::HashMap<(String, String), String> = Default::default();
+        for s in self.servers.iter().filter(|s| s.cfg.enabled) {
+            if let State::Connected(c) = s.state() {
+                for t in &c.tools {
+                    let name = naming::tool_name(&s.cfg.name, &t.name, &taken);
+                    taken.push(name.clone());
+                    names.insert((s.cfg.name.clone(), t.name.to_string()), name);
+                }
+            }
+        }
+        let mut out: Vec<(Exposure, Option<Arc<dyn Tool>>)> = Vec::new();
+        let mut resources = false;
+        for (s, c) in self.connected() {
+            for t in &c.tools {
+                let Some(name) = names.get(&(s.cfg.name.clone(), t.name.to_string())) else {
+                    continue;
+                };
+                let e = effective(s.cfg.exposure_of(&t.name));
+                let tool: Arc<dyn Tool> =
+                    Arc::new(tool::McpTool::new(Arc::clone(&s), name.clone(), t));
+                out.push((e, Some(tool)));
+            }
+            if !resources && c.has_resources && effective(s.cfg.exposure) == Exposure::Direct {
+                resources = true;
+                out.push((Exposure::Direct, None));
+            }
+        }
+        out
+    }
+
+    /// The deferred tools `tool_search` may load.
+    pub fn deferred_tools(&self) -> Vec<Arc<dyn Tool>> {
+        self.server_tools()
+            .into_iter()
+            .filter(|(e, _)| *e == Exposure::Deferred)
+            .filter_map(|(_, t)| t)
+            .collect()
+    }
+
+    /// The tools declared at start, in pi's order: `tool_search` when a
+    /// server is deferred, then the direct tools of the connected servers
+    /// in the order they connected, the resource tools after the first
+    /// directly exposed server with resources.
+    pub fn direct_tools(self: &Arc<Self>) -> Vec<Arc<dyn Tool>> {
+        let mut out: Vec<Arc<dyn Tool>> = Vec::new();
+        if self.servers.iter().any(|s| {
+            s.cfg.enabled
+                && s.cfg
+                    .exposures()
+                    .iter()
+                    .any(|e| effective(*e) == Exposure::Deferred)
+        }) {
+            out.push(Arc::new(tool::ToolSearch::new(Arc::clone(self))));
+        }
+        for (e, t) in self.server_tools() {
+            match t {
+                Some(t) if e == Exposure::Direct => out.push(t),
+                Some(_) => {}
+                None => out.extend(tool::resource_tools(Arc::clone(self))),
+            }
+        }
+        out
+    }
+
+    /// The tools as the tool-set resolver sees them.
+    pub fn available(tools: &[Arc<dyn Tool>]) -> Vec<AvailableTool> {
+        tools
+            .iter()
+            .map(|t| AvailableTool {
+                name: t.definition().name,
+                kind: ToolKind::Mcp,
+                active_by_default: true,
+            })
+            .collect()
+    }
+
+    /// The `mcp_servers` section (wrapped), when a server is deferred.
+    pub fn servers_section(&self) -> Option<String> {
+        tool::servers_section(&self.servers)
+    }
+
+    /// Closes every connection (stdin, SIGTERM, SIGKILL to the group).
+    pub async fn shutdown(&self) {
+        let closes = self.servers.iter().map(|s| async move {
+            if let State::Connected(c) = s.state() {
+                c.close().await;
+            }
+        });
+        futures_util::future::join_all(closes).await;
+    }
+}
+
+/// `codemode` is not supported here: such tools behave as `deferred`.
+pub fn effective(e: Exposure) -> Exposure {
+    if e == Exposure::Codemode {
+        Exposure::Deferred
+    } else {
+        e
+    }
+}
+
+/// What `pi-resources` lists: every configured server (an untrusted
+/// project's entries as `skipped`, never started) and the config errors.
+/// With `inspect`, the loaded servers are started, their tools listed, and
+/// stopped again.
+pub async fn list(
+    agent_dir: &std::path::Path,
+    cwd: &std::path::Path,
+    trusted: bool,
+    inspect: bool,
+) -> (Vec<crate::format::resources::McpServerRecord>, Vec<String>) {
+    use crate::format::resources::{McpServerRecord, McpToolRecord};
+    let cfg = config::load(agent_dir, cwd, trusted);
+    let errors = cfg.errors.clone();
+    let project = cwd.join(".pi").join("mcp.json");
+    let record = |s: &ServerConfig, status: &str| McpServerRecord {
+        name: s.name.clone(),
+        source: s.source.clone(),
+        scope: if s.source == project {
+            "project"
+        } else {
+            "global"
+        }
+        .into(),
+        status: status.into(),
+        transport: s.transport.kind().into(),
+        exposure: s.exposure.as_str().into(),
+        tools: None,
+        error: None,
+    };
+    let mut out: Vec<McpServerRecord> = cfg
+        .servers
+        .iter()
+        .map(|s| record(s, if s.enabled { "loaded" } else { "disabled" }))
+        .collect();
+    if !trusted && project.exists() {
+        let all = config::load(agent_dir, cwd, true);
+        for s in all.servers.iter().filter(|s| s.source == project) {
+            out.push(record(s, "skipped"));
+        }
+    }
+    if inspect {
+        let mcp = Mcp::start(cfg, cwd);
+        mcp.wait_all(Duration::from_secs(3600)).await;
+        let mut taken: Vec<String> = Vec::new();
+        for (rec, s) in out.iter_mut().zip(mcp.servers.iter()) {
+            match s.state() {
+                State::Connected(c) => {
+                    let tools = c
+                        .tools
+                        .iter()
+                        .map(|t| {
+                            let name = naming::tool_name(&s.cfg.name, &t.name, &taken);
+                            taken.push(name.clone());
+                            McpToolRecord {
+                                name,
+                                exposure: s.cfg.exposure_of(&t.name).as_str().into(),
+                            }
+                        })
+                        .collect();
+                    rec.tools = Some(tools);
+                }
+                State::Failed(e) => rec.error = Some(e),
+                _ => {}
+            }
+        }
+        mcp.shutdown().await;
+    }
+    (out, errors)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A `codemode` server (pi's default exposure) is one diagnostic and is
+    /// treated as deferred: it gets a `tool_search` line in the section and
+    /// `tool_search` is declared; a server that cannot start is one more
+    /// diagnostic, and nothing else is declared.
+    #[tokio::test]
+    async fn codemode_falls_back_to_deferred_and_failures_are_diagnostics() {
+        let t = tempfile::tempdir().unwrap();
+        std::fs::write(
+            t.path().join("mcp.json"),
+            r#"{"mcpServers":{"cm":{"command":"/nonexistent/mcp-server","description":"Code tools"}}}"#,
+        )
+        .unwrap();
+        let cfg = config::load(t.path(), t.path(), false);
+        let mcp = Mcp::start(cfg, t.path());
+        mcp.wait_all(Duration::from_secs(30)).await;
+        let d = mcp.diagnostics();
+        assert_eq!(d.len(), 2, "{d:?}");
+        assert!(d[0].contains("\"codemode\" is not supported"), "{d:?}");
+        assert!(
+            d[1].starts_with("MCP server \"cm\" failed: cannot start /nonexistent/mcp-server"),
+            "{d:?}"
+        );
+        assert_eq!(
+            mcp.servers_section().as_deref(),
+            Some("<mcp_servers>\nMCP servers whose tools are not declared to you. Load the tools of `tool_search` servers with `tool_search`.\n- mcp__cm (tool_search): Code tools\n</mcp_servers>")
+        );
+        let names: Vec<String> = mcp
+            .direct_tools()
+            .iter()
+            .map(|t| t.definition().name)
+            .collect();
+        assert_eq!(names, ["tool_search"]);
+    }
+}

@@ -1,0 +1,598 @@
+//! MCP servers as tools: `pi-run` against the real pi 1.6.0 with the same
+//! `mcp.json` (the fixture server of tests/mcp/ and the real servers that
+//! tests/mcp/install.sh installs), the trust rule for a project's
+//! `.pi/mcp.json`, and servers that fail in every way we know.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+
+use crate::common::*;
+
+fn fixture() -> String {
+    repo().join("tests/mcp/fixture.py").display().to_string()
+}
+
+fn stdio(mode: &str, exposure: &str) -> Value {
+    json!({"command": "python3", "args": [fixture(), mode], "exposure": exposure})
+}
+
+/// The real servers' cache (tests/mcp/install.sh); `None` (a SKIP, or a
+/// failure under CI=true) when absent.
+fn servers(test: &str) -> Option<PathBuf> {
+    let root = std::env::var_os("PI_MCP_CACHE")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            PathBuf::from(std::env::var("HOME").unwrap_or_default()).join(".cache/pi-toolkit-mcp")
+        });
+    if root.join("stamp").is_file() {
+        return Some(root);
+    }
+    if std::env::var("CI").is_ok_and(|v| v == "true") {
+        panic!(
+            "{test}: the MCP servers are not installed under {} (run tests/mcp/install.sh)",
+            root.display()
+        );
+    }
+    eprintln!(
+        "SKIP {test}: the MCP servers are not installed under {}; run tests/mcp/install.sh",
+        root.display()
+    );
+    None
+}
+
+/// What a run recorded: the first system message and the tool results.
+struct Recorded {
+    system: Value,
+    results: Vec<Value>,
+    out: Output,
+}
+
+fn recorded(sb: &Sandbox, out: Output) -> Recorded {
+    let root = sb.root().display().to_string();
+    let sessions = jsonl(&sb.session(&["ls", "--all", "--format", "jsonl"]));
+    assert_eq!(sessions.len(), 1, "one session: {}", stderr(&out));
+    let text = std::fs::read_to_string(sessions[0]["path"].as_str().unwrap()).unwrap();
+    let entries: Vec<Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let system = entries
+        .iter()
+        .find(|e| e["message"]["role"] == "system")
+        .map(|e| e["message"].clone())
+        .unwrap_or(Value::Null);
+    let mut results: Vec<Value> = entries
+        .iter()
+        .filter(|e| e["message"]["role"] == "toolResult")
+        .map(|e| {
+            let m = &e["message"];
+            let mut d = m["details"].clone();
+            // A temp file name differs per run; its presence must not.
+            if let Some(p) = d.get_mut("fullOutputPath") {
+                let path = p.as_str().unwrap_or("").to_string();
+                assert!(Path::new(&path).is_file(), "full output kept in {path}");
+                let _ = std::fs::remove_file(&path);
+                *p = json!("<path>");
+            }
+            let content = serde_json::to_string(&m["content"]).unwrap();
+            let content = regex_lite_paths(&content).replace(&root, "<root>");
+            json!({"toolName": m["toolName"], "content": content, "details": d, "isError": m["isError"]})
+        })
+        .collect();
+    results.sort_by_key(|r| r.to_string());
+    Recorded {
+        system,
+        results,
+        out,
+    }
+}
+
+/// `/tmp/pi-mcp-<hex>.txt` → `<path>` in a result's text.
+fn regex_lite_paths(s: &str) -> String {
+    let mut out = String::new();
+    let mut rest = s;
+    while let Some(i) = rest.find("/pi-mcp-") {
+        let start = rest[..i].rfind(' ').map(|j| j + 1).unwrap_or(0);
+        out.push_str(&rest[..start]);
+        let end = rest[i..]
+            .find(".txt")
+            .map(|j| i + j + 4)
+            .unwrap_or(rest.len());
+        out.push_str("<path>");
+        rest = &rest[end..];
+    }
+    out.push_str(rest);
+    out
+}
+
+/// Runs pi 1.6.0 and pi-run on the same `mcp.json` and mock script.
+fn both(o: &Oracle, mcp: &Value, turns: &Value, extra: &[&str]) -> (Recorded, Recorded) {
+    both_in(o, &|_| mcp.clone(), &|_| turns.clone(), extra)
+}
+
+/// [`both`] with the `mcp.json` and the script made for each sandbox.
+fn both_in(
+    o: &Oracle,
+    mcp: &dyn Fn(&Sandbox) -> Value,
+    turns: &dyn Fn(&Sandbox) -> Value,
+    extra: &[&str],
+) -> (Recorded, Recorded) {
+    let run = |ours: bool| {
+        let sb = Sandbox::new();
+        let mock = MockLlm::start(o, sb.root(), &turns(&sb));
+        mock.configure(&sb.agent());
+        std::fs::write(sb.agent().join("mcp.json"), mcp(&sb).to_string()).unwrap();
+        let mut cmd = if ours { sb.cmd("pi-run") } else { o.pi160(&sb) };
+        let out = cmd
+            .args(["--mode", "json"])
+            .args(extra)
+            .arg("go")
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}: {}",
+            if ours { "pi-run" } else { "pi" },
+            stderr(&out)
+        );
+        let r = recorded(&sb, out);
+        drop(mock);
+        r
+    };
+    (run(false), run(true))
+}
+
+fn section<'a>(system: &'a Value, name: &str) -> &'a Value {
+    &system["sections"][name]
+}
+
+fn tool_names(system: &Value) -> Vec<String> {
+    system["toolsAdded"]
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .filter_map(|t| t["name"].as_str().map(str::to_string))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// The same declarations. Servers' tools come in the order the servers
+/// finish connecting, in pi as here, so the order across servers is
+/// compared only for the tools of one server (and the built-ins first).
+fn assert_same_tools(pi: &Recorded, ours: &Recorded, what: &str) {
+    let key = |n: &String| {
+        let server = n.strip_prefix("mcp__").and_then(|r| r.split("__").next());
+        server.map(str::to_string)
+    };
+    let per_server = |names: Vec<String>| {
+        let mut m: std::collections::BTreeMap<Option<String>, Vec<String>> = Default::default();
+        for n in names {
+            m.entry(key(&n)).or_default().push(n);
+        }
+        m
+    };
+    assert_eq!(
+        per_server(tool_names(&ours.system)),
+        per_server(tool_names(&pi.system)),
+        "{what}: declared tools"
+    );
+    let by_name = |r: &Recorded| -> std::collections::BTreeMap<String, String> {
+        r.system["toolsAdded"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|t| (t["name"].as_str().unwrap_or("").to_string(), t.to_string()))
+            .collect()
+    };
+    let (a, b) = (by_name(ours), by_name(pi));
+    for (name, decl) in &a {
+        assert_eq!(Some(decl), b.get(name), "{what}: declaration of {name}");
+    }
+}
+
+fn assert_same(pi: &Recorded, ours: &Recorded) {
+    assert_same_tools(pi, ours, "run");
+    for s in ["tools", "rules", "mcp_servers"] {
+        assert_eq!(
+            section(&ours.system, s),
+            section(&pi.system, s),
+            "section {s}"
+        );
+    }
+    assert_eq!(ours.results, pi.results, "tool results");
+}
+
+#[test]
+fn mcp_direct_tools_results_and_resources_match_pi() {
+    let Some(o) = Oracle::find("mcp_direct_tools_results_and_resources_match_pi") else {
+        return;
+    };
+    let mcp = json!({"mcpServers": {
+        "fx": stdio("ok", "direct"),
+        "rpc": stdio("rpcerror", "direct"),
+        "die": stdio("die", "direct"),
+        "gone": stdio("exit", "direct"),
+        "bad": {"command": "x", "timeout": -1}
+    }});
+    let turns = json!([
+        {"tool_calls": [
+            {"name": "mcp__fx__add", "arguments": {"a": 40, "b": 2}},
+            {"name": "mcp__fx__fail", "arguments": {"msg": "boom"}},
+            {"name": "mcp__fx__big_text", "arguments": {"n": 30000}},
+            {"name": "read_mcp_resource", "arguments": {"server": "fx", "uri": "fixture://hello"}},
+            {"name": "mcp__rpc__add", "arguments": {"a": 1, "b": 2}},
+            {"name": "mcp__die__add", "arguments": {"a": 1, "b": 2}}
+        ]},
+        {"tool_calls": [{"name": "mcp__die__add", "arguments": {"a": 1, "b": 2}}]},
+        {"text": "done"}
+    ]);
+    let (pi, ours) = both(&o, &mcp, &turns, &[]);
+    assert_same(&pi, &ours);
+    let names: Vec<&str> = ours.system["toolsAdded"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|t| t["name"].as_str())
+        .collect();
+    assert!(
+        names.contains(&"mcp__fx__big_text") && names.contains(&"read_mcp_resource"),
+        "{names:?}"
+    );
+    // One line per problem, on stderr; the run went on.
+    let err = stderr(&ours.out);
+    assert!(
+        err.contains("server \"bad\": timeout must be a positive number of seconds"),
+        "{err}"
+    );
+    assert!(err.contains("MCP server \"gone\" failed: "), "{err}");
+}
+
+#[test]
+fn mcp_servers_section_matches_pi_for_deferred_servers() {
+    let Some(o) = Oracle::find("mcp_servers_section_matches_pi_for_deferred_servers") else {
+        return;
+    };
+    let mut described = stdio("ok", "deferred");
+    described["description"] = json!("Deferred fixture\nsecond line");
+    let mcp = json!({"mcpServers": {"zz-def": described, "fx3": stdio("ok", "deferred")}});
+    let (pi, ours) = both(&o, &mcp, &json!([{"text": "done"}]), &[]);
+    assert_eq!(
+        section(&ours.system, "mcp_servers"),
+        section(&pi.system, "mcp_servers")
+    );
+    assert!(section(&ours.system, "mcp_servers")
+        .as_str()
+        .unwrap()
+        .contains("- mcp__zz_def (tool_search): Deferred fixture\n"));
+}
+
+#[test]
+fn mcp_tool_flags_filter_like_pi() {
+    let Some(o) = Oracle::find("mcp_tool_flags_filter_like_pi") else {
+        return;
+    };
+    let mcp = json!({"mcpServers": {"fx": stdio("ok", "direct")}});
+    let turns = json!([{"text": "done"}]);
+    for flags in [
+        &["--tools", "read,bash"][..],
+        &["--tools", "read,mcp__fx__add"][..],
+        &["-xt", "mcp__*"][..],
+    ] {
+        let (pi, ours) = both(&o, &mcp, &turns, flags);
+        assert_same_tools(&pi, &ours, &format!("{flags:?}"));
+    }
+    // --no-mcp: no server starts.
+    let sb = Sandbox::new();
+    let mock = MockLlm::start(&o, sb.root(), &turns);
+    mock.configure(&sb.agent());
+    let marker = sb.root().join("started");
+    let mcp = json!({"mcpServers": {"fx": {"command": "python3", "args": [fixture(), "ok", marker.display().to_string()], "exposure": "direct"}}});
+    std::fs::write(sb.agent().join("mcp.json"), mcp.to_string()).unwrap();
+    let out = sb
+        .cmd("pi-run")
+        .args(["--no-mcp", "-p", "go"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(!marker.exists(), "--no-mcp started a server");
+}
+
+/// The untrusted project's server never starts; trusted with -a it does.
+#[test]
+fn mcp_project_servers_need_trust() {
+    let sb = Sandbox::new();
+    let srv = ScriptServer::start(vec![Reply::Sse(sse_text("done"))]);
+    srv.configure(&sb.agent());
+    let marker = sb.root().join("project-server-started");
+    std::fs::create_dir_all(sb.cwd().join(".pi")).unwrap();
+    let mcp = json!({"mcpServers": {"proj": {"command": "python3", "args": [fixture(), "ok", marker.display().to_string()], "exposure": "direct"}}});
+    std::fs::write(sb.cwd().join(".pi/mcp.json"), mcp.to_string()).unwrap();
+    let out = sb
+        .cmd("pi-run")
+        .args(["--no-approve", "-p", "go"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        !marker.exists(),
+        "an untrusted project's MCP server started"
+    );
+    let out = sb
+        .cmd("pi-run")
+        .args(["--mode", "json", "-a", "go"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        marker.exists(),
+        "the trusted project's MCP server did not start"
+    );
+    let tools = srv.requests.lock().unwrap().last().unwrap()["tools"].clone();
+    assert!(tools.to_string().contains("mcp__proj__add"), "{tools}");
+}
+
+/// A server that hangs on initialize costs its timeout, not the run.
+#[test]
+fn mcp_hanging_server_times_out_with_one_diagnostic() {
+    let sb = Sandbox::new();
+    let srv = ScriptServer::start(vec![Reply::Sse(sse_text("done"))]);
+    srv.configure(&sb.agent());
+    let mut hang = stdio("hang", "direct");
+    hang["timeout"] = json!(1);
+    let mcp = json!({"mcpServers": {"hang": hang, "fx": stdio("ok", "direct")}});
+    std::fs::write(sb.agent().join("mcp.json"), mcp.to_string()).unwrap();
+    let t = Instant::now();
+    let out = sb.cmd("pi-run").args(["-p", "go"]).output().unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        t.elapsed() < Duration::from_secs(8),
+        "took {:?}",
+        t.elapsed()
+    );
+    let err = stderr(&out);
+    assert_eq!(
+        err.lines()
+            .filter(|l| l.contains("MCP server \"hang\""))
+            .count(),
+        1,
+        "{err}"
+    );
+    assert!(err.contains("initialize timed out after 1s"), "{err}");
+    assert_eq!(stdout(&out), "done\n");
+}
+
+/// A loopback streamable HTTP server-everything, killed on drop.
+struct HttpServer {
+    child: std::process::Child,
+    port: u16,
+}
+
+impl HttpServer {
+    fn start(bin: &Path) -> HttpServer {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let child = Command::new(bin)
+            .arg("streamableHttp")
+            .env("PORT", port.to_string())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("start server-everything");
+        let t = Instant::now();
+        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+            assert!(
+                t.elapsed() < Duration::from_secs(30),
+                "server-everything did not listen"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        HttpServer { child, port }
+    }
+}
+
+impl Drop for HttpServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[test]
+fn mcp_real_servers_stdio_and_http_match_pi() {
+    let Some(o) = Oracle::find("mcp_real_servers_stdio_and_http_match_pi") else {
+        return;
+    };
+    let Some(root) = servers("mcp_real_servers_stdio_and_http_match_pi") else {
+        return;
+    };
+    let bin = root.join("npm/node_modules/.bin");
+    let node_path = format!(
+        "{}:{}",
+        o.node22.parent().unwrap().display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let http = HttpServer::start(&bin.join("mcp-server-everything"));
+    let node_env = json!({"PATH": node_path});
+    let mcp = |sb: &Sandbox| {
+        std::fs::write(sb.cwd().join("hello.txt"), "hello file\n").unwrap();
+        json!({"mcpServers": {
+            "everything": {"command": bin.join("mcp-server-everything").display().to_string(), "args": ["stdio"], "env": node_env, "exposure": "direct"},
+            "web": {"url": format!("http://127.0.0.1:{}/mcp", http.port), "exposure": "direct"},
+            "files": {"command": bin.join("mcp-server-filesystem").display().to_string(), "args": [sb.cwd().display().to_string()], "env": node_env, "exposure": "direct"}
+        }})
+    };
+    let turns = |sb: &Sandbox| {
+        let hello = sb.cwd().join("hello.txt").display().to_string();
+        json!([
+            {"tool_calls": [
+                {"name": "mcp__everything__echo", "arguments": {"message": "hi"}},
+                {"name": "mcp__everything__get_sum", "arguments": {"a": 2, "b": 3}},
+                {"name": "mcp__web__echo", "arguments": {"message": "over http"}},
+                {"name": "mcp__files__read_text_file", "arguments": {"path": hello}},
+                {"name": "mcp__files__read_text_file", "arguments": {"path": "/etc/passwd"}}
+            ]},
+            {"text": "done"}
+        ])
+    };
+    let (pi, ours) = both_in(&o, &mcp, &turns, &[]);
+    assert_same(&pi, &ours);
+    assert_eq!(ours.results.len(), 5);
+    // mcp-server-time (Python) on its own: it takes seconds to start on a
+    // busy machine, and with the others it could miss the 10 s first-request
+    // wait in either program.
+    let time = json!({"mcpServers": {"time": {"command": root.join("py/bin/mcp-server-time").display().to_string(), "args": ["--local-timezone", "UTC"], "exposure": "direct"}}});
+    let turns = json!([
+        {"tool_calls": [
+            {"name": "mcp__time__convert_time", "arguments": {"source_timezone": "UTC", "time": "12:00", "target_timezone": "Asia/Tokyo"}},
+            {"name": "mcp__time__get_current_time", "arguments": {"timezone": "Nowhere/Else"}}
+        ]},
+        {"text": "done"}
+    ]);
+    let (pi_t, ours_t) = both(&o, &time, &turns, &[]);
+    assert_same(&pi_t, &ours_t);
+    assert_eq!(ours_t.results.len(), 2);
+    assert!(ours.results.iter().any(|r| r["content"]
+        .as_str()
+        .unwrap_or("")
+        .contains("Echo: over http")));
+}
+
+/// `pi-resources` lists each server with its file, scope, status,
+/// transport and exposure; an untrusted project's servers are `skipped`
+/// and never started; `--inspect` connects and lists the tools.
+#[test]
+fn mcp_servers_listed_by_pi_resources() {
+    let sb = Sandbox::new();
+    let marker = sb.root().join("project-server-started");
+    std::fs::write(
+        sb.agent().join("mcp.json"),
+        json!({"mcpServers": {
+            "fx": stdio("ok", "direct"),
+            "web": {"url": "http://127.0.0.1:9/mcp", "exposure": "deferred", "enabled": false},
+            "bad": {"command": "x", "args": "no"}
+        }})
+        .to_string(),
+    )
+    .unwrap();
+    std::fs::create_dir_all(sb.cwd().join(".pi")).unwrap();
+    std::fs::write(
+        sb.cwd().join(".pi/mcp.json"),
+        json!({"mcpServers": {"proj": {"command": "python3", "args": [fixture(), "ok", marker.display().to_string()]}}}).to_string(),
+    )
+    .unwrap();
+    let out = sb
+        .cmd("pi-resources")
+        .args(["-na", "--inspect", "--format", "jsonl"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let recs = jsonl(&out);
+    let servers: Vec<&Value> = recs.iter().filter(|r| r["type"] == "mcp_server").collect();
+    let brief: Vec<(String, String, String, String, String)> = servers
+        .iter()
+        .map(|r| {
+            let s = |k: &str| r[k].as_str().unwrap_or("").to_string();
+            (
+                s("name"),
+                s("scope"),
+                s("status"),
+                s("transport"),
+                s("exposure"),
+            )
+        })
+        .collect();
+    let t = |a: &str, b: &str, c: &str, d: &str, e: &str| {
+        (
+            a.to_string(),
+            b.to_string(),
+            c.to_string(),
+            d.to_string(),
+            e.to_string(),
+        )
+    };
+    assert_eq!(
+        brief,
+        [
+            t("fx", "global", "loaded", "stdio", "direct"),
+            t("web", "global", "disabled", "http", "deferred"),
+            t("proj", "project", "skipped", "stdio", "codemode"),
+        ]
+    );
+    assert_eq!(servers[0]["source"], json!(sb.agent().join("mcp.json")));
+    let tools: Vec<&str> = servers[0]["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|t| t["name"].as_str())
+        .collect();
+    assert_eq!(
+        tools,
+        ["mcp__fx__add", "mcp__fx__fail", "mcp__fx__big_text"]
+    );
+    assert!(!marker.exists(), "an untrusted project's server started");
+    assert!(recs.iter().any(|r| r["type"] == "diagnostic"
+        && r["message"]
+            .as_str()
+            .unwrap_or("")
+            .ends_with("server \"bad\": args must be an array of strings")));
+}
+
+/// The client scenarios of `@modelcontextprotocol/conformance` that need
+/// no OAuth or elicitation, over streamable HTTP (the suite's client
+/// scenarios are all HTTP), with tests/mcp/conformance-client.sh as the
+/// client.
+#[test]
+fn mcp_conformance_client_scenarios_pass() {
+    let Some(o) = Oracle::find("mcp_conformance_client_scenarios_pass") else {
+        return;
+    };
+    let Some(root) = servers("mcp_conformance_client_scenarios_pass") else {
+        return;
+    };
+    let suite = root.join("npm/node_modules/@modelcontextprotocol/conformance/dist/index.js");
+    let client = format!(
+        "bash {} {} {}",
+        repo().join("tests/mcp/conformance-client.sh").display(),
+        bin("pi-run").display(),
+        bin("pi-resources").display()
+    );
+    for scenario in ["initialize", "tools_call"] {
+        let out = Command::new(&o.node22)
+            .arg(&suite)
+            .args(["client", "--command", &client, "--scenario", scenario])
+            .output()
+            .unwrap();
+        let text = format!("{}{}", stdout(&out), stderr(&out));
+        assert!(
+            out.status.success() && text.contains("OVERALL: PASSED"),
+            "{scenario}: {text}"
+        );
+        assert!(text.contains(" 0 failed"), "{scenario}: {text}");
+    }
+}
+
+/// The client offers roots and answers `roots/list` with the session cwd,
+/// as pi 1.6.0 does (FINDINGS §13).
+#[test]
+fn mcp_roots_answer_is_the_session_cwd() {
+    let sb = Sandbox::new();
+    let srv = ScriptServer::start(vec![Reply::Sse(sse_text("done"))]);
+    srv.configure(&sb.agent());
+    let answer = sb.root().join("roots.json");
+    let mcp = json!({"mcpServers": {"r": {"command": "python3", "args": [fixture(), "roots", answer.display().to_string()], "exposure": "direct"}}});
+    std::fs::write(sb.agent().join("mcp.json"), mcp.to_string()).unwrap();
+    let out = sb.cmd("pi-run").args(["-p", "go"]).output().unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let got: Value = serde_json::from_str(&std::fs::read_to_string(&answer).unwrap()).unwrap();
+    assert_eq!(
+        got["result"],
+        json!({"roots": [{"uri": format!("file://{}", sb.cwd().display()), "name": "cwd"}]})
+    );
+}

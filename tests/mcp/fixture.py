@@ -1,0 +1,92 @@
+#!/usr/bin/env python3
+"""A small MCP stdio server for the pi-run tests (stdlib only).
+
+usage: fixture.py MODE [MARKER]
+  ok           tools add/fail/big, a resource, instructions
+  exit         exits at start, before any reply
+  hang         never answers initialize
+  rpcerror     tools/call answers a JSON-RPC error
+  die          exits in the middle of tools/call
+  roots        asks the client for roots/list and writes the answer to MARKER
+MARKER: a file created at start (trust tests).
+"""
+import json
+import sys
+
+mode = sys.argv[1] if len(sys.argv) > 1 else "ok"
+if len(sys.argv) > 2:
+    open(sys.argv[2], "w").write("started\n")
+if mode == "exit":
+    sys.stderr.write("fixture: refusing to start\n")
+    sys.exit(3)
+
+TOOLS = [
+    {"name": "add", "description": "Add two integers.",
+     "inputSchema": {"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}},
+                     "required": ["a", "b"]}},
+    {"name": "fail", "description": "Always fails.",
+     "inputSchema": {"type": "object", "properties": {"msg": {"type": "string"}}}},
+    {"name": "big-text", "description": "Returns N characters.",
+     "inputSchema": {"type": "object", "properties": {"n": {"type": "integer"}}}},
+]
+
+
+def send(obj):
+    sys.stdout.write(json.dumps(obj) + "\n")
+    sys.stdout.flush()
+
+
+for line in sys.stdin:
+    try:
+        msg = json.loads(line)
+    except ValueError:
+        continue
+    method, mid = msg.get("method"), msg.get("id")
+    if method == "notifications/initialized" and mode == "roots":
+        send({"jsonrpc": "2.0", "id": "roots-1", "method": "roots/list"})
+    if method is None and mid == "roots-1" and len(sys.argv) > 2:
+        open(sys.argv[2], "w").write(json.dumps(msg) + "\n")
+    if mid is None or method is None:
+        continue
+    if method == "initialize":
+        if mode == "hang":
+            continue
+        send({"jsonrpc": "2.0", "id": mid, "result": {
+            "protocolVersion": msg["params"].get("protocolVersion", "2025-06-18"),
+            "capabilities": {"tools": {}, "resources": {}},
+            "serverInfo": {"name": "fixture", "version": "1"},
+            "instructions": "Fixture tools for testing.\nSecond line."}})
+    elif method == "tools/list":
+        send({"jsonrpc": "2.0", "id": mid, "result": {"tools": TOOLS}})
+    elif method == "tools/call":
+        name = msg["params"]["name"]
+        args = msg["params"].get("arguments") or {}
+        if mode == "rpcerror":
+            send({"jsonrpc": "2.0", "id": mid, "error": {"code": -32602, "message": "Unknown tool: " + name}})
+        elif mode == "die":
+            sys.exit(4)
+        elif name == "add":
+            s = args.get("a", 0) + args.get("b", 0)
+            send({"jsonrpc": "2.0", "id": mid, "result": {
+                "content": [{"type": "text", "text": str(s)}], "structuredContent": {"result": s}, "isError": False}})
+        elif name == "fail":
+            send({"jsonrpc": "2.0", "id": mid, "result": {
+                "content": [{"type": "text", "text": "failed: " + str(args.get("msg", ""))}], "isError": True}})
+        elif name == "big-text":
+            n = int(args.get("n", 30000))
+            text = "".join(chr(ord("a") + i % 26) for i in range(n))
+            send({"jsonrpc": "2.0", "id": mid, "result": {"content": [{"type": "text", "text": text}]}})
+        else:
+            send({"jsonrpc": "2.0", "id": mid, "error": {"code": -32602, "message": "Unknown tool: " + name}})
+    elif method == "resources/list":
+        send({"jsonrpc": "2.0", "id": mid, "result": {"resources": [
+            {"uri": "fixture://hello", "name": "hello", "mimeType": "text/plain"}]}})
+    elif method == "resources/templates/list":
+        send({"jsonrpc": "2.0", "id": mid, "result": {"resourceTemplates": []}})
+    elif method == "resources/read":
+        send({"jsonrpc": "2.0", "id": mid, "result": {"contents": [
+            {"uri": msg["params"]["uri"], "mimeType": "text/plain", "text": "hello resource"}]}})
+    elif method == "ping":
+        send({"jsonrpc": "2.0", "id": mid, "result": {}})
+    else:
+        send({"jsonrpc": "2.0", "id": mid, "error": {"code": -32601, "message": "Method not found"}})
