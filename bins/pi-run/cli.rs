@@ -90,9 +90,18 @@ pub struct Cli {
     #[arg(short = 'p', long)]
     pub print: bool,
 
-    /// Output: `text` (final answer) or `json` (pi's event stream).
+    /// Output: `text` (final answer), `json` (pi's event stream) or `rpc`
+    /// (pi's RPC protocol on stdin/stdout: prompt, steer, follow_up,
+    /// abort, get_state, …; see the README).
     #[arg(long, value_enum, default_value_t = Mode::Text)]
     pub mode: Mode,
+
+    /// A follow-up task for the same run and session (repeatable; beyond
+    /// pi): queued as a pi follow-up message, it is sent once the task
+    /// before it has ended (the model answered without tool calls), so
+    /// `pi-run "do X" --then "verify X"` needs no client program.
+    #[arg(long, value_name = "MESSAGE", allow_hyphen_values = true)]
+    pub then: Vec<String>,
 
     /// Provider of the model (restricts --model lookup).
     #[arg(long, value_name = "NAME", allow_hyphen_values = true)]
@@ -283,6 +292,9 @@ pub enum Mode {
     Text,
     /// pi's JSON event stream: the session header, then one event per line.
     Json,
+    /// pi's RPC protocol: JSON commands on stdin, responses and the same
+    /// events as `json` on stdout, until stdin ends.
+    Rpc,
 }
 
 /// pi's multi-letter short options (`-nt`, `-xt`, `-ne`, …), rewritten

@@ -1,0 +1,670 @@
+//! `pi-run --mode rpc` against pi 1.6.0: the captures in
+//! `/work/shared/reference/rpc-transcripts/` replayed (same commands, at
+//! the same points of the stream, against a loopback model answering what
+//! pi's mock answered), and the same drives run side by side with the real
+//! pi. Responses are compared ignoring ids, timestamps and paths; events
+//! by their type sequence. Plus `--then` and shutdown.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+
+use crate::common::{Oracle, Sandbox};
+
+const TRANSCRIPTS: &str = "/work/shared/reference/rpc-transcripts";
+
+// ---------------------------------------------------------------------------
+// A loopback OpenAI-compatible model server with per-reply pacing.
+
+/// One scripted answer.
+#[derive(Clone, Debug)]
+struct Turn {
+    text: Option<String>,
+    /// `(call id, tool name, JSON arguments)`.
+    calls: Vec<(String, String, String)>,
+    usage: (u64, u64),
+    /// Stream the text in small pieces, 80 ms apart (room for an abort).
+    slow: bool,
+}
+
+fn text_turn(t: &str) -> Turn {
+    Turn {
+        text: Some(t.into()),
+        calls: vec![],
+        usage: (100, 20),
+        slow: false,
+    }
+}
+
+struct Server {
+    port: u16,
+    requests: std::sync::Arc<std::sync::Mutex<Vec<Value>>>,
+}
+
+fn chunk(delta: Value, finish: Option<&str>) -> String {
+    let c = json!({"id": "chatcmpl-mock", "object": "chat.completion.chunk", "created": 1, "model": "mock-1",
+        "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]});
+    format!("data: {c}\n\n")
+}
+
+impl Server {
+    fn start(turns: Vec<Turn>) -> Server {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+        let port = listener.local_addr().unwrap().port();
+        let requests = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let reqs = std::sync::Arc::clone(&requests);
+        std::thread::spawn(move || {
+            let mut n = 0usize;
+            for stream in listener.incoming() {
+                let Ok(stream) = stream else { continue };
+                let turn = turns.get(n).cloned().unwrap_or_else(|| text_turn("ok"));
+                n += 1;
+                let reqs = std::sync::Arc::clone(&reqs);
+                std::thread::spawn(move || serve_one(stream, turn, reqs));
+            }
+        });
+        Server { port, requests }
+    }
+
+    fn request_count(&self) -> usize {
+        self.requests.lock().unwrap().len()
+    }
+}
+
+fn serve_one(
+    mut stream: std::net::TcpStream,
+    turn: Turn,
+    reqs: std::sync::Arc<std::sync::Mutex<Vec<Value>>>,
+) {
+    let mut reader = BufReader::new(stream.try_clone().unwrap());
+    let mut len = 0usize;
+    loop {
+        let mut line = String::new();
+        if reader.read_line(&mut line).unwrap_or(0) == 0 {
+            return;
+        }
+        let l = line.trim_end();
+        if l.is_empty() {
+            break;
+        }
+        if let Some(v) = l.to_ascii_lowercase().strip_prefix("content-length:") {
+            len = v.trim().parse().unwrap_or(0);
+        }
+    }
+    let mut body = vec![0u8; len];
+    let _ = reader.read_exact(&mut body);
+    reqs.lock()
+        .unwrap()
+        .push(serde_json::from_slice(&body).unwrap_or(Value::Null));
+    let mut parts = vec![
+        "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\nconnection: close\r\n\r\n"
+            .to_string(),
+    ];
+    parts.push(chunk(json!({"role": "assistant", "content": ""}), None));
+    if let Some(t) = &turn.text {
+        if turn.slow {
+            let chars: Vec<char> = t.chars().collect();
+            for piece in chars.chunks(4) {
+                parts.push(chunk(
+                    json!({"content": piece.iter().collect::<String>()}),
+                    None,
+                ));
+            }
+        } else {
+            parts.push(chunk(json!({"content": t}), None));
+        }
+    }
+    for (i, (id, name, args)) in turn.calls.iter().enumerate() {
+        parts.push(chunk(json!({"tool_calls": [{"index": i, "id": id, "type": "function", "function": {"name": name, "arguments": args}}]}), None));
+    }
+    let finish = if turn.calls.is_empty() {
+        "stop"
+    } else {
+        "tool_calls"
+    };
+    parts.push(chunk(json!({}), Some(finish)));
+    let usage = json!({"id": "chatcmpl-mock", "object": "chat.completion.chunk", "created": 1, "model": "mock-1",
+        "choices": [], "usage": {"prompt_tokens": turn.usage.0, "completion_tokens": turn.usage.1, "total_tokens": turn.usage.0 + turn.usage.1}});
+    parts.push(format!("data: {usage}\n\ndata: [DONE]\n\n"));
+    for p in parts {
+        if stream.write_all(p.as_bytes()).is_err() {
+            return;
+        }
+        let _ = stream.flush();
+        if turn.slow {
+            std::thread::sleep(Duration::from_millis(80));
+        }
+    }
+    let _ = stream.shutdown(std::net::Shutdown::Both);
+}
+
+/// models.json + settings.json for the `mock/mock-1` model of the captures
+/// (plus `extra` models, e.g. a reasoning one).
+fn configure(agent: &Path, port: u16, extra: &[Value]) {
+    let mut models = vec![
+        json!({"id": "mock-1", "name": "mock-1", "reasoning": false, "input": ["text"],
+        "cost": {"input": 0, "output": 0, "cacheRead": 0, "cacheWrite": 0},
+        "contextWindow": 128000, "maxTokens": 16384,
+        "compat": {"supportsDeveloperRole": false, "supportsReasoningEffort": false}}),
+    ];
+    models.extend(extra.iter().cloned());
+    let m = json!({"providers": {"mock": {"baseUrl": format!("http://127.0.0.1:{port}/v1"),
+        "api": "openai-completions", "apiKey": "test", "models": models}}});
+    std::fs::write(agent.join("models.json"), m.to_string()).unwrap();
+    std::fs::write(
+        agent.join("settings.json"),
+        r#"{"defaultProvider":"mock","defaultModel":"mock-1"}"#,
+    )
+    .unwrap();
+}
+
+// ---------------------------------------------------------------------------
+// An RPC client.
+
+struct Client {
+    child: Child,
+    stdin: Option<ChildStdin>,
+    rx: mpsc::Receiver<Value>,
+    seen: Vec<Value>,
+    raw: Vec<String>,
+}
+
+impl Client {
+    fn spawn(mut cmd: Command) -> Client {
+        cmd.stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        let mut child = cmd.spawn().expect("spawn rpc process");
+        let stdin = child.stdin.take();
+        let stdout = child.stdout.take().unwrap();
+        let (tx, rx) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines() {
+                let Ok(line) = line else { break };
+                let v = serde_json::from_str(&line)
+                    .unwrap_or_else(|_| json!({"type": "NOT_JSON", "line": line}));
+                if tx.send(v).is_err() {
+                    break;
+                }
+            }
+        });
+        Client {
+            child,
+            stdin,
+            rx,
+            seen: Vec::new(),
+            raw: Vec::new(),
+        }
+    }
+
+    fn send_line(&mut self, line: &str) {
+        self.raw.push(line.to_string());
+        let s = self.stdin.as_mut().expect("stdin open");
+        s.write_all(line.as_bytes()).unwrap();
+        s.write_all(b"\n").unwrap();
+        s.flush().unwrap();
+    }
+
+    fn send(&mut self, v: &Value) {
+        self.send_line(&v.to_string());
+    }
+
+    /// Waits (30 s at most) until `count` records satisfy `pred`.
+    fn wait_count(&mut self, what: &str, count: usize, pred: &dyn Fn(&Value) -> bool) {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while self.seen.iter().filter(|v| pred(v)).count() < count {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match self.rx.recv_timeout(left) {
+                Ok(v) => self.seen.push(v),
+                Err(_) => panic!(
+                    "timed out waiting for {what} (#{count}); got:\n{}",
+                    self.seen
+                        .iter()
+                        .map(|v| v.to_string().chars().take(200).collect::<String>())
+                        .collect::<Vec<_>>()
+                        .join("\n")
+                ),
+            }
+        }
+    }
+
+    fn response(&mut self, id: &str) -> Value {
+        let pred = |v: &Value| v["type"] == "response" && v["id"] == id;
+        self.wait_count(&format!("response {id}"), 1, &pred);
+        self.seen.iter().find(|v| pred(v)).cloned().unwrap()
+    }
+
+    /// Closes stdin and waits for the exit; the exit code.
+    fn finish(mut self) -> (Option<i32>, Vec<Value>, String) {
+        drop(self.stdin.take());
+        let deadline = Instant::now() + Duration::from_secs(30);
+        let status = loop {
+            if let Some(s) = self.child.try_wait().unwrap() {
+                break s;
+            }
+            if Instant::now() > deadline {
+                let _ = self.child.kill();
+                panic!("the rpc process did not exit after stdin closed");
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        while let Ok(v) = self.rx.recv_timeout(Duration::from_millis(500)) {
+            self.seen.push(v);
+        }
+        let mut err = String::new();
+        if let Some(mut e) = self.child.stderr.take() {
+            let _ = e.read_to_string(&mut err);
+        }
+        (status.code(), self.seen, err)
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Captures: their commands, what they waited for, what came back.
+
+struct Capture {
+    name: String,
+    records: Vec<(String, Value)>,
+}
+
+fn load_capture(name: &str) -> Option<Capture> {
+    let path = PathBuf::from(TRANSCRIPTS).join(name);
+    let Ok(text) = std::fs::read_to_string(&path) else {
+        if std::env::var("CI").is_ok_and(|v| v == "true") {
+            panic!("{}: missing (the RPC captures)", path.display());
+        }
+        eprintln!("SKIP {name}: {} is not on this machine", path.display());
+        return None;
+    };
+    let records = text
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| {
+            let v: Value = serde_json::from_str(l).unwrap();
+            (v["dir"].as_str().unwrap().to_string(), v["msg"].clone())
+        })
+        .collect();
+    Some(Capture {
+        name: name.into(),
+        records,
+    })
+}
+
+/// The key a wait counts: responses by id, messages by role, events by
+/// type. `None` for records whose number depends on timing.
+fn key(v: &Value) -> Option<String> {
+    let t = v["type"].as_str().unwrap_or("");
+    match t {
+        "response" => Some(format!("response:{}", v["id"])),
+        "message_update" | "tool_execution_update" | "bash_execution_update" => None,
+        // (The captures replace non-assistant `message_start` messages
+        // by a note; `message_end` always has the message.)
+        "message_end" => Some(format!(
+            "{t}:{}",
+            v["message"]["role"].as_str().unwrap_or("?")
+        )),
+        _ => Some(t.to_string()),
+    }
+}
+
+/// What pi's mock answered, turn by turn: the assistant messages of the
+/// capture (the empty aborted one pi makes without a request excluded).
+fn turns_of(c: &Capture) -> Vec<Turn> {
+    let mut out = Vec::new();
+    for (dir, m) in &c.records {
+        if dir != "<" || m["type"] != "message_end" || m["message"]["role"] != "assistant" {
+            continue;
+        }
+        let msg = &m["message"];
+        let content = msg["content"].as_array().cloned().unwrap_or_default();
+        let aborted = msg["stopReason"] == "aborted";
+        if aborted && content.is_empty() {
+            continue;
+        }
+        let mut text: Option<String> = None;
+        let mut calls = Vec::new();
+        for b in &content {
+            match b["type"].as_str() {
+                Some("text") => {
+                    text.get_or_insert_with(String::new)
+                        .push_str(b["text"].as_str().unwrap_or(""));
+                }
+                Some("toolCall") => calls.push((
+                    b["id"].as_str().unwrap_or("call_0").to_string(),
+                    b["name"].as_str().unwrap_or("").to_string(),
+                    b["arguments"].to_string(),
+                )),
+                _ => {}
+            }
+        }
+        if aborted {
+            // The mock's full answer went on; stream it slowly.
+            let t = text.get_or_insert_with(String::new);
+            t.push_str(" and on it goes, slowly, until the client aborts the stream.");
+        }
+        let usage = &msg["usage"];
+        out.push(Turn {
+            text,
+            calls,
+            usage: (
+                usage["input"].as_u64().unwrap_or(100),
+                usage["output"].as_u64().unwrap_or(20),
+            ),
+            slow: aborted
+                || content.iter().any(|b| {
+                    b["type"] == "toolCall" && b["arguments"].to_string().contains("sleep 10")
+                }),
+        });
+    }
+    out
+}
+
+/// Whether the capture ran with a session file.
+fn persisted(c: &Capture) -> bool {
+    c.records
+        .iter()
+        .find(|(_, m)| m["command"] == "get_state")
+        .is_none_or(|(_, m)| m["data"].get("sessionFile").is_some())
+}
+
+/// Drives `cmd` through the capture's commands: each is sent once the
+/// records the capture saw before it (by [`key`] and count) have come, and
+/// after at least one more streamed update when the capture sent it
+/// mid-stream.
+fn replay(c: &Capture, cmd: Command) -> (Option<i32>, Vec<Value>) {
+    let mut client = Client::spawn(cmd);
+    let mut counts: std::collections::HashMap<String, usize> = Default::default();
+    let mut last: Option<(String, usize)> = None;
+    let mut streaming_since_last = 0usize;
+    for (dir, m) in &c.records {
+        if dir == "<" {
+            match key(m) {
+                Some(k) => {
+                    let n = counts.entry(k.clone()).or_default();
+                    *n += 1;
+                    last = Some((k, *n));
+                    streaming_since_last = 0;
+                }
+                None => {
+                    if m["type"] == "message_update" {
+                        streaming_since_last += 1;
+                    }
+                }
+            }
+            continue;
+        }
+        if let Some((k, n)) = &last {
+            let k2 = k.clone();
+            client.wait_count(k, *n, &move |v| key(v).as_deref() == Some(&k2));
+            if streaming_since_last > 0 {
+                // Sent while text streamed: wait for a text delta after
+                // the last keyed record.
+                let start = {
+                    let mut seen_n = 0;
+                    client
+                        .seen
+                        .iter()
+                        .position(|v| {
+                            if key(v).as_deref() == Some(k.as_str()) {
+                                seen_n += 1;
+                            }
+                            seen_n == *n
+                        })
+                        .unwrap_or(0)
+                };
+                let deadline = Instant::now() + Duration::from_secs(20);
+                while !client.seen[start..].iter().any(|v| {
+                    v["type"] == "message_update"
+                        && v["assistantMessageEvent"]["type"] == "text_delta"
+                }) {
+                    let left = deadline.saturating_duration_since(Instant::now());
+                    match client.rx.recv_timeout(left) {
+                        Ok(v) => client.seen.push(v),
+                        Err(_) => {
+                            panic!("{}: no streamed text before a mid-stream command", c.name)
+                        }
+                    }
+                }
+            }
+        }
+        if let Some(raw) = m.get("_raw").and_then(Value::as_str) {
+            client.send_line(raw);
+        } else {
+            client.send(m);
+        }
+    }
+    // Everything the capture got back must come (by key and count).
+    for (k, n) in counts {
+        let k2 = k.clone();
+        client.wait_count(&k, n, &move |v| key(v).as_deref() == Some(&k2));
+    }
+    let (code, seen, _) = client.finish();
+    (code, seen)
+}
+
+/// Keys whose values are per run (ids, times, paths, host details) or this
+/// toolkit's own text (the system prompt).
+const IGNORED: &[&str] = &[
+    "timestamp",
+    "sessionFile",
+    "sessionId",
+    "baseUrl",
+    "durationMs",
+    "id",
+    "parentId",
+    "leafId",
+    "entryId",
+    "responseId",
+    "sections",
+    "toolsAdded",
+    "wall_time_seconds",
+    "cwd",
+    "path",
+    "fullOutputPath",
+];
+
+/// Differences between `want` (pi) and `got` (ours) below `at`. An elided
+/// capture string (`…[N chars]`) matches any string with its prefix.
+fn diff(want: &Value, got: &Value, at: &str, out: &mut Vec<String>) {
+    match (want, got) {
+        (Value::Object(w), Value::Object(g)) => {
+            for (k, wv) in w {
+                if IGNORED.contains(&k.as_str()) || k.starts_with('…') {
+                    continue;
+                }
+                match g.get(k) {
+                    Some(gv) => diff(wv, gv, &format!("{at}.{k}"), out),
+                    None => out.push(format!("{at}.{k}: missing (pi: {wv})")),
+                }
+            }
+            for k in g.keys() {
+                if !w.contains_key(k) && !IGNORED.contains(&k.as_str()) {
+                    out.push(format!("{at}.{k}: not in pi's record"));
+                }
+            }
+        }
+        (Value::Array(w), Value::Array(g)) => {
+            if w.len() != g.len() {
+                out.push(format!("{at}: {} items, pi {}", g.len(), w.len()));
+            }
+            for (i, (wv, gv)) in w.iter().zip(g).enumerate() {
+                diff(wv, gv, &format!("{at}[{i}]"), out);
+            }
+        }
+        (Value::String(w), Value::String(g)) => {
+            if let Some(pos) = w.find('…') {
+                if !g.starts_with(&w[..pos]) {
+                    out.push(format!("{at}: {g:?} vs pi {w:?}"));
+                }
+            } else if w != g {
+                out.push(format!("{at}: {g:?} vs pi {w:?}"));
+            }
+        }
+        (Value::Number(w), Value::Number(g)) => {
+            if (w.as_f64().unwrap_or(0.0) - g.as_f64().unwrap_or(0.0)).abs() > 1e-9 {
+                out.push(format!("{at}: {g} vs pi {w}"));
+            }
+        }
+        _ if want != got => out.push(format!("{at}: {got} vs pi {want}")),
+        _ => {}
+    }
+}
+
+/// The parse error's text is JavaScript's `JSON.parse` message in pi.
+fn normalize(mut v: Value) -> Value {
+    if v["command"] == "parse" {
+        if let Some(e) = v.get("error").and_then(Value::as_str) {
+            let p = e.split(':').next().unwrap_or("").to_string();
+            v["error"] = Value::String(p);
+        }
+    }
+    // get_commands lists pi's built-in extensions (llama, mcp) that this
+    // toolkit does not have.
+    if let Some(cmds) = v
+        .pointer_mut("/data/commands")
+        .and_then(Value::as_array_mut)
+    {
+        cmds.retain(|c| c["sourceInfo"]["source"] != "builtin");
+    }
+    v
+}
+
+fn responses(records: &[Value]) -> Vec<Value> {
+    records
+        .iter()
+        .filter(|v| v["type"] == "response")
+        .cloned()
+        .map(normalize)
+        .collect()
+}
+
+/// The event types in order (responses and timing-dependent updates
+/// left out; message events carry their role).
+fn event_types(records: &[Value]) -> Vec<String> {
+    records
+        .iter()
+        .filter(|v| v["type"] != "response")
+        .filter_map(key)
+        .collect()
+}
+
+/// Compares our records with pi's (a capture or a live run).
+fn compare(label: &str, want: &[Value], got: &[Value]) -> Vec<String> {
+    let mut out = Vec::new();
+    let (w, g) = (responses(want), responses(got));
+    for wr in &w {
+        match g
+            .iter()
+            .find(|r| r["id"] == wr["id"] && r["command"] == wr["command"])
+        {
+            // After an abort mid-stream the text so far depends on timing:
+            // both must have begun the same answer.
+            Some(gr)
+                if wr["command"] == "get_last_assistant_text"
+                    && gr["data"]["text"].is_string()
+                    && wr["data"]["text"].as_str().unwrap_or("").split(' ').next()
+                        == gr["data"]["text"].as_str().unwrap_or("").split(' ').next() => {}
+            Some(gr) => diff(wr, gr, &format!("{label} response {}", wr["id"]), &mut out),
+            None => out.push(format!(
+                "{label}: no response {} ({})",
+                wr["id"], wr["command"]
+            )),
+        }
+    }
+    if w.len() != g.len() {
+        out.push(format!("{label}: {} responses, pi {}", g.len(), w.len()));
+    }
+    let (we, ge) = (event_types(want), event_types(got));
+    if we != ge {
+        let first = we
+            .iter()
+            .zip(&ge)
+            .position(|(a, b)| a != b)
+            .unwrap_or(we.len().min(ge.len()));
+        out.push(format!(
+            "{label}: event types differ at #{first}:\n  pi:   {:?}\n  ours: {:?}",
+            &we[first.saturating_sub(3)..we.len().min(first + 6)],
+            &ge[first.saturating_sub(3)..ge.len().min(first + 6)],
+        ));
+    }
+    out
+}
+
+fn ours(sb: &Sandbox, persisted: bool) -> Command {
+    let mut c = sb.cmd("pi-run");
+    c.env("PI_OFFLINE", "1").args(["--mode", "rpc"]);
+    if !persisted {
+        c.arg("--no-session");
+    }
+    c
+}
+
+fn theirs(o: &Oracle, sb: &Sandbox, persisted: bool) -> Command {
+    let mut c = o.pi160(sb);
+    c.env("PI_TELEMETRY", "0").args(["--mode", "rpc"]);
+    if !persisted {
+        c.arg("--no-session");
+    }
+    c
+}
+
+/// One capture: replayed against pi-run and compared with the capture;
+/// with the oracle installed, also replayed against pi 1.6.0 and compared
+/// with that run.
+fn check_capture(name: &str) {
+    let Some(cap) = load_capture(name) else {
+        return;
+    };
+    let want: Vec<Value> = cap
+        .records
+        .iter()
+        .filter(|(d, _)| d == "<")
+        .map(|(_, m)| m.clone())
+        .collect();
+    let turns = turns_of(&cap);
+    let keep = persisted(&cap);
+    let sb = Sandbox::new();
+    let server = Server::start(turns.clone());
+    configure(&sb.agent(), server.port, &[]);
+    let (code, got) = replay(&cap, ours(&sb, keep));
+    assert_eq!(code, Some(0), "{name}: pi-run exits 0 on stdin EOF");
+    let mut problems = compare(&format!("{name} (capture)"), &want, &got);
+    if let Some(o) = Oracle::find(&format!("rpc {name} side by side")) {
+        let sb2 = Sandbox::new();
+        let server2 = Server::start(turns);
+        configure(&sb2.agent(), server2.port, &[]);
+        let (code2, live) = replay(&cap, theirs(&o, &sb2, keep));
+        assert_eq!(code2, Some(0), "{name}: pi exits 0 on stdin EOF");
+        problems.extend(compare(&format!("{name} (pi 1.6.0 live)"), &live, &got));
+        assert_eq!(
+            server.request_count(),
+            server2.request_count(),
+            "{name}: the same number of model requests as pi"
+        );
+    }
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+}
+
+#[test]
+fn rpc_capture_01_state_models_session_commands() {
+    check_capture("01-basic-state-model.jsonl");
+}
+
+#[test]
+fn rpc_capture_02_steer_and_follow_up_queues() {
+    check_capture("02-steer-followup-queue.jsonl");
+}
+
+#[test]
+fn rpc_capture_03_abort_keeps_a_queued_follow_up() {
+    check_capture("03-abort.jsonl");
+}
+
+#[test]
+fn rpc_capture_12_idle_steer_and_follow_up() {
+    check_capture("12-idle-steer-followup.jsonl");
+}
