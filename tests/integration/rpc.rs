@@ -668,3 +668,126 @@ fn rpc_capture_03_abort_keeps_a_queued_follow_up() {
 fn rpc_capture_12_idle_steer_and_follow_up() {
     check_capture("12-idle-steer-followup.jsonl");
 }
+
+// ---------------------------------------------------------------------------
+// Commands the captures do not show, side by side with pi 1.6.0.
+
+/// Sends each command once the previous one's response has come (the
+/// prompt's once its run settled); all records.
+fn drive(cmd: Command, commands: &[Value]) -> Vec<Value> {
+    let mut client = Client::spawn(cmd);
+    let mut settled = 0;
+    for c in commands {
+        client.send(c);
+        let id = c["id"].as_str().unwrap_or("").to_string();
+        client.response(&id);
+        if c["type"] == "prompt" {
+            settled += 1;
+            client.wait_count("agent_settled", settled, &|v| v["type"] == "agent_settled");
+        }
+    }
+    let (code, seen, err) = client.finish();
+    assert_eq!(code, Some(0), "exit on EOF; stderr:\n{err}");
+    seen
+}
+
+/// Paths under the sandbox written as `<ROOT>/…`.
+fn replace_root(v: Value, root: &str) -> Value {
+    match v {
+        Value::String(s) => Value::String(s.replace(root, "<ROOT>")),
+        Value::Array(a) => Value::Array(a.into_iter().map(|x| replace_root(x, root)).collect()),
+        Value::Object(m) => Value::Object(
+            m.into_iter()
+                .map(|(k, x)| (k, replace_root(x, root)))
+                .collect(),
+        ),
+        other => other,
+    }
+}
+
+/// Two models (one reasoning), a prompt template and a skill.
+fn extra_setup(sb: &Sandbox, port: u16) {
+    configure(
+        &sb.agent(),
+        port,
+        &[
+            json!({"id": "think-1", "name": "think-1", "reasoning": true, "input": ["text"],
+            "cost": {"input": 0, "output": 0, "cacheRead": 0, "cacheWrite": 0},
+            "contextWindow": 64000, "maxTokens": 8000}),
+        ],
+    );
+    let prompts = sb.cwd().join(".pi/prompts");
+    std::fs::create_dir_all(&prompts).unwrap();
+    std::fs::write(
+        prompts.join("review.md"),
+        "---\ndescription: Review the change\n---\nReview $1 carefully.\n",
+    )
+    .unwrap();
+    let skill = sb.agent().join("skills/tidy");
+    std::fs::create_dir_all(&skill).unwrap();
+    std::fs::write(
+        skill.join("SKILL.md"),
+        "---\nname: tidy\ndescription: Tidy the workspace\n---\nTidy up.\n",
+    )
+    .unwrap();
+}
+
+#[test]
+fn rpc_models_thinking_queue_and_session_commands_match_pi() {
+    let Some(o) = Oracle::find("rpc commands side by side") else {
+        return;
+    };
+    let commands = [
+        json!({"id": "m", "type": "get_available_models"}),
+        json!({"id": "l0", "type": "get_available_thinking_levels"}),
+        json!({"id": "c0", "type": "cycle_model"}),
+        json!({"id": "s0", "type": "get_state"}),
+        json!({"id": "l1", "type": "get_available_thinking_levels"}),
+        json!({"id": "t1", "type": "set_thinking_level", "level": "high"}),
+        json!({"id": "t2", "type": "set_thinking_level", "level": "high"}),
+        json!({"id": "ct", "type": "cycle_thinking_level"}),
+        json!({"id": "sm", "type": "set_model", "provider": "mock", "modelId": "mock-1"}),
+        json!({"id": "s1", "type": "get_state"}),
+        json!({"id": "q1", "type": "steer", "message": "later steer"}),
+        json!({"id": "q2", "type": "follow_up", "message": "later follow-up"}),
+        json!({"id": "cq", "type": "clear_queue"}),
+        json!({"id": "mode", "type": "set_follow_up_mode", "mode": "all"}),
+        json!({"id": "p", "type": "prompt", "message": "hello"}),
+        json!({"id": "e", "type": "get_entries"}),
+        json!({"id": "tr", "type": "get_tree"}),
+        json!({"id": "n", "type": "new_session"}),
+        json!({"id": "s2", "type": "get_state"}),
+        json!({"id": "e2", "type": "get_messages"}),
+        json!({"id": "cmds", "type": "get_commands"}),
+    ];
+    let run = |pi: bool| {
+        let sb = Sandbox::new();
+        let server = Server::start(vec![text_turn("Hi there.")]);
+        extra_setup(&sb, server.port);
+        let cmd = if pi {
+            let mut c = theirs(&o, &sb, true);
+            c.arg("--approve");
+            c
+        } else {
+            let mut c = ours(&sb, true);
+            c.arg("--approve");
+            c
+        };
+        let root = sb.root().display().to_string();
+        let records: Vec<Value> = drive(cmd, &commands)
+            .into_iter()
+            .map(|v| replace_root(v, &root))
+            .collect();
+        let settings: Value = serde_json::from_str(
+            &std::fs::read_to_string(sb.agent().join("settings.json")).unwrap(),
+        )
+        .unwrap();
+        (records, settings)
+    };
+    let (pi, pi_settings) = run(true);
+    let (got, got_settings) = run(false);
+    let problems = compare("commands (pi 1.6.0 live)", &pi, &got);
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+    assert_eq!(got_settings["followUpMode"], "all", "persisted as pi does");
+    assert_eq!(pi_settings, got_settings);
+}

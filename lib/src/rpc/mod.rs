@@ -853,9 +853,29 @@ pub fn command_list(
         );
         out.push(Value::Object(m));
     }
+    // pi names auto-discovered resources (the project's `.pi/` and the
+    // agent dir) `auto`, with the folder holding `prompts/` or `skills/`
+    // as `baseDir` (observed); other origins keep this toolkit's name.
+    let origin = |source: crate::format::resources::Source, path: &std::path::Path, dir: &str| {
+        use crate::format::resources::Source;
+        match source {
+            Source::Project | Source::User => {
+                let base = path
+                    .ancestors()
+                    .find(|a| a.file_name().is_some_and(|n| n == dir))
+                    .and_then(|a| a.parent())
+                    .map(std::path::Path::to_path_buf);
+                (Value::String("auto".into()), base)
+            }
+            other => (
+                serde_json::to_value(other).unwrap_or(Value::Null),
+                path.parent().map(std::path::Path::to_path_buf),
+            ),
+        }
+    };
     for t in &resources.prompts {
-        let src = serde_json::to_value(&t.source).unwrap_or(Value::Null);
-        let scope = serde_json::to_value(&t.scope).unwrap_or(Value::Null);
+        let (src, base) = origin(t.source, &t.path, "prompts");
+        let scope = serde_json::to_value(t.scope).unwrap_or(Value::Null);
         let mut m = Map::new();
         m.insert("name".into(), t.name.clone().into());
         if !t.description.is_empty() {
@@ -864,13 +884,13 @@ pub fn command_list(
         m.insert("source".into(), "prompt".into());
         m.insert(
             "sourceInfo".into(),
-            info(&t.path, &src, &scope, t.path.parent()),
+            info(&t.path, &src, &scope, base.as_deref()),
         );
         out.push(Value::Object(m));
     }
     for sk in &resources.skills {
-        let src = serde_json::to_value(&sk.source).unwrap_or(Value::Null);
-        let scope = serde_json::to_value(&sk.scope).unwrap_or(Value::Null);
+        let (src, base) = origin(sk.source, &sk.path, "skills");
+        let scope = serde_json::to_value(sk.scope).unwrap_or(Value::Null);
         let mut m = Map::new();
         m.insert("name".into(), format!("skill:{}", sk.name).into());
         if !sk.description.is_empty() {
@@ -879,7 +899,7 @@ pub fn command_list(
         m.insert("source".into(), "skill".into());
         m.insert(
             "sourceInfo".into(),
-            info(&sk.path, &src, &scope, Some(&sk.base_dir)),
+            info(&sk.path, &src, &scope, base.as_deref()),
         );
         out.push(Value::Object(m));
     }
