@@ -791,3 +791,149 @@ fn rpc_models_thinking_queue_and_session_commands_match_pi() {
     assert_eq!(got_settings["followUpMode"], "all", "persisted as pi does");
     assert_eq!(pi_settings, got_settings);
 }
+
+// ---------------------------------------------------------------------------
+// Shutdown and `--then`.
+
+fn session_lines(sb: &Sandbox) -> Vec<Value> {
+    let mut files = Vec::new();
+    let mut stack = vec![sb.agent().join("sessions")];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).unwrap().flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                stack.push(p);
+            } else if p.extension().is_some_and(|x| x == "jsonl") {
+                files.push(p);
+            }
+        }
+    }
+    assert_eq!(files.len(), 1, "one session file: {files:?}");
+    std::fs::read_to_string(&files[0])
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("every session line is JSON"))
+        .collect()
+}
+
+#[test]
+fn rpc_sigterm_and_sighup_end_a_streaming_run_with_the_session_intact() {
+    for (signal, code) in [("TERM", 143), ("HUP", 129)] {
+        let sb = Sandbox::new();
+        let server = Server::start(vec![Turn {
+            text: Some("Working.".into()),
+            calls: vec![(
+                "call_1".into(),
+                "bash".into(),
+                json!({"command": "sleep 20; echo never"}).to_string(),
+            )],
+            usage: (100, 20),
+            slow: false,
+        }]);
+        configure(&sb.agent(), server.port, &[]);
+        let mut client = Client::spawn(ours(&sb, true));
+        client.send(&json!({"id": "p", "type": "prompt", "message": "slow tool"}));
+        client.wait_count("tool start", 1, &|v| v["type"] == "tool_execution_start");
+        let st = Command::new("kill")
+            .args([&format!("-{signal}"), &client.child.id().to_string()])
+            .status()
+            .unwrap();
+        assert!(st.success());
+        let t = Instant::now();
+        let status = loop {
+            if let Some(s) = client.child.try_wait().unwrap() {
+                break s;
+            }
+            assert!(
+                t.elapsed() < Duration::from_secs(20),
+                "SIG{signal}: no exit"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        assert_eq!(status.code(), Some(code), "SIG{signal}");
+        let lines = session_lines(&sb);
+        assert_eq!(lines[0]["type"], "session");
+        let roles: Vec<&str> = lines
+            .iter()
+            .filter_map(|l| l["message"]["role"].as_str())
+            .collect();
+        assert!(
+            roles.starts_with(&["system", "user", "assistant"]),
+            "SIG{signal}: the prompt and the tool call are saved: {roles:?}"
+        );
+    }
+}
+
+#[test]
+fn then_runs_each_follow_up_after_the_task_before_it_in_one_run() {
+    let sb = Sandbox::new();
+    let server = Server::start(vec![
+        Turn {
+            text: None,
+            calls: vec![(
+                "call_1".into(),
+                "bash".into(),
+                json!({"command": "echo built"}).to_string(),
+            )],
+            usage: (100, 20),
+            slow: false,
+        },
+        text_turn("built it"),
+        text_turn("verified it"),
+    ]);
+    configure(&sb.agent(), server.port, &[]);
+    let out = sb
+        .cmd("pi-run")
+        .env("PI_OFFLINE", "1")
+        .args(["--mode", "json", "build it", "--then", "verify it"])
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let events: Vec<Value> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let kinds: Vec<String> = events.iter().filter_map(key).collect();
+    assert_eq!(
+        kinds.iter().filter(|k| *k == "agent_start").count(),
+        1,
+        "one run"
+    );
+    assert_eq!(kinds.iter().filter(|k| *k == "agent_settled").count(), 1);
+    // The follow-up comes only once the first task ended: after the turn
+    // that answered without tool calls, inside a new turn.
+    let pos = |pred: &dyn Fn(&Value) -> bool| events.iter().position(pred).unwrap();
+    let answered =
+        pos(&|v| v["type"] == "turn_end" && v["message"]["content"][0]["text"] == "built it");
+    let next =
+        pos(&|v| v["type"] == "message_end" && v["message"]["content"][0]["text"] == "verify it");
+    assert!(next > answered, "the follow-up waits for the task to end");
+    assert_eq!(events[answered + 1]["type"], "turn_start");
+    assert_eq!(server.request_count(), 3);
+    let last = server.requests.lock().unwrap()[2].to_string();
+    assert!(
+        last.contains("built it") && last.contains("verify it"),
+        "same session"
+    );
+    // Text mode prints the last task's answer.
+    let sb = Sandbox::new();
+    let server = Server::start(vec![text_turn("one"), text_turn("two")]);
+    configure(&sb.agent(), server.port, &[]);
+    let out = sb
+        .cmd("pi-run")
+        .env("PI_OFFLINE", "1")
+        .args(["-p", "first", "--then", "second"])
+        .output()
+        .unwrap();
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "two\n");
+    let roles: Vec<String> = session_lines(&sb)
+        .iter()
+        .filter_map(|l| l["message"]["role"].as_str().map(str::to_string))
+        .collect();
+    assert_eq!(roles, ["system", "user", "assistant", "user", "assistant"]);
+}
