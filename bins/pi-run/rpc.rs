@@ -80,7 +80,7 @@ pub async fn serve(
     let input = pi_lib::rpc::io::stdin_and_signals().map_err(CliError::failed)?;
     agent.prepare_session().map_err(CliError::failed)?;
     let registry = pi_lib::model::ModelRegistry::load(setup.agent_dir).ok();
-    let opts = RpcOptions {
+    let mut opts = RpcOptions {
         registry: registry.filter(|r| {
             r.all()
                 .iter()
@@ -103,12 +103,18 @@ pub async fn serve(
                 .collect::<Vec<_>>(),
             setup.resources,
         ),
+        ui: None,
     };
+    let out = Out::stdout();
+    let ui = pi_lib::rpc::ui::RpcUi::new(out.clone());
+    setup
+        .runner
+        .set_ui(Arc::clone(&ui) as Arc<dyn pi_lib::extensions::ui::UiTransport>);
+    opts.ui = Some(ui);
     let pre = BinPreflight {
         resources: setup.resources,
         chat_only: setup.chat_only,
     };
-    let out = Out::stdout();
     // What extensions emitted while loading goes out first.
     agent.apply_pending(&mut |v: &Value| {
         out.record(v);

@@ -937,3 +937,102 @@ fn then_runs_each_follow_up_after_the_task_before_it_in_one_run() {
         .collect();
     assert_eq!(roles, ["system", "user", "assistant", "user", "assistant"]);
 }
+
+// ---------------------------------------------------------------------------
+// The extension UI sub-protocol, side by side with pi 1.6.0.
+
+const ASK_EXTENSION: &str = r#"
+export default function (pi) {
+  pi.registerCommand("ask", {
+    description: "Ask things",
+    handler: async (args, ctx) => {
+      const pick = await ctx.ui.select("Pick one", ["red", "blue"]);
+      const ok = await ctx.ui.confirm("Sure?", "Really " + pick + "?");
+      const late = await ctx.ui.select("Too slow", ["x"], { timeout: 300 });
+      const name = await ctx.ui.input("Name", "your name");
+      const none = await ctx.ui.input("Cancel me");
+      ctx.ui.setStatus("ask", "done");
+      ctx.ui.notify(`picked ${pick} ${ok} ${late} ${name} ${none}`, "info");
+    },
+  });
+}
+"#;
+
+/// Runs `/ask`, answering the dialogs as a client would; the UI records
+/// (ids left out) and the prompt's response.
+fn ask_round_trip(cmd: Command) -> (Vec<Value>, Value) {
+    let mut client = Client::spawn(cmd);
+    client.send(&json!({"id": "p", "type": "prompt", "message": "/ask"}));
+    let mut answered = 0;
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let response = loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        let v = client
+            .rx
+            .recv_timeout(left)
+            .expect("records until the prompt's response");
+        client.seen.push(v.clone());
+        if v["type"] == "response" && v["id"] == "p" {
+            break v;
+        }
+        if v["type"] != "extension_ui_request" {
+            continue;
+        }
+        let id = v["id"].clone();
+        let answer = match (v["method"].as_str(), v["title"].as_str()) {
+            (Some("select"), Some("Pick one")) => Some(json!({"value": "blue"})),
+            (Some("confirm"), _) => Some(json!({"confirmed": true})),
+            (Some("input"), Some("Name")) => Some(json!({"value": "Ann"})),
+            (Some("input"), Some("Cancel me")) => Some(json!({"cancelled": true})),
+            _ => None,
+        };
+        if let Some(mut a) = answer {
+            a["type"] = json!("extension_ui_response");
+            a["id"] = id;
+            answered += 1;
+            client.send(&a);
+        }
+    };
+    assert_eq!(answered, 4);
+    let (code, seen, err) = client.finish();
+    assert_eq!(code, Some(0), "{err}");
+    let ui: Vec<Value> = seen
+        .iter()
+        .filter(|v| v["type"] == "extension_ui_request")
+        .map(|v| {
+            let mut v = v.clone();
+            v.as_object_mut().unwrap().remove("id");
+            v
+        })
+        .collect();
+    (ui, response)
+}
+
+#[test]
+fn rpc_extension_dialogs_round_trip_to_the_client_as_pi() {
+    let Some(o) = Oracle::find("rpc extension UI side by side") else {
+        return;
+    };
+    let run = |pi: bool| {
+        let sb = Sandbox::new();
+        let server = Server::start(vec![]);
+        configure(&sb.agent(), server.port, &[]);
+        let ext = sb.root().join("ask.js");
+        std::fs::write(&ext, ASK_EXTENSION).unwrap();
+        let mut cmd = if pi {
+            theirs(&o, &sb, false)
+        } else {
+            ours(&sb, false)
+        };
+        cmd.args(["-e", ext.to_str().unwrap()])
+            .env("PI_NODE", &o.node22);
+        ask_round_trip(cmd)
+    };
+    let (pi_ui, pi_resp) = run(true);
+    let (ui, resp) = run(false);
+    assert_eq!(resp["data"], json!({"disposition": "handled"}));
+    assert_eq!(ui, pi_ui, "the same UI requests in the same order");
+    assert_eq!(resp, pi_resp);
+    let last = ui.last().unwrap();
+    assert_eq!(last["message"], "picked blue true undefined Ann undefined");
+}

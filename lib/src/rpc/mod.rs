@@ -11,6 +11,7 @@
 //! as it settles, in the order they came.
 
 pub mod io;
+pub mod ui;
 
 use std::future::Future;
 use std::path::PathBuf;
@@ -77,6 +78,8 @@ pub struct RpcOptions {
     pub auto_compaction: bool,
     /// `get_commands`' list (extension commands, templates, skills).
     pub commands: Vec<Value>,
+    /// The extensions' UI, answered by this client (§1.8).
+    pub ui: Option<Arc<ui::RpcUi>>,
 }
 
 /// The server's own state next to the agent.
@@ -113,6 +116,8 @@ fn user_message(text: &str, images: &[Value]) -> AgentMessage {
 enum Parsed {
     Command(Option<Value>, String, RpcCommand),
     Answer(RpcResponse),
+    /// An `extension_ui_response` (never answered).
+    Ui(Value),
 }
 
 fn parse(line: &str) -> Parsed {
@@ -126,6 +131,9 @@ fn parse(line: &str) -> Parsed {
             ))
         }
     };
+    if v.get("type").and_then(Value::as_str) == Some("extension_ui_response") {
+        return Parsed::Ui(v);
+    }
     let id = v.get("id").cloned();
     let kind = match v.get("type") {
         Some(Value::String(s)) => s.clone(),
@@ -184,6 +192,10 @@ pub async fn serve(
                 ctl.out.record(&r);
                 continue;
             }
+            Parsed::Ui(v) => {
+                ctl.ui_answer(v);
+                continue;
+            }
             Parsed::Command(id, kind, cmd) => (id, kind, cmd),
         };
         let user = match cmd {
@@ -195,7 +207,30 @@ pub async fn serve(
                 let mut emit = |v: &Value| {
                     out.record(v);
                 };
-                match pre.prepare(agent, msg, &mut emit).await {
+                // An extension command's dialogs are answered meanwhile;
+                // other commands wait their turn.
+                let mut exit = None;
+                let prepared = {
+                    let fut = pre.prepare(agent, msg, &mut emit);
+                    tokio::pin!(fut);
+                    loop {
+                        tokio::select! {
+                            r = &mut fut => break r,
+                            inp = input.recv() => match inp {
+                                Some(Input::Line(l)) => match parse(&l) {
+                                    Parsed::Ui(v) => ctl.ui_answer(v),
+                                    _ => backlog.push_back(l),
+                                },
+                                Some(Input::Signal(code)) => { exit = Some(code); ctl.ui_gone(); }
+                                Some(Input::Eof) | None => { exit = Some(0); ctl.ui_gone(); }
+                            },
+                        }
+                    }
+                };
+                if let Some(code) = exit {
+                    return code;
+                }
+                match prepared {
                     Some(u) => {
                         ctl.out.record(&RpcResponse::ok(
                             id,
@@ -253,6 +288,19 @@ pub async fn serve(
 }
 
 impl Ctl {
+    fn ui_answer(&self, v: Value) {
+        if let Some(ui) = &self.opts.ui {
+            ui.answer(v);
+        }
+    }
+
+    /// The client is gone: open dialogs resolve with their defaults.
+    fn ui_gone(&self) {
+        if let Some(ui) = &self.opts.ui {
+            ui.cancel_all();
+        }
+    }
+
     fn respond(&self, id: Option<Value>, kind: &str, r: Result<Option<Value>, String>) {
         let r = match r {
             Ok(d) => RpcResponse::ok(id, kind, d),
@@ -319,6 +367,7 @@ impl Ctl {
                             }
                             let (id, kind, cmd) = match parse(&line) {
                                 Parsed::Answer(r) => { self.out.record(&r); continue; }
+                                Parsed::Ui(v) => { self.ui_answer(v); continue; }
                                 Parsed::Command(id, kind, cmd) => (id, kind, cmd),
                             };
                             match cmd {
@@ -374,12 +423,14 @@ impl Ctl {
                         Some(Input::Signal(code)) => {
                             exit = Some(code);
                             cancel.cancel();
+                            self.ui_gone();
                         }
                         Some(Input::Eof) | None => {
                             // The client is gone: stop the run, keep the
                             // session as written, exit 0.
                             exit = Some(0);
                             cancel.cancel();
+                            self.ui_gone();
                         }
                     },
                 }
@@ -753,14 +804,14 @@ impl Ctl {
                 o = &mut fut => break o,
                 Some(text) = rx.recv() => update(text, &mut seen),
                 inp = input.recv() => match inp {
-                    Some(Input::Line(l)) => {
-                        if let Parsed::Command(aid, kind, RpcCommand::AbortBash) = parse(&l) {
+                    Some(Input::Line(l)) => match parse(&l) {
+                        Parsed::Command(aid, kind, RpcCommand::AbortBash) => {
                             cancel.cancel();
                             self.respond(aid, &kind, Ok(None));
-                        } else {
-                            backlog.push_back(l);
                         }
-                    }
+                        Parsed::Ui(v) => self.ui_answer(v),
+                        _ => backlog.push_back(l),
+                    },
                     Some(Input::Signal(code)) => { exit = Some(code); cancel.cancel(); }
                     Some(Input::Eof) | None => { exit = Some(0); cancel.cancel(); }
                 },
