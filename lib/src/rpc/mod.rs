@@ -347,12 +347,15 @@ impl Ctl {
         {
             let out = self.out.clone();
             let counter = Arc::clone(&ended);
+            let stop = cancel.clone();
             let mut emit = move |v: &Value| {
                 if v.get("type").and_then(Value::as_str) == Some("message_end") {
                     counter.fetch_add(1, Ordering::Relaxed);
                 }
+                // Nobody reads the stream any more: stop the run (the
+                // session keeps what was written).
                 if !out.record(v) {
-                    cancel_on_broken(&out);
+                    stop.cancel();
                 }
             };
             let fut = agent.run(user, &mut emit);
@@ -956,10 +959,6 @@ pub fn command_list(
     }
     out
 }
-
-/// After a failed write nothing more can reach the client; the run stops
-/// at its next check (the writer drops later records).
-fn cancel_on_broken(_out: &Out) {}
 
 /// `get_tree`: `{tree:[{entry, children, label?}], leafId}`.
 fn tree(store: &SessionStore) -> Value {
