@@ -18,6 +18,8 @@ Examples:
   pi-run --list-models sonnet
   pi-run -t 'gr*,read' -xt grep -p \"review\"   pi's tool options
   pi-run --session-id nightly-42 -p \"go on\"    continue or create that session
+  pi-run -p \"add it\" --then \"run the tests\"   a follow-up once the task ended
+  pi-run --mode rpc                             pi's RPC protocol on stdin/stdout
 
 Project trust is never silent: when the project has protected resources
 (.pi/settings.json, .pi/skills, ...), one stderr line says whether they
@@ -37,9 +39,13 @@ pi). A broken extension is one stderr line; the run goes on.
 `/name args` runs an extension command instead of the agent; extension
 flags (--name [value]) are accepted once an extension registers them.
 
+RPC mode (--mode rpc): JSON commands on stdin, responses and events on
+stdout (README: RPC mode). Stdin EOF stops a running request and exits 0;
+SIGTERM and SIGHUP exit 143 and 129 with the session saved.
+
 Exit status:
   0    the run ended with an answer (or an extension command or input
-       handler took the prompt)
+       handler took the prompt); --mode rpc: stdin ended
   1    the run failed: model or provider error (also in --mode json),
        --max-turns reached with tool calls pending, a session write failed,
        or stdout could not be written (a full disk: the run stops)
@@ -90,9 +96,18 @@ pub struct Cli {
     #[arg(short = 'p', long)]
     pub print: bool,
 
-    /// Output: `text` (final answer) or `json` (pi's event stream).
+    /// Output: `text` (final answer), `json` (pi's event stream) or `rpc`
+    /// (pi's RPC protocol on stdin/stdout: prompt, steer, follow_up,
+    /// abort, get_state, …; see the README).
     #[arg(long, value_enum, default_value_t = Mode::Text)]
     pub mode: Mode,
+
+    /// A follow-up task for the same run and session (repeatable; beyond
+    /// pi): queued as a pi follow-up message, it is sent once the task
+    /// before it has ended (the model answered without tool calls), so
+    /// `pi-run "do X" --then "verify X"` needs no client program.
+    #[arg(long, value_name = "MESSAGE", allow_hyphen_values = true)]
+    pub then: Vec<String>,
 
     /// Provider of the model (restricts --model lookup).
     #[arg(long, value_name = "NAME", allow_hyphen_values = true)]
@@ -283,6 +298,9 @@ pub enum Mode {
     Text,
     /// pi's JSON event stream: the session header, then one event per line.
     Json,
+    /// pi's RPC protocol: JSON commands on stdin, responses and the same
+    /// events as `json` on stdout, until stdin ends.
+    Rpc,
 }
 
 /// pi's multi-letter short options (`-nt`, `-xt`, `-ne`, …), rewritten

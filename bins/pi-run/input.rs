@@ -102,3 +102,8 @@ pub fn prompts(cli: &Cli, cwd: &Path) -> Result<Vec<AgentMessage>, CliError> {
     out.extend(rest.map(user));
     Ok(out)
 }
+
+/// The `--then` follow-ups, in order (plain text: no stdin or `@file`).
+pub fn then_prompts(cli: &Cli) -> Vec<AgentMessage> {
+    cli.then.iter().cloned().map(user).collect()
+}

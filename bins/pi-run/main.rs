@@ -7,6 +7,7 @@ mod cli;
 mod extflags;
 mod input;
 mod models;
+mod rpc;
 mod sessions;
 
 use std::io::Write;
@@ -159,6 +160,12 @@ fn run(
         .map_err(|e| CliError::input(format!("cannot start the runtime: {e}")))?;
     let cancel = CancellationToken::new();
     let json = cli.mode == Mode::Json;
+    let rpc_mode = cli.mode == Mode::Rpc;
+    let mode_name = match cli.mode {
+        Mode::Json => "json",
+        Mode::Rpc => "rpc",
+        Mode::Text => "print",
+    };
     let event_timeout = Duration::from_secs(cli.extension_timeout.unwrap_or(30));
     let mut discover = DiscoverOptions::for_cwd(&cwd);
     discover.agent_dir = agent_dir.clone();
@@ -168,9 +175,10 @@ fn run(
     // trust decision (they may answer project_trust).
     let runner = exts::Runner::new(
         exts::RunnerConfig {
-            mode: if json { "json" } else { "print" }.into(),
-            // pi 1.6.0 prints extension errors to stderr in --mode json too.
-            records: false,
+            mode: mode_name.into(),
+            // pi 1.6.0 prints extension errors to stderr in --mode json
+            // too; RPC clients get `extension_error` records.
+            records: rpc_mode,
             cwd: cwd.display().to_string(),
             event_timeout,
             prog: PROG.into(),
@@ -186,7 +194,7 @@ fn run(
         prog: PROG.into(),
         cwd: cwd.clone(),
         agent_dir: agent_dir.clone(),
-        mode: if json { "json" } else { "print" }.into(),
+        mode: mode_name.into(),
         session_file: store.path().map(|p| p.display().to_string()),
         session_id: store.session.id().to_string(),
         settings: serde_json::Value::Object(settings.values.clone()),
@@ -410,8 +418,14 @@ fn run(
         sections
     };
 
-    let prompts = input::prompts(&cli, &cwd)?;
-    if prompts.is_empty() {
+    let prompts = if rpc_mode {
+        rpc::check_args(&cli)?;
+        Vec::new()
+    } else {
+        input::prompts(&cli, &cwd)?
+    };
+    let then = input::then_prompts(&cli);
+    if prompts.is_empty() && !rpc_mode {
         return Err(CliError::input("no prompt given")
             .with_hint("pass a message, an @file, or pipe text on stdin"));
     }
@@ -473,6 +487,24 @@ fn run(
         })
         .collect();
     let hooks = has_exts.then(|| runner.clone() as std::sync::Arc<dyn pi_lib::agent::Hooks>);
+    if rpc_mode {
+        let setup = rpc::Setup {
+            agent_dir: &agent_dir,
+            settings: &settings,
+            resources: &resources,
+            chat_only,
+            runner: &runner,
+        };
+        let result = rt.block_on(rpc::serve(
+            &setup,
+            Agent::new(opts, store, cancel.clone()),
+            hooks,
+            gates,
+        ));
+        runner.detach();
+        rt.block_on(runner.shutdown());
+        return result;
+    }
     let result = rt.block_on(async {
         let mut agent = Agent::new(opts, store, cancel.clone());
         agent.ext.hooks = hooks;
@@ -513,11 +545,23 @@ fn run(
         agent.prepare_session().map_err(CliError::failed)?;
         let mut last = None;
         let mut prompts: std::collections::VecDeque<AgentMessage> = prompts.into();
+        let mut then = Some(then);
         loop {
             // The prompts given, then what extensions asked to run while
             // the agent was idle (sendMessage triggerTurn, sendUserMessage).
             let user = match prompts.pop_front() {
-                Some(u) => u,
+                Some(u) => {
+                    // `--then`: follow-ups of the last prompt's run, each
+                    // delivered when the task before it has ended.
+                    if prompts.is_empty() {
+                        for m in
+                            expand_prompts(then.take().unwrap_or_default(), &resources, chat_only)
+                        {
+                            agent.queue.follow_up(m);
+                        }
+                    }
+                    u
+                }
                 None => match agent.queue.take_idle_run() {
                     Some(pi_lib::agent::queue::IdleRun::User { text }) => {
                         AgentMessage::User(pi_lib::format::message::UserMessage {
@@ -627,7 +671,7 @@ fn join_extension_tools(
 /// extension command runs instead of the agent; the `input` handlers may
 /// transform the text or handle it; then `/skill:` and template expansion.
 /// `None`: nothing to run.
-async fn preflight(
+pub(crate) async fn preflight(
     agent: &mut Agent,
     user: AgentMessage,
     resources: &Resources,

@@ -20,6 +20,7 @@ pub mod prompt;
 pub mod provider;
 pub mod regular_file;
 pub mod resources;
+pub mod rpc;
 pub mod session;
 pub mod settings;
 pub mod subagents;

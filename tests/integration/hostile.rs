@@ -248,12 +248,19 @@ fn sigterm_and_sighup_kill_the_tool_group_and_save_the_run() {
         }
         assert!(!alive(bg), "{signal}: background job {bg} survived");
         assert!(!alive(sh), "{signal}: shell {sh} survived");
-        // The run is saved: the call and its aborted result, nothing after.
+        // The run is saved: the call, its aborted result, then (as pi
+        // 1.6.0 ends an aborted tool turn) one empty aborted assistant
+        // message made without a request.
         let entries = session_entries(&sb);
-        let last = entries.last().unwrap();
-        assert_eq!(last["message"]["role"], "toolResult", "{signal}");
-        assert_eq!(last["message"]["content"][0]["text"], "Command aborted");
-        assert_eq!(last["message"]["isError"], true);
+        let n = entries.len();
+        let result = &entries[n - 2];
+        assert_eq!(result["message"]["role"], "toolResult", "{signal}");
+        assert_eq!(result["message"]["content"][0]["text"], "Command aborted");
+        assert_eq!(result["message"]["isError"], true);
+        let last = &entries[n - 1]["message"];
+        assert_eq!(last["role"], "assistant", "{signal}");
+        assert_eq!(last["stopReason"], "aborted");
+        assert_eq!(last["content"], json!([]));
     }
 }
 

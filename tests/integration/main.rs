@@ -18,6 +18,7 @@ mod prompt;
 mod providers_vs_pi;
 mod resources;
 mod roundtrip;
+mod rpc;
 mod run;
 mod run_vs_pi;
 mod session_cmds;

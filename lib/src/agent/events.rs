@@ -70,3 +70,8 @@ pub fn turn_end(m: &AgentMessage, tool_results: &[AgentMessage]) -> Value {
 pub fn agent_end(messages: &[AgentMessage], will_retry: bool) -> Value {
     json!({ "type": "agent_end", "messages": messages, "willRetry": will_retry })
 }
+
+/// `queue_update`: both client-visible queues in full.
+pub fn queue_update(steering: &[String], follow_up: &[String]) -> Value {
+    json!({ "type": "queue_update", "steering": steering, "followUp": follow_up })
+}

@@ -581,8 +581,8 @@ impl Agent {
         retry_attempt: Option<u32>,
     ) -> TurnsEnd {
         let mut turn = 0u32;
-        // Queued messages delivered at the start of the next turn.
-        let mut deliver: Vec<AgentMessage> = Vec::new();
+        // Messages delivered at the start of the next turn.
+        let mut deliver: Vec<Pending> = Vec::new();
         loop {
             turn += 1;
             self.dispatch(
@@ -604,15 +604,29 @@ impl Agent {
                 // then one steering drain (pi's run-start delivery).
                 let mut extra = std::mem::take(&mut self.run_extra);
                 extra.extend(self.queue.take_next_turn());
-                extra.extend(self.queue.drain_steering());
-                deliver = extra;
+                deliver = extra.into_iter().map(Pending::Now).collect();
+                deliver.extend(self.plan_drain(queue::QueueKind::Steering));
             } else if turn > 1 {
                 self.take_late_tools();
                 if let Err(e) = self.sync_system_prompt(emit, new_messages).await {
                     return TurnsEnd::Failed(e);
                 }
             }
-            for m in std::mem::take(&mut deliver) {
+            for p in std::mem::take(&mut deliver) {
+                let m = match p {
+                    Pending::Now(m) => m,
+                    Pending::Queued(kind) => match self.queue.pop(kind) {
+                        Some(d) => {
+                            if d.listed {
+                                let (steering, follow_up) = self.queue.listed();
+                                emit(&events::queue_update(&steering, &follow_up));
+                            }
+                            d.message
+                        }
+                        // Cleared since the drain was planned.
+                        None => continue,
+                    },
+                };
                 let m = self.start_end(m, emit).await;
                 if let Err(e) = self.append_message(m.clone()) {
                     return TurnsEnd::Failed(e);
@@ -661,9 +675,9 @@ impl Agent {
                 // Where the run would stop: steering, else one follow-up
                 // drain, becomes another turn; a boundary handler's
                 // `continue` asks for one more request as it is.
-                deliver = self.queue.drain_steering();
+                deliver = self.plan_drain(queue::QueueKind::Steering);
                 if deliver.is_empty() {
-                    deliver = self.queue.drain_follow_up();
+                    deliver = self.plan_drain(queue::QueueKind::FollowUp);
                 }
                 if (deliver.is_empty() && !more) || self.cancel.is_cancelled() {
                     return TurnsEnd::Done;
@@ -680,9 +694,36 @@ impl Agent {
             }
             let _ = self.turn_end(turn, &msg, &results, emit).await;
             if self.cancel.is_cancelled() {
+                // pi 1.6.0 starts the next turn anyway and ends it with an
+                // empty aborted assistant message made without a request
+                // (queued messages stay queued).
+                turn += 1;
+                self.dispatch(
+                    events::simple("turn_start"),
+                    Some(
+                        json!({"type": "turn_start", "turnIndex": turn - 1, "timestamp": now_ms()}),
+                    ),
+                    emit,
+                )
+                .await;
+                let mut empty = provider::empty_message(&self.opts.model);
+                empty.stop_reason = "aborted".into();
+                empty.error_message = Some("This operation was aborted".into());
+                empty.extra.insert("durationMs".into(), 0.into());
+                empty
+                    .extra
+                    .insert("thinkingLevel".into(), self.opts.thinking.as_str().into());
+                let m = self
+                    .start_end(AgentMessage::Assistant(Box::new(empty)), emit)
+                    .await;
+                if let Err(e) = self.append_message(m.clone()) {
+                    return TurnsEnd::Failed(e);
+                }
+                new_messages.push(m.clone());
+                let _ = self.turn_end(turn, &m, &[], emit).await;
                 return TurnsEnd::Aborted;
             }
-            deliver = self.queue.drain_steering();
+            deliver = self.plan_drain(queue::QueueKind::Steering);
             if let Some(max) = self.opts.max_turns {
                 if turn >= max {
                     return TurnsEnd::MaxTurns(max);
@@ -690,6 +731,12 @@ impl Agent {
             }
             self.compact_between_turns(emit).await;
         }
+    }
+
+    /// One drain of a queue at a delivery point: as many messages as its
+    /// mode delivers, taken off the queue only when delivered.
+    fn plan_drain(&self, kind: queue::QueueKind) -> Vec<Pending> {
+        vec![Pending::Queued(kind); self.queue.plan(kind)]
     }
 
     /// Custom messages sent with `triggerTurn: false` while streaming are
@@ -1052,6 +1099,14 @@ fn last_assistant(msgs: &[AgentMessage]) -> Option<AssistantMessage> {
         AgentMessage::Assistant(a) => Some(a.as_ref().clone()),
         _ => None,
     })
+}
+
+/// A message to deliver at the start of a turn: one the loop holds, or
+/// the next of a queue (taken when delivered).
+#[derive(Debug, Clone)]
+enum Pending {
+    Now(AgentMessage),
+    Queued(queue::QueueKind),
 }
 
 /// How the turns of one attempt ended.

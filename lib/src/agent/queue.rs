@@ -70,13 +70,43 @@ pub enum IdleRun {
     Custom(CustomMessage),
 }
 
+/// A queued steering or follow-up message. `text` is what a client sees in
+/// `queue_update` (set for user text queued by `steer`, `follow_up` or a
+/// queued `prompt`; extension messages are not listed).
+#[derive(Debug, Clone)]
+struct Queued {
+    msg: AgentMessage,
+    text: Option<String>,
+}
+
+impl From<AgentMessage> for Queued {
+    fn from(msg: AgentMessage) -> Queued {
+        Queued { msg, text: None }
+    }
+}
+
+/// Which of the two client-visible queues.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum QueueKind {
+    Steering,
+    FollowUp,
+}
+
+/// One message taken off a queue at a delivery point; `listed` when it was
+/// in `queue_update` (so its delivery emits one).
+#[derive(Debug, Clone)]
+pub struct Delivered {
+    pub message: AgentMessage,
+    pub listed: bool,
+}
+
 #[derive(Debug, Default)]
 struct State {
     streaming: bool,
     steering_mode: DrainMode,
     follow_up_mode: DrainMode,
-    steering: VecDeque<AgentMessage>,
-    follow_up: VecDeque<AgentMessage>,
+    steering: VecDeque<Queued>,
+    follow_up: VecDeque<Queued>,
     next_turn: Vec<AgentMessage>,
     /// Custom messages sent with `triggerTurn: false` while streaming:
     /// appended at the end of the turn.
@@ -97,11 +127,20 @@ fn lock(m: &Mutex<State>) -> std::sync::MutexGuard<'_, State> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
-fn drain(q: &mut VecDeque<AgentMessage>, mode: DrainMode) -> Vec<AgentMessage> {
+fn drain(q: &mut VecDeque<Queued>, mode: DrainMode) -> Vec<AgentMessage> {
+    let n = planned(q, mode);
+    q.drain(..n).map(|e| e.msg).collect()
+}
+
+fn planned(q: &VecDeque<Queued>, mode: DrainMode) -> usize {
     match mode {
-        DrainMode::All => q.drain(..).collect(),
-        DrainMode::OneAtATime => q.pop_front().into_iter().collect(),
+        DrainMode::All => q.len(),
+        DrainMode::OneAtATime => q.len().min(1),
     }
+}
+
+fn texts(q: &VecDeque<Queued>) -> Vec<String> {
+    q.iter().filter_map(|e| e.text.clone()).collect()
 }
 
 impl MessageQueue {
@@ -139,9 +178,9 @@ impl MessageQueue {
             if trigger_turn == Some(false) {
                 s.end_of_turn.push(m);
             } else if deliver_as == Some(DeliverAs::FollowUp) {
-                s.follow_up.push_back(m);
+                s.follow_up.push_back(m.into());
             } else {
-                s.steering.push_back(m);
+                s.steering.push_back(m.into());
             }
         } else if trigger_turn == Some(true) {
             s.idle_runs.push_back(IdleRun::Custom(msg));
@@ -161,8 +200,8 @@ impl MessageQueue {
         let mut s = lock(&self.state);
         if s.streaming {
             match deliver_as {
-                Some(DeliverAs::Steer) => s.steering.push_back(message),
-                Some(DeliverAs::FollowUp) => s.follow_up.push_back(message),
+                Some(DeliverAs::Steer) => s.steering.push_back(message.into()),
+                Some(DeliverAs::FollowUp) => s.follow_up.push_back(message.into()),
                 Some(DeliverAs::NextTurn) => s.next_turn.push(message),
                 None => return Err(
                     "Agent is already processing. Specify deliverAs ('steer' or 'followUp') to queue the message."
@@ -177,14 +216,90 @@ impl MessageQueue {
         Ok(())
     }
 
-    /// A steering message (an RPC `steer`).
+    /// A steering message (not listed in `queue_update`).
     pub fn steer(&self, m: AgentMessage) {
-        lock(&self.state).steering.push_back(m);
+        lock(&self.state).steering.push_back(m.into());
     }
 
-    /// A follow-up message (an RPC `follow_up`).
+    /// A follow-up message (not listed in `queue_update`).
     pub fn follow_up(&self, m: AgentMessage) {
-        lock(&self.state).follow_up.push_back(m);
+        lock(&self.state).follow_up.push_back(m.into());
+    }
+
+    /// A client's user message (an RPC `steer`, `follow_up` or queued
+    /// `prompt`): listed in `queue_update` as `text`.
+    pub fn enqueue_listed(&self, kind: QueueKind, m: AgentMessage, text: String) {
+        let mut s = lock(&self.state);
+        let e = Queued {
+            msg: m,
+            text: Some(text),
+        };
+        match kind {
+            QueueKind::Steering => s.steering.push_back(e),
+            QueueKind::FollowUp => s.follow_up.push_back(e),
+        }
+    }
+
+    /// The listed texts of both queues (`queue_update`, `clear_queue`).
+    pub fn listed(&self) -> (Vec<String>, Vec<String>) {
+        let s = lock(&self.state);
+        (texts(&s.steering), texts(&s.follow_up))
+    }
+
+    /// Empties both queues; the listed texts that were in them.
+    pub fn clear(&self) -> (Vec<String>, Vec<String>) {
+        let mut s = lock(&self.state);
+        let out = (texts(&s.steering), texts(&s.follow_up));
+        s.steering.clear();
+        s.follow_up.clear();
+        out
+    }
+
+    /// `get_state.pendingMessageCount`: everything waiting in both queues.
+    pub fn pending_count(&self) -> usize {
+        let s = lock(&self.state);
+        s.steering.len() + s.follow_up.len()
+    }
+
+    /// The drain modes (`steeringMode`, `followUpMode`).
+    pub fn modes(&self) -> (DrainMode, DrainMode) {
+        let s = lock(&self.state);
+        (s.steering_mode, s.follow_up_mode)
+    }
+
+    pub fn set_mode(&self, kind: QueueKind, mode: DrainMode) {
+        let mut s = lock(&self.state);
+        match kind {
+            QueueKind::Steering => s.steering_mode = mode,
+            QueueKind::FollowUp => s.follow_up_mode = mode,
+        }
+    }
+
+    /// How many messages a drain of `kind` delivers now (by its mode).
+    /// The loop then takes them one by one with [`MessageQueue::pop`] at
+    /// the delivery point, so each delivery reports the queue as it is
+    /// after that message left (pi's `queue_update` right before the
+    /// delivered message).
+    pub fn plan(&self, kind: QueueKind) -> usize {
+        let s = lock(&self.state);
+        match kind {
+            QueueKind::Steering => planned(&s.steering, s.steering_mode),
+            QueueKind::FollowUp => planned(&s.follow_up, s.follow_up_mode),
+        }
+    }
+
+    /// Takes the first message of `kind` (`None` if it was cleared since
+    /// it was planned).
+    pub fn pop(&self, kind: QueueKind) -> Option<Delivered> {
+        let mut s = lock(&self.state);
+        let q = match kind {
+            QueueKind::Steering => &mut s.steering,
+            QueueKind::FollowUp => &mut s.follow_up,
+        };
+        q.pop_front().map(|e| Delivered {
+            listed: e.text.is_some(),
+            message: e.msg,
+        })
     }
 
     pub fn drain_steering(&self) -> Vec<AgentMessage> {
@@ -277,6 +392,32 @@ mod tests {
         q.send_user(user, "u".into(), Some(DeliverAs::FollowUp))
             .unwrap();
         assert_eq!(q.drain_follow_up().len(), 1);
+    }
+
+    #[test]
+    fn listed_messages_are_planned_then_popped() {
+        let q = MessageQueue::default();
+        let m = |t: &str| AgentMessage::Custom(Box::new(custom(t)));
+        q.enqueue_listed(QueueKind::Steering, m("s1"), "S1".into());
+        q.enqueue_listed(QueueKind::Steering, m("s2"), "S2".into());
+        q.follow_up(m("hidden"));
+        q.enqueue_listed(QueueKind::FollowUp, m("f1"), "F1".into());
+        assert_eq!(
+            q.listed(),
+            (vec!["S1".into(), "S2".into()], vec!["F1".into()])
+        );
+        assert_eq!(q.pending_count(), 4);
+        assert_eq!(q.plan(QueueKind::Steering), 1, "one at a time");
+        q.set_mode(QueueKind::Steering, DrainMode::All);
+        assert_eq!(q.plan(QueueKind::Steering), 2);
+        let d = q.pop(QueueKind::Steering).unwrap();
+        assert!(d.listed);
+        assert_eq!(q.listed().0, vec!["S2".to_string()]);
+        let hidden = q.pop(QueueKind::FollowUp).unwrap();
+        assert!(!hidden.listed);
+        assert_eq!(q.clear(), (vec!["S2".into()], vec!["F1".into()]));
+        assert_eq!(q.pending_count(), 0);
+        assert!(q.pop(QueueKind::FollowUp).is_none());
     }
 
     #[test]

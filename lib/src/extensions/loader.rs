@@ -72,7 +72,8 @@ fn hello(opts: &LoadOptions, pass: &str, trusted: Option<bool>, load: Vec<LoadEn
         host_version: env!("CARGO_PKG_VERSION").into(),
         cwd: opts.cwd.display().to_string(),
         mode: opts.mode.clone(),
-        has_ui: false,
+        // RPC mode has a client that answers UI calls (extensions/ui.rs).
+        has_ui: opts.mode == "rpc",
         pass: pass.into(),
         agent_dir: opts.agent_dir.display().to_string(),
         session_file: opts.session_file.clone(),

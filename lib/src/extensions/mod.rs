@@ -14,3 +14,4 @@ pub mod loader;
 pub mod node;
 pub mod runner;
 pub mod tool;
+pub mod ui;

@@ -129,6 +129,8 @@ pub struct Runner {
     ops_ready: tokio::sync::Notify,
     queue: Mutex<Option<Arc<crate::agent::queue::MessageQueue>>>,
     cancel: CancellationToken,
+    /// The client that answers `ui.*` calls (RPC mode), if any.
+    ui: Mutex<Option<Arc<dyn super::ui::UiTransport>>>,
 }
 
 impl Runner {
@@ -144,7 +146,13 @@ impl Runner {
             ops_ready: tokio::sync::Notify::new(),
             queue: Mutex::default(),
             cancel,
+            ui: Mutex::default(),
         })
+    }
+
+    /// Routes extension UI calls to `ui` from now on.
+    pub fn set_ui(&self, ui: Arc<dyn super::ui::UiTransport>) {
+        *lock(&self.ui) = Some(ui);
     }
 
     /// Adds loaded extensions (a load pass), in load order; their
@@ -211,7 +219,7 @@ impl Runner {
         Ctx {
             cwd: self.cfg.cwd.clone(),
             mode: self.cfg.mode.clone(),
-            has_ui: false,
+            has_ui: self.cfg.mode == "rpc",
             model: (!s.state.model.is_empty())
                 .then(|| json!({"provider": s.state.provider, "id": s.state.model})),
             thinking_level: s.state.thinking_level.clone(),
@@ -910,6 +918,23 @@ impl CallHandler for Runner {
                     a.opts.tools = chosen;
                     Ok(Value::Null)
                 })
+            }
+            // A client that answers (RPC mode): dialogs go to it and
+            // wait for its answer; notices are sent on.
+            m if m.starts_with("ui.") && lock(&self.ui).is_some() => {
+                let ui = lock(&self.ui).clone();
+                match ui {
+                    Some(ui)
+                        if matches!(m, "ui.confirm" | "ui.select" | "ui.input" | "ui.editor") =>
+                    {
+                        ui.dialog(m, params)
+                    }
+                    Some(ui) => {
+                        ui.notify(m, params);
+                        ready(Ok(Value::Null))
+                    }
+                    None => ready(self.answer(&method, &params)),
+                }
             }
             _ => ready(self.answer(&method, &params)),
         }

@@ -18,6 +18,7 @@ pub mod model;
 pub mod num;
 pub mod records;
 pub mod resources;
+pub mod rpc;
 pub mod tool;
 
 pub use entry::{Entry, SessionHeader, CURRENT_SESSION_VERSION};

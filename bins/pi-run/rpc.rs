@@ -1,0 +1,124 @@
+//! `pi-run --mode rpc`: wires the resolved run (agent, extensions,
+//! resources, settings) into `pi_lib::rpc::serve`, which owns the protocol.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use pi_lib::agent::queue::{DrainMode, MessageQueue};
+use pi_lib::agent::Agent;
+use pi_lib::cli::CliError;
+use pi_lib::format::AgentMessage;
+use pi_lib::resources::Resources;
+use pi_lib::rpc::{LocalFuture, Out, Preflight, RpcOptions};
+use pi_lib::settings::Settings;
+use serde_json::Value;
+
+use crate::cli::Cli;
+use crate::exts;
+
+/// What the run resolved before the protocol starts.
+pub struct Setup<'a> {
+    pub agent_dir: &'a Path,
+    pub settings: &'a Settings,
+    pub resources: &'a Resources,
+    pub chat_only: bool,
+    pub runner: &'a Arc<exts::Runner>,
+}
+
+/// pi refuses prompts on the command line in RPC mode: they come on stdin.
+pub fn check_args(cli: &Cli) -> Result<(), CliError> {
+    if cli.messages.iter().any(|m| m.starts_with('@')) {
+        return Err(CliError::input(
+            "@file arguments are not supported in RPC mode",
+        ));
+    }
+    if !cli.messages.is_empty() || !cli.then.is_empty() {
+        return Err(CliError::input("--mode rpc takes no prompt arguments")
+            .with_hint("send {\"type\":\"prompt\",\"message\":…} on stdin"));
+    }
+    Ok(())
+}
+
+/// The prompt preflight of print and JSON mode (extension commands,
+/// `input` handlers, `/skill:` and template expansion).
+struct BinPreflight<'a> {
+    resources: &'a Resources,
+    chat_only: bool,
+}
+
+impl Preflight for BinPreflight<'_> {
+    fn prepare<'a>(
+        &'a self,
+        agent: &'a mut Agent,
+        user: AgentMessage,
+        emit: &'a mut dyn FnMut(&Value),
+    ) -> LocalFuture<'a, Option<AgentMessage>> {
+        Box::pin(crate::preflight(
+            agent,
+            user,
+            self.resources,
+            self.chat_only,
+            emit,
+        ))
+    }
+}
+
+/// Serves the protocol on stdin/stdout; the exit code.
+pub async fn serve(
+    setup: &Setup<'_>,
+    mut agent: Agent,
+    hooks: Option<Arc<dyn pi_lib::agent::Hooks>>,
+    gates: Vec<Arc<dyn pi_lib::agent::hooks::Gate>>,
+) -> Result<i32, CliError> {
+    agent.ext.hooks = hooks;
+    agent.ext.gates = gates;
+    agent.queue = Arc::new(MessageQueue::new(
+        DrainMode::from_setting(setup.settings.str("steeringMode")),
+        DrainMode::from_setting(setup.settings.str("followUpMode")),
+    ));
+    setup.runner.set_queue(Arc::clone(&agent.queue));
+    let input = pi_lib::rpc::io::stdin_and_signals().map_err(CliError::failed)?;
+    agent.prepare_session().map_err(CliError::failed)?;
+    let registry = pi_lib::model::ModelRegistry::load(setup.agent_dir).ok();
+    let mut opts = RpcOptions {
+        registry: registry.filter(|r| {
+            r.all()
+                .iter()
+                .any(|m| m.provider == agent.opts.model.provider && m.id == agent.opts.model.id)
+        }),
+        agent_dir: setup.agent_dir.to_path_buf(),
+        auto_compaction: setup
+            .settings
+            .values
+            .get("compaction")
+            .and_then(|c| c.get("enabled"))
+            .and_then(Value::as_bool)
+            .unwrap_or(true),
+        commands: pi_lib::rpc::command_list(
+            &setup
+                .runner
+                .extensions()
+                .iter()
+                .flat_map(|e| e.commands().into_iter().map(|c| (e.path.clone(), c)))
+                .collect::<Vec<_>>(),
+            setup.resources,
+        ),
+        ui: None,
+    };
+    let out = Out::stdout();
+    let ui = pi_lib::rpc::ui::RpcUi::new(out.clone());
+    setup
+        .runner
+        .set_ui(Arc::clone(&ui) as Arc<dyn pi_lib::extensions::ui::UiTransport>);
+    opts.ui = Some(ui);
+    let pre = BinPreflight {
+        resources: setup.resources,
+        chat_only: setup.chat_only,
+    };
+    // What extensions emitted while loading goes out first.
+    agent.apply_pending(&mut |v: &Value| {
+        out.record(v);
+    });
+    let code = pi_lib::rpc::serve(&mut agent, opts, &pre, input, out).await;
+    Ok(code)
+}

@@ -1,0 +1,1152 @@
+//! `pi-run --mode rpc`: pi 1.6.0's RPC protocol (reference §2) over the
+//! agent loop. A client writes JSON commands on stdin and reads responses
+//! and the same events `--mode json` writes on stdout. This module is the
+//! dispatcher: it keeps reading commands while a run streams (steer and
+//! follow-up go into [`crate::agent::queue`], whose delivery points are the
+//! loop's; `abort` cancels the run and answers once it settled), answers
+//! the state, model, session and queue commands from the library's own
+//! types, and ends cleanly on stdin EOF, SIGTERM or SIGHUP with every entry
+//! already on disk. Commands that need the whole agent (`get_messages`,
+//! `bash`, `set_model`, …) sent while a run streams are answered as soon
+//! as it settles, in the order they came.
+
+pub mod io;
+pub mod ui;
+
+use std::future::Future;
+use std::path::PathBuf;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+
+use serde_json::{json, Map, Value};
+use tokio::sync::mpsc::UnboundedReceiver;
+use tokio_util::sync::CancellationToken;
+
+use crate::agent::queue::{DrainMode, QueueKind};
+use crate::agent::{events, Agent};
+use crate::format::message::{BashExecutionMessage, UserMessage};
+use crate::format::model::ThinkingLevel;
+use crate::format::rpc::{
+    RpcBashResult, RpcCommand, RpcContextUsage, RpcResponse, RpcSessionStats, RpcState, RpcTokens,
+    COMMANDS,
+};
+use crate::format::{AgentMessage, ContentBlock, Entry, Num, UserContent};
+use crate::model::ModelRegistry;
+use crate::session::store::SessionStore;
+use crate::timefmt::now_ms;
+
+pub use io::{Input, Out};
+
+/// A future that may borrow the agent (not `Send`: it holds the emitter).
+pub type LocalFuture<'a, T> = Pin<Box<dyn Future<Output = T> + 'a>>;
+
+/// What the caller does with a prompt before it runs (extension commands,
+/// `input` hooks, template and skill expansion); `None`: it was handled.
+pub trait Preflight {
+    fn prepare<'a>(
+        &'a self,
+        agent: &'a mut Agent,
+        user: AgentMessage,
+        emit: &'a mut dyn FnMut(&Value),
+    ) -> LocalFuture<'a, Option<AgentMessage>>;
+}
+
+/// Runs every prompt as it is.
+pub struct NoPreflight;
+
+impl Preflight for NoPreflight {
+    fn prepare<'a>(
+        &'a self,
+        _agent: &'a mut Agent,
+        user: AgentMessage,
+        _emit: &'a mut dyn FnMut(&Value),
+    ) -> LocalFuture<'a, Option<AgentMessage>> {
+        Box::pin(async move { Some(user) })
+    }
+}
+
+/// What the server needs besides the agent.
+pub struct RpcOptions {
+    /// The models `set_model` / `cycle_model` / `get_available_models`
+    /// choose from (`None`: only the current model, e.g. the faux one).
+    pub registry: Option<ModelRegistry>,
+    /// Where `settings.json` lives (`set_*_mode`, `set_auto_*` persist
+    /// there, as pi does).
+    pub agent_dir: PathBuf,
+    /// `compaction.enabled` (reported by `get_state`).
+    pub auto_compaction: bool,
+    /// `get_commands`' list (extension commands, templates, skills).
+    pub commands: Vec<Value>,
+    /// The extensions' UI, answered by this client (§1.8).
+    pub ui: Option<Arc<ui::RpcUi>>,
+}
+
+/// The server's own state next to the agent.
+struct Ctl {
+    opts: RpcOptions,
+    out: Out,
+    /// Cancels a running `bash` command.
+    bash_cancel: Option<CancellationToken>,
+}
+
+fn mode_name(m: DrainMode) -> &'static str {
+    match m {
+        DrainMode::All => "all",
+        DrainMode::OneAtATime => "one-at-a-time",
+    }
+}
+
+fn user_message(text: &str, images: &[Value]) -> AgentMessage {
+    let mut blocks = vec![ContentBlock::text(text.to_string())];
+    blocks.extend(
+        images
+            .iter()
+            .filter_map(|i| serde_json::from_value::<ContentBlock>(i.clone()).ok()),
+    );
+    AgentMessage::User(UserMessage {
+        content: UserContent::Blocks(blocks),
+        timestamp: Num::signed(now_ms()),
+        extra: Map::new(),
+    })
+}
+
+/// A parsed input line: the command, or the response that answers it at
+/// once (bad JSON, unknown or malformed command).
+enum Parsed {
+    Command(Option<Value>, String, RpcCommand),
+    Answer(RpcResponse),
+    /// An `extension_ui_response` (never answered).
+    Ui(Value),
+}
+
+fn parse(line: &str) -> Parsed {
+    let v: Value = match serde_json::from_str(line) {
+        Ok(v) => v,
+        Err(e) => {
+            return Parsed::Answer(RpcResponse::err(
+                None,
+                "parse",
+                format!("Failed to parse command: {e}"),
+            ))
+        }
+    };
+    if v.get("type").and_then(Value::as_str) == Some("extension_ui_response") {
+        return Parsed::Ui(v);
+    }
+    let id = v.get("id").cloned();
+    let kind = match v.get("type") {
+        Some(Value::String(s)) => s.clone(),
+        Some(other) => other.to_string(),
+        None => "undefined".into(),
+    };
+    if !COMMANDS.contains(&kind.as_str()) {
+        return Parsed::Answer(RpcResponse::err(
+            id,
+            &kind,
+            format!("Unknown command: {kind}"),
+        ));
+    }
+    match serde_json::from_value::<RpcCommand>(v) {
+        Ok(c) => Parsed::Command(id, kind, c),
+        Err(e) => Parsed::Answer(RpcResponse::err(id, &kind, format!("Invalid command: {e}"))),
+    }
+}
+
+/// Serves the protocol until stdin ends or a signal arrives; the exit code
+/// (0 on EOF, 143 SIGTERM, 129 SIGHUP).
+pub async fn serve(
+    agent: &mut Agent,
+    opts: RpcOptions,
+    pre: &dyn Preflight,
+    mut input: UnboundedReceiver<Input>,
+    out: Out,
+) -> i32 {
+    let mut ctl = Ctl {
+        opts,
+        out,
+        bash_cancel: None,
+    };
+    let mut backlog: std::collections::VecDeque<String> = Default::default();
+    loop {
+        let next = match backlog.pop_front() {
+            Some(l) => Input::Line(l),
+            None => match input.recv().await {
+                Some(i) => i,
+                None => Input::Eof,
+            },
+        };
+        let line = match next {
+            Input::Eof => return 0,
+            Input::Signal(code) => return code,
+            Input::Line(l) => l,
+        };
+        if line.trim().is_empty() {
+            continue;
+        }
+        if ctl.out.broken() {
+            return 1;
+        }
+        let (id, kind, cmd) = match parse(&line) {
+            Parsed::Answer(r) => {
+                ctl.out.record(&r);
+                continue;
+            }
+            Parsed::Ui(v) => {
+                ctl.ui_answer(v);
+                continue;
+            }
+            Parsed::Command(id, kind, cmd) => (id, kind, cmd),
+        };
+        let user = match cmd {
+            RpcCommand::Prompt {
+                message, images, ..
+            } => {
+                let msg = user_message(&message, &images);
+                let out = ctl.out.clone();
+                let mut emit = |v: &Value| {
+                    out.record(v);
+                };
+                // An extension command's dialogs are answered meanwhile;
+                // other commands wait their turn.
+                let mut exit = None;
+                let prepared = {
+                    let fut = pre.prepare(agent, msg, &mut emit);
+                    tokio::pin!(fut);
+                    loop {
+                        tokio::select! {
+                            r = &mut fut => break r,
+                            inp = input.recv() => match inp {
+                                Some(Input::Line(l)) => match parse(&l) {
+                                    Parsed::Ui(v) => ctl.ui_answer(v),
+                                    _ => backlog.push_back(l),
+                                },
+                                Some(Input::Signal(code)) => { exit = Some(code); ctl.ui_gone(); }
+                                Some(Input::Eof) | None => { exit = Some(0); ctl.ui_gone(); }
+                            },
+                        }
+                    }
+                };
+                if let Some(code) = exit {
+                    return code;
+                }
+                match prepared {
+                    Some(u) => {
+                        ctl.out.record(&RpcResponse::ok(
+                            id,
+                            &kind,
+                            Some(json!({"disposition": "started"})),
+                        ));
+                        u
+                    }
+                    None => {
+                        ctl.out.record(&RpcResponse::ok(
+                            id,
+                            &kind,
+                            Some(json!({"disposition": "handled"})),
+                        ));
+                        continue;
+                    }
+                }
+            }
+            RpcCommand::Bash {
+                command,
+                exclude_from_context,
+            } => {
+                match ctl
+                    .bash(
+                        agent,
+                        &id,
+                        &command,
+                        exclude_from_context,
+                        &mut input,
+                        &mut backlog,
+                    )
+                    .await
+                {
+                    Ok(Some(code)) => return code,
+                    Ok(None) => {}
+                    Err(e) => {
+                        ctl.out.record(&RpcResponse::err(id, &kind, e));
+                    }
+                }
+                continue;
+            }
+            other => {
+                let r = match ctl.idle(agent, other) {
+                    Ok(data) => RpcResponse::ok(id, &kind, data),
+                    Err(e) => RpcResponse::err(id, &kind, e),
+                };
+                ctl.out.record(&r);
+                continue;
+            }
+        };
+        if let Some(code) = ctl.run(agent, user, &mut input, &mut backlog).await {
+            return code;
+        }
+    }
+}
+
+impl Ctl {
+    fn ui_answer(&self, v: Value) {
+        if let Some(ui) = &self.opts.ui {
+            ui.answer(v);
+        }
+    }
+
+    /// The client is gone: open dialogs resolve with their defaults.
+    fn ui_gone(&self) {
+        if let Some(ui) = &self.opts.ui {
+            ui.cancel_all();
+        }
+    }
+
+    fn respond(&self, id: Option<Value>, kind: &str, r: Result<Option<Value>, String>) {
+        let r = match r {
+            Ok(d) => RpcResponse::ok(id, kind, d),
+            Err(e) => RpcResponse::err(id, kind, e),
+        };
+        self.out.record(&r);
+    }
+
+    fn queue_update(&self, agent_queue: &crate::agent::queue::MessageQueue) {
+        let (s, f) = agent_queue.listed();
+        self.out.record(&events::queue_update(&s, &f));
+    }
+
+    /// `steer` / `follow_up` / a queued `prompt`: listed, reported, queued.
+    fn enqueue(
+        &self,
+        queue: &crate::agent::queue::MessageQueue,
+        kind: QueueKind,
+        text: &str,
+        images: &[Value],
+    ) -> Option<Value> {
+        queue.enqueue_listed(kind, user_message(text, images), text.to_string());
+        self.queue_update(queue);
+        Some(json!({"disposition": "queued"}))
+    }
+
+    /// One prompt's run, reading commands while it streams. `Some(code)`:
+    /// exit (a signal, or EOF after the run was aborted).
+    async fn run(
+        &mut self,
+        agent: &mut Agent,
+        user: AgentMessage,
+        input: &mut UnboundedReceiver<Input>,
+        backlog: &mut std::collections::VecDeque<String>,
+    ) -> Option<i32> {
+        let cancel = CancellationToken::new();
+        agent.cancel = cancel.clone();
+        let queue = Arc::clone(&agent.queue);
+        let base = agent.store.session.context(None).messages.len();
+        let ended = Arc::new(AtomicUsize::new(0));
+        let snapshot = self.state(agent, true);
+        let mut aborts: Vec<Option<Value>> = Vec::new();
+        let mut exit = None;
+        {
+            let out = self.out.clone();
+            let counter = Arc::clone(&ended);
+            let stop = cancel.clone();
+            let mut emit = move |v: &Value| {
+                if v.get("type").and_then(Value::as_str) == Some("message_end") {
+                    counter.fetch_add(1, Ordering::Relaxed);
+                }
+                // Nobody reads the stream any more: stop the run (the
+                // session keeps what was written).
+                if !out.record(v) {
+                    stop.cancel();
+                }
+            };
+            let fut = agent.run(user, &mut emit);
+            tokio::pin!(fut);
+            loop {
+                tokio::select! {
+                    _ = &mut fut => break,
+                    inp = input.recv() => match inp {
+                        Some(Input::Line(line)) => {
+                            if line.trim().is_empty() {
+                                continue;
+                            }
+                            let (id, kind, cmd) = match parse(&line) {
+                                Parsed::Answer(r) => { self.out.record(&r); continue; }
+                                Parsed::Ui(v) => { self.ui_answer(v); continue; }
+                                Parsed::Command(id, kind, cmd) => (id, kind, cmd),
+                            };
+                            match cmd {
+                                RpcCommand::Prompt { message, images, streaming_behavior } => {
+                                    let r = match streaming_behavior.as_deref() {
+                                        Some("steer") => Ok(self.enqueue(&queue, QueueKind::Steering, &message, &images)),
+                                        Some("followUp") => Ok(self.enqueue(&queue, QueueKind::FollowUp, &message, &images)),
+                                        _ => Err("Agent is already processing. Specify streamingBehavior ('steer' or 'followUp') to queue the message.".to_string()),
+                                    };
+                                    self.respond(id, &kind, r);
+                                }
+                                RpcCommand::Steer { message, images } => {
+                                    let r = self.enqueue(&queue, QueueKind::Steering, &message, &images);
+                                    self.respond(id, &kind, Ok(r));
+                                }
+                                RpcCommand::FollowUp { message, images } => {
+                                    let r = self.enqueue(&queue, QueueKind::FollowUp, &message, &images);
+                                    self.respond(id, &kind, Ok(r));
+                                }
+                                RpcCommand::Abort => {
+                                    cancel.cancel();
+                                    aborts.push(id);
+                                }
+                                RpcCommand::ClearQueue => {
+                                    let r = self.clear_queue(&queue);
+                                    self.respond(id, &kind, Ok(r));
+                                }
+                                RpcCommand::GetState => {
+                                    let mut st = snapshot.clone();
+                                    st.message_count = base + ended.load(Ordering::Relaxed);
+                                    st.pending_message_count = queue.pending_count();
+                                    let (s, f) = queue.modes();
+                                    st.steering_mode = mode_name(s);
+                                    st.follow_up_mode = mode_name(f);
+                                    self.respond(id, &kind, Ok(serde_json::to_value(st).ok()));
+                                }
+                                RpcCommand::SetSteeringMode { mode } => {
+                                    let r = self.set_mode(&queue, QueueKind::Steering, &mode);
+                                    self.respond(id, &kind, r);
+                                }
+                                RpcCommand::SetFollowUpMode { mode } => {
+                                    let r = self.set_mode(&queue, QueueKind::FollowUp, &mode);
+                                    self.respond(id, &kind, r);
+                                }
+                                RpcCommand::AbortRetry | RpcCommand::AbortBash => {
+                                    self.respond(id, &kind, Ok(None));
+                                }
+                                // Everything else needs the agent: answered
+                                // once the run settled, in order.
+                                _ => backlog.push_back(line),
+                            }
+                        }
+                        Some(Input::Signal(code)) => {
+                            exit = Some(code);
+                            cancel.cancel();
+                            self.ui_gone();
+                        }
+                        Some(Input::Eof) | None => {
+                            // The client is gone: stop the run, keep the
+                            // session as written, exit 0.
+                            exit = Some(0);
+                            cancel.cancel();
+                            self.ui_gone();
+                        }
+                    },
+                }
+            }
+        }
+        for id in aborts {
+            self.respond(id, "abort", Ok(None));
+        }
+        exit
+    }
+
+    fn clear_queue(&self, queue: &crate::agent::queue::MessageQueue) -> Option<Value> {
+        let (s, f) = queue.clear();
+        self.queue_update(queue);
+        Some(json!({"steering": s, "followUp": f}))
+    }
+
+    fn set_mode(
+        &self,
+        queue: &crate::agent::queue::MessageQueue,
+        kind: QueueKind,
+        mode: &str,
+    ) -> Result<Option<Value>, String> {
+        let m = match mode {
+            "all" => DrainMode::All,
+            "one-at-a-time" => DrainMode::OneAtATime,
+            other => return Err(format!("Invalid mode: {other}")),
+        };
+        let key = match kind {
+            QueueKind::Steering => "steeringMode",
+            QueueKind::FollowUp => "followUpMode",
+        };
+        persist_setting(&self.opts.agent_dir, &[key], Value::String(mode.into()))?;
+        queue.set_mode(kind, m);
+        Ok(None)
+    }
+
+    fn model_json(&self, agent: &Agent) -> Option<Value> {
+        let m = &agent.opts.model;
+        match self.opts.registry.as_ref().and_then(|r| r.pi_json(m)) {
+            Some(raw) => Some(Value::Object(raw)),
+            None => serde_json::to_value(m).ok(),
+        }
+    }
+
+    fn state(&self, agent: &Agent, streaming: bool) -> RpcState {
+        let (s, f) = agent.queue.modes();
+        RpcState {
+            model: self.model_json(agent),
+            thinking_level: agent.opts.thinking.as_str().to_string(),
+            is_streaming: streaming,
+            is_compacting: false,
+            steering_mode: mode_name(s),
+            follow_up_mode: mode_name(f),
+            session_file: agent.store.path().map(|p| p.display().to_string()),
+            session_id: agent.store.session.id().to_string(),
+            session_name: agent.store.session.name(),
+            auto_compaction_enabled: self.opts.auto_compaction,
+            message_count: agent.store.session.context(None).messages.len(),
+            pending_message_count: agent.queue.pending_count(),
+        }
+    }
+
+    fn models(&self, agent: &Agent) -> Vec<crate::format::model::Model> {
+        match &self.opts.registry {
+            Some(r) => r.available().into_iter().cloned().collect(),
+            None => vec![agent.opts.model.clone()],
+        }
+    }
+
+    fn thinking_map(&self, agent: &Agent) -> Option<Map<String, Value>> {
+        self.opts
+            .registry
+            .as_ref()
+            .and_then(|r| r.thinking_level_map(&agent.opts.model).cloned())
+    }
+
+    fn levels(&self, agent: &Agent) -> Vec<ThinkingLevel> {
+        let map = self.thinking_map(agent);
+        if !agent.opts.model.reasoning {
+            return vec![ThinkingLevel::Off];
+        }
+        ThinkingLevel::ALL
+            .into_iter()
+            .filter(|&l| {
+                crate::model::select::clamp_thinking(&agent.opts.model, map.as_ref(), l) == l
+            })
+            .collect()
+    }
+
+    fn append(&self, agent: &mut Agent, e: Entry) -> Result<Entry, String> {
+        agent
+            .store
+            .append(e)
+            .map_err(|e| format!("cannot write session: {e}"))
+    }
+
+    /// Switches to `model` (pi appends `model_change` even when unchanged)
+    /// and clamps the thinking level to it.
+    fn switch_model(
+        &self,
+        agent: &mut Agent,
+        model: crate::format::model::Model,
+    ) -> Result<(), String> {
+        let (model, key) = match &self.opts.registry {
+            Some(r) => {
+                let key = r
+                    .api_key(&model.provider, None)
+                    .map_err(|e| e.to_string())?;
+                let m = r
+                    .resolve_headers(&model, key.as_deref())
+                    .map_err(|e| e.to_string())?;
+                (m, key)
+            }
+            None => (model, agent.opts.api_key.clone()),
+        };
+        let e = agent.store.model_change_entry(&model.provider, &model.id);
+        self.append(agent, e)?;
+        agent.opts.model = model;
+        agent.opts.api_key = key;
+        let level = agent.opts.thinking;
+        self.set_level(agent, level)?;
+        Ok(())
+    }
+
+    /// Sets the (clamped) level: an entry and `thinking_level_changed`
+    /// only when the effective level changes.
+    fn set_level(&self, agent: &mut Agent, level: ThinkingLevel) -> Result<ThinkingLevel, String> {
+        let map = self.thinking_map(agent);
+        let eff = crate::model::select::clamp_thinking(&agent.opts.model, map.as_ref(), level);
+        if eff != agent.opts.thinking {
+            agent.opts.thinking = eff;
+            let e = agent.store.thinking_entry(eff.as_str());
+            self.append(agent, e)?;
+            self.out
+                .record(&json!({"type": "thinking_level_changed", "level": eff.as_str()}));
+        }
+        Ok(eff)
+    }
+
+    /// A command while no run streams.
+    fn idle(&mut self, agent: &mut Agent, cmd: RpcCommand) -> Result<Option<Value>, String> {
+        let queue = Arc::clone(&agent.queue);
+        match cmd {
+            RpcCommand::Prompt { .. } | RpcCommand::Bash { .. } => Ok(None),
+            RpcCommand::Steer { message, images } => {
+                Ok(self.enqueue(&queue, QueueKind::Steering, &message, &images))
+            }
+            RpcCommand::FollowUp { message, images } => {
+                Ok(self.enqueue(&queue, QueueKind::FollowUp, &message, &images))
+            }
+            RpcCommand::Abort | RpcCommand::AbortRetry => Ok(None),
+            RpcCommand::AbortBash => {
+                if let Some(c) = &self.bash_cancel {
+                    c.cancel();
+                }
+                Ok(None)
+            }
+            RpcCommand::ClearQueue => Ok(self.clear_queue(&queue)),
+            RpcCommand::GetState => Ok(serde_json::to_value(self.state(agent, false)).ok()),
+            RpcCommand::SetSteeringMode { mode } => {
+                self.set_mode(&queue, QueueKind::Steering, &mode)
+            }
+            RpcCommand::SetFollowUpMode { mode } => {
+                self.set_mode(&queue, QueueKind::FollowUp, &mode)
+            }
+            RpcCommand::SetAutoCompaction { enabled } => {
+                persist_setting(
+                    &self.opts.agent_dir,
+                    &["compaction", "enabled"],
+                    enabled.into(),
+                )?;
+                self.opts.auto_compaction = enabled;
+                Ok(None)
+            }
+            RpcCommand::SetAutoRetry { enabled } => {
+                persist_setting(&self.opts.agent_dir, &["retry", "enabled"], enabled.into())?;
+                agent.opts.retry.enabled = enabled;
+                Ok(None)
+            }
+            RpcCommand::GetAvailableModels => {
+                let models: Vec<Value> = self
+                    .models(agent)
+                    .iter()
+                    .filter_map(|m| match self.opts.registry.as_ref().and_then(|r| r.pi_json(m)) {
+                        Some(raw) => Some(Value::Object(raw)),
+                        None => serde_json::to_value(m).ok(),
+                    })
+                    .collect();
+                Ok(Some(json!({ "models": models })))
+            }
+            RpcCommand::SetModel { provider, model_id } => {
+                let m = self
+                    .models(agent)
+                    .into_iter()
+                    .find(|m| m.provider == provider && m.id == model_id)
+                    .ok_or_else(|| format!("Model not found: {provider}/{model_id}"))?;
+                self.switch_model(agent, m)?;
+                Ok(self.model_json(agent))
+            }
+            RpcCommand::CycleModel => {
+                let models = self.models(agent);
+                if models.len() <= 1 {
+                    return Ok(Some(Value::Null));
+                }
+                let cur = &agent.opts.model;
+                let pos = models
+                    .iter()
+                    .position(|m| m.provider == cur.provider && m.id == cur.id)
+                    .map_or(0, |p| (p + 1) % models.len());
+                self.switch_model(agent, models[pos].clone())?;
+                Ok(Some(json!({
+                    "model": self.model_json(agent),
+                    "thinkingLevel": agent.opts.thinking.as_str(),
+                    "isScoped": false,
+                })))
+            }
+            RpcCommand::SetThinkingLevel { level } => {
+                let l = ThinkingLevel::parse(&level)
+                    .ok_or_else(|| format!("Invalid thinking level: {level}"))?;
+                self.set_level(agent, l)?;
+                Ok(None)
+            }
+            RpcCommand::CycleThinkingLevel => {
+                if !agent.opts.model.reasoning {
+                    return Ok(Some(Value::Null));
+                }
+                let levels = self.levels(agent);
+                let pos = levels
+                    .iter()
+                    .position(|&l| l == agent.opts.thinking)
+                    .map_or(0, |p| (p + 1) % levels.len());
+                let l = self.set_level(agent, levels[pos])?;
+                Ok(Some(json!({ "level": l.as_str() })))
+            }
+            RpcCommand::GetAvailableThinkingLevels => {
+                let levels: Vec<&str> = self.levels(agent).iter().map(|l| l.as_str()).collect();
+                Ok(Some(json!({ "levels": levels })))
+            }
+            RpcCommand::GetMessages => {
+                let ctx = agent.store.session.context(None);
+                let msgs: Vec<&AgentMessage> = ctx.messages.iter().map(|(_, m)| &**m).collect();
+                Ok(Some(json!({ "messages": msgs })))
+            }
+            RpcCommand::GetEntries { since } => {
+                let entries = &agent.store.session.entries;
+                let start = match since {
+                    None => 0,
+                    Some(id) => {
+                        entries
+                            .iter()
+                            .position(|e| e.id() == id.as_str())
+                            .ok_or_else(|| format!("Entry not found: {id}"))?
+                            + 1
+                    }
+                };
+                Ok(Some(json!({
+                    "entries": &entries[start..],
+                    "leafId": agent.store.session.leaf_id(),
+                })))
+            }
+            RpcCommand::GetTree => Ok(Some(tree(&agent.store))),
+            RpcCommand::GetForkMessages => {
+                let msgs: Vec<Value> = agent
+                    .store
+                    .session
+                    .entries
+                    .iter()
+                    .filter_map(|e| match (e, e.message()) {
+                        (Entry::Message(m), Some(AgentMessage::User(u))) => {
+                            Some(json!({"entryId": m.id, "text": u.content.joined_text("")}))
+                        }
+                        _ => None,
+                    })
+                    .collect();
+                Ok(Some(json!({ "messages": msgs })))
+            }
+            RpcCommand::GetLastAssistantText => {
+                let ctx = agent.store.session.context(None);
+                for (_, m) in ctx.messages.iter().rev() {
+                    if let AgentMessage::Assistant(a) = &**m {
+                        let text = crate::format::message::blocks_text(&a.content, "");
+                        if text.trim().is_empty() && a.stop_reason != "stop" {
+                            continue;
+                        }
+                        return Ok(Some(json!({ "text": text })));
+                    }
+                }
+                Ok(Some(json!({})))
+            }
+            RpcCommand::SetSessionName { name } => {
+                let name = name.trim();
+                if name.is_empty() {
+                    return Err("Session name cannot be empty".into());
+                }
+                self.out
+                    .record(&json!({"type": "session_info_changed", "name": name}));
+                let e = agent.store.session.new_session_info(name);
+                self.append(agent, e)?;
+                Ok(None)
+            }
+            RpcCommand::GetSessionStats => Ok(serde_json::to_value(stats(agent)).ok()),
+            RpcCommand::GetCommands => Ok(Some(json!({ "commands": self.opts.commands }))),
+            RpcCommand::NewSession { parent_session } => {
+                let cwd = agent.store.session.header.cwd.clone();
+                let store = match agent.store.path().and_then(|p| p.parent()) {
+                    Some(dir) => SessionStore::create(&cwd, Some(dir), parent_session),
+                    None => SessionStore::create(&cwd, None, parent_session),
+                };
+                agent.store = store;
+                agent.prepare_session()?;
+                Ok(Some(json!({ "cancelled": false })))
+            }
+            RpcCommand::Compact { .. } => Err(
+                "compact is not available in pi-run --mode rpc yet; use pi-session compact SESSION"
+                    .into(),
+            ),
+            RpcCommand::ExportHtml { .. } => Err(
+                "export_html is not available in pi-run --mode rpc; use pi-run --export FILE"
+                    .into(),
+            ),
+            RpcCommand::SwitchSession { .. } | RpcCommand::Fork { .. } | RpcCommand::Clone => {
+                Err("session switching (switch_session, fork, clone) is not available in pi-run --mode rpc yet".into())
+            }
+        }
+    }
+
+    /// The `bash` command: runs now in the session's cwd, streaming
+    /// `bash_execution_update`, then records a `bashExecution` message.
+    /// Reads input meanwhile (only `abort_bash` acts; the rest waits).
+    async fn bash(
+        &mut self,
+        agent: &mut Agent,
+        id: &Option<Value>,
+        command: &str,
+        exclude: Option<bool>,
+        input: &mut UnboundedReceiver<Input>,
+        backlog: &mut std::collections::VecDeque<String>,
+    ) -> Result<Option<i32>, String> {
+        use crate::tools::Tool;
+        let cancel = CancellationToken::new();
+        self.bash_cancel = Some(cancel.clone());
+        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<String>();
+        let ctx = crate::tools::ToolContext {
+            cwd: agent.opts.cwd.clone(),
+            cancel: cancel.clone(),
+            auto_resize_images: agent.opts.auto_resize_images,
+            tool_call_id: String::new(),
+        };
+        let mut seen = String::new();
+        let sink = Box::new(move |p: crate::tools::ToolOutput| {
+            let _ = tx.send(crate::format::message::blocks_text(&p.content, ""));
+        });
+        let args = json!({ "command": command });
+        let tool = crate::tools::bash::BashTool;
+        let fut = tool.execute(args, ctx, sink);
+        tokio::pin!(fut);
+        let mut exit = None;
+        let update = |text: String, seen: &mut String| {
+            if let Some(delta) = text.strip_prefix(seen.as_str()) {
+                if !delta.is_empty() {
+                    self.out.record(
+                        &json!({"type": "bash_execution_update", "id": id, "delta": delta}),
+                    );
+                }
+            }
+            *seen = text;
+        };
+        let out = loop {
+            tokio::select! {
+                o = &mut fut => break o,
+                Some(text) = rx.recv() => update(text, &mut seen),
+                inp = input.recv() => match inp {
+                    Some(Input::Line(l)) => match parse(&l) {
+                        Parsed::Command(aid, kind, RpcCommand::AbortBash) => {
+                            cancel.cancel();
+                            self.respond(aid, &kind, Ok(None));
+                        }
+                        Parsed::Ui(v) => self.ui_answer(v),
+                        _ => backlog.push_back(l),
+                    },
+                    Some(Input::Signal(code)) => { exit = Some(code); cancel.cancel(); }
+                    Some(Input::Eof) | None => { exit = Some(0); cancel.cancel(); }
+                },
+            }
+        };
+        while let Ok(text) = rx.try_recv() {
+            update(text, &mut seen);
+        }
+        self.bash_cancel = None;
+        let structured = out.structured.clone().unwrap_or(Value::Null);
+        let cancelled = cancel.is_cancelled();
+        let truncated = structured
+            .get("truncated")
+            .and_then(Value::as_bool)
+            .unwrap_or(false);
+        // The raw output as it streamed (every chunk is an update with
+        // the whole text so far); a truncated one is the tool's tail.
+        let output = if truncated {
+            structured
+                .get("output")
+                .and_then(Value::as_str)
+                .map(str::to_string)
+                .unwrap_or_else(|| seen.clone())
+        } else {
+            seen.clone()
+        };
+        let result = RpcBashResult {
+            output,
+            exit_code: if cancelled {
+                None
+            } else {
+                structured.get("exit_code").and_then(Value::as_i64)
+            },
+            cancelled,
+            truncated,
+            full_output_path: None,
+        };
+        let msg = AgentMessage::BashExecution(Box::new(BashExecutionMessage {
+            command: command.to_string(),
+            output: result.output.clone(),
+            exit_code: result.exit_code.map(Num::signed),
+            cancelled: result.cancelled,
+            truncated: result.truncated,
+            full_output_path: None,
+            timestamp: Num::signed(now_ms()),
+            exclude_from_context: exclude.filter(|&x| x),
+            extra: Map::new(),
+        }));
+        let e = agent.store.message_entry(msg);
+        self.append(agent, e)?;
+        self.respond(id.clone(), "bash", Ok(serde_json::to_value(result).ok()));
+        Ok(exit)
+    }
+}
+
+/// `get_commands`' list: extension commands, then prompt templates, then
+/// skills as `skill:<name>`, each with pi's `sourceInfo`.
+pub fn command_list(
+    ext_commands: &[(String, crate::format::extension::CommandSpec)],
+    resources: &crate::resources::Resources,
+) -> Vec<Value> {
+    let info =
+        |path: &std::path::Path, source: &Value, scope: &Value, base: Option<&std::path::Path>| {
+            let mut m = Map::new();
+            m.insert("path".into(), path.display().to_string().into());
+            m.insert("source".into(), source.clone());
+            m.insert("scope".into(), scope.clone());
+            m.insert("origin".into(), "top-level".into());
+            if let Some(b) = base {
+                m.insert("baseDir".into(), b.display().to_string().into());
+            }
+            Value::Object(m)
+        };
+    let mut out = Vec::new();
+    for (path, c) in ext_commands {
+        let mut m = Map::new();
+        m.insert("name".into(), c.name.clone().into());
+        if let Some(d) = &c.description {
+            m.insert("description".into(), d.clone().into());
+        }
+        m.insert("source".into(), "extension".into());
+        m.insert(
+            "sourceInfo".into(),
+            info(
+                std::path::Path::new(path),
+                &"local".into(),
+                &"temporary".into(),
+                None,
+            ),
+        );
+        out.push(Value::Object(m));
+    }
+    // pi names auto-discovered resources (the project's `.pi/` and the
+    // agent dir) `auto`, with the folder holding `prompts/` or `skills/`
+    // as `baseDir` (observed); other origins keep this toolkit's name.
+    let origin = |source: crate::format::resources::Source, path: &std::path::Path, dir: &str| {
+        use crate::format::resources::Source;
+        match source {
+            Source::Project | Source::User => {
+                let base = path
+                    .ancestors()
+                    .find(|a| a.file_name().is_some_and(|n| n == dir))
+                    .and_then(|a| a.parent())
+                    .map(std::path::Path::to_path_buf);
+                (Value::String("auto".into()), base)
+            }
+            other => (
+                serde_json::to_value(other).unwrap_or(Value::Null),
+                path.parent().map(std::path::Path::to_path_buf),
+            ),
+        }
+    };
+    for t in &resources.prompts {
+        let (src, base) = origin(t.source, &t.path, "prompts");
+        let scope = serde_json::to_value(t.scope).unwrap_or(Value::Null);
+        let mut m = Map::new();
+        m.insert("name".into(), t.name.clone().into());
+        if !t.description.is_empty() {
+            m.insert("description".into(), t.description.clone().into());
+        }
+        m.insert("source".into(), "prompt".into());
+        m.insert(
+            "sourceInfo".into(),
+            info(&t.path, &src, &scope, base.as_deref()),
+        );
+        out.push(Value::Object(m));
+    }
+    for sk in &resources.skills {
+        let (src, base) = origin(sk.source, &sk.path, "skills");
+        let scope = serde_json::to_value(sk.scope).unwrap_or(Value::Null);
+        let mut m = Map::new();
+        m.insert("name".into(), format!("skill:{}", sk.name).into());
+        if !sk.description.is_empty() {
+            m.insert("description".into(), sk.description.clone().into());
+        }
+        m.insert("source".into(), "skill".into());
+        m.insert(
+            "sourceInfo".into(),
+            info(&sk.path, &src, &scope, base.as_deref()),
+        );
+        out.push(Value::Object(m));
+    }
+    out
+}
+
+/// `get_tree`: `{tree:[{entry, children, label?}], leafId}`.
+fn tree(store: &SessionStore) -> Value {
+    let s = &store.session;
+    let (roots, kids) = s.children();
+    let labels = s.labels();
+    fn node(
+        s: &crate::session::Session,
+        kids: &crate::session::tree::Children,
+        labels: &std::collections::HashMap<String, String>,
+        i: usize,
+    ) -> Value {
+        let e = &s.entries[i];
+        let mut m = Map::new();
+        m.insert(
+            "entry".into(),
+            serde_json::to_value(e).unwrap_or(Value::Null),
+        );
+        let children: Vec<Value> = kids
+            .of(i)
+            .iter()
+            .map(|&c| node(s, kids, labels, c as usize))
+            .collect();
+        m.insert("children".into(), Value::Array(children));
+        if let Some(l) = labels.get(e.id()) {
+            m.insert("label".into(), Value::String(l.clone()));
+        }
+        Value::Object(m)
+    }
+    let tree: Vec<Value> = roots.iter().map(|&r| node(s, &kids, &labels, r)).collect();
+    json!({ "tree": tree, "leafId": s.leaf_id() })
+}
+
+/// `get_session_stats`: every entry of the file counts; the context usage
+/// is the last answered request's tokens on the branch (none after a
+/// compaction).
+fn stats(agent: &Agent) -> RpcSessionStats {
+    let st = agent.store.session.stats();
+    let count = |r: &str| st.messages.get(r).copied().unwrap_or(0);
+    let ctx = agent.store.session.context(None);
+    let mut tokens = None;
+    let mut compacted = false;
+    for (_, m) in ctx.messages.iter().rev() {
+        match &**m {
+            AgentMessage::Assistant(a)
+                if a.stop_reason != "error" && a.stop_reason != "aborted" =>
+            {
+                let u = &a.usage;
+                let t = u.total_tokens.as_u64();
+                tokens = Some(if t > 0 {
+                    t
+                } else {
+                    u.input.as_u64()
+                        + u.output.as_u64()
+                        + u.cache_read.as_u64()
+                        + u.cache_write.as_u64()
+                });
+                break;
+            }
+            AgentMessage::CompactionSummary(_) => {
+                compacted = true;
+                break;
+            }
+            _ => {}
+        }
+    }
+    let window = agent.opts.model.context_window;
+    let context_usage = if window == 0 {
+        None
+    } else if compacted {
+        Some(RpcContextUsage {
+            tokens: None,
+            context_window: window,
+            percent: None,
+        })
+    } else {
+        let t = tokens.unwrap_or(0);
+        Some(RpcContextUsage {
+            tokens: Some(t),
+            context_window: window,
+            percent: Some(t as f64 / window as f64 * 100.0),
+        })
+    };
+    RpcSessionStats {
+        session_file: agent.store.path().map(|p| p.display().to_string()),
+        session_id: agent.store.session.id().to_string(),
+        user_messages: count("user"),
+        assistant_messages: count("assistant"),
+        tool_calls: st.tool_calls,
+        tool_results: count("toolResult"),
+        total_messages: st.messages.values().sum(),
+        tokens: RpcTokens {
+            input: st.total.input,
+            output: st.total.output,
+            cache_read: st.total.cache_read,
+            cache_write: st.total.cache_write,
+            total: st.total.total_tokens,
+        },
+        cost: st.total.cost,
+        context_usage,
+    }
+}
+
+/// Sets `path` in the global `settings.json` (created when missing), as
+/// pi persists queue modes and the auto-compaction/retry switches. A file
+/// that does not parse is left alone and named in the error.
+pub fn persist_setting(
+    agent_dir: &std::path::Path,
+    path: &[&str],
+    value: Value,
+) -> Result<(), String> {
+    let file = agent_dir.join("settings.json");
+    let mut root = if file.exists() {
+        crate::settings::read_file(&file).map_err(|e| e.to_string())?
+    } else {
+        Map::new()
+    };
+    let mut cur = &mut root;
+    for (i, k) in path.iter().enumerate() {
+        if i + 1 == path.len() {
+            cur.insert((*k).to_string(), value);
+            break;
+        }
+        let slot = cur
+            .entry((*k).to_string())
+            .or_insert_with(|| Value::Object(Map::new()));
+        if !slot.is_object() {
+            *slot = Value::Object(Map::new());
+        }
+        let Value::Object(next) = slot else {
+            return Ok(());
+        };
+        cur = next;
+    }
+    let mut text = serde_json::to_string_pretty(&Value::Object(root))
+        .map_err(|e| format!("{}: {e}", file.display()))?;
+    text.push('\n');
+    std::fs::create_dir_all(agent_dir).map_err(|e| format!("{}: {e}", agent_dir.display()))?;
+    crate::session::write::write_atomic(&file, text.as_bytes(), true)
+        .map_err(|e| format!("{}: {e}", file.display()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parse_answers_bad_json_unknown_and_keeps_the_id() {
+        let Parsed::Answer(r) = parse("{\"type\": \"get_state\"") else {
+            panic!("bad JSON is answered");
+        };
+        assert_eq!(r.command, "parse");
+        assert!(r.id.is_none());
+        assert!(r.error.unwrap().starts_with("Failed to parse command: "));
+        let Parsed::Answer(r) = parse(r#"{"id":"x1","type":"no_such_command"}"#) else {
+            panic!("unknown is answered");
+        };
+        assert_eq!(r.id, Some(json!("x1")));
+        assert_eq!(r.command, "no_such_command");
+        assert_eq!(r.error.as_deref(), Some("Unknown command: no_such_command"));
+        assert!(matches!(
+            parse(r#"{"id":1,"type":"steer","message":"m"}"#),
+            Parsed::Command(Some(_), _, RpcCommand::Steer { .. })
+        ));
+    }
+
+    #[test]
+    fn persist_setting_keeps_other_keys_and_refuses_a_broken_file() {
+        let d = tempfile::tempdir().unwrap();
+        std::fs::write(
+            d.path().join("settings.json"),
+            r#"{"theme":"dark","compaction":{"reserveTokens":5}}"#,
+        )
+        .unwrap();
+        persist_setting(d.path(), &["compaction", "enabled"], false.into()).unwrap();
+        persist_setting(d.path(), &["steeringMode"], "all".into()).unwrap();
+        let v: Value =
+            serde_json::from_str(&std::fs::read_to_string(d.path().join("settings.json")).unwrap())
+                .unwrap();
+        assert_eq!(
+            v,
+            json!({"theme":"dark","compaction":{"reserveTokens":5,"enabled":false},"steeringMode":"all"})
+        );
+        std::fs::write(d.path().join("settings.json"), "{broken").unwrap();
+        assert!(persist_setting(d.path(), &["steeringMode"], "all".into()).is_err());
+        assert_eq!(
+            std::fs::read_to_string(d.path().join("settings.json")).unwrap(),
+            "{broken"
+        );
+    }
+}
