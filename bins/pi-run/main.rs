@@ -440,6 +440,7 @@ fn run(
         }
         agent.prepare_session().map_err(CliError::failed)?;
         let mut last = None;
+        let mut failed = None;
         let mut prompts: std::collections::VecDeque<AgentMessage> = prompts.into();
         loop {
             // The prompts given, then what extensions asked to run while
@@ -475,10 +476,19 @@ fn run(
                 return Err(stopped(&StopReason::Interrupt));
             }
             if let Some(err) = outcome.error {
-                return Err(CliError::failed(err));
+                failed = Some(CliError::failed(err));
+                break;
             }
         }
+        // session_shutdown while the session is open: what its handlers
+        // append is written, as pi writes it.
+        agent
+            .notify_hooks(exts::Runner::shutdown_event(), &mut emit)
+            .await;
         agent.apply_pending(&mut emit);
+        if let Some(f) = failed {
+            return Err(f);
+        }
         if !json {
             if let Some(m) = &last {
                 for b in &m.content {

@@ -477,3 +477,104 @@ fn ts_command_calls_match_real_pi() {
         );
     }
 }
+
+/// Runs `prompts` one process each (`-p`), with `exts` loaded, under pi
+/// 1.6.0 and under `pi-run` against the same mock script; the two
+/// sandboxes, pi's first.
+fn both_runs(
+    o: &Oracle,
+    exts: &[&str],
+    turns: &Value,
+    runs: &[&[&str]],
+) -> (
+    (Sandbox, MockLlm, Vec<Output>),
+    (Sandbox, MockLlm, Vec<Output>),
+) {
+    let run = |pi: bool| {
+        let sb = Sandbox::new();
+        let mock = MockLlm::start(o, sb.root(), turns);
+        mock.configure(&sb.agent());
+        let mut outs = Vec::new();
+        for r in runs {
+            let mut c = if pi { o.pi160(&sb) } else { pi_run(o, &sb) };
+            for e in exts {
+                c.arg("-e")
+                    .arg(repo().join("tests/ext-node/fixtures").join(e));
+            }
+            let out = c.args(*r).output().unwrap();
+            let who = if pi { "pi" } else { "pi-run" };
+            assert!(out.status.success(), "{who} {r:?}: {}", stderr(&out));
+            outs.push(out);
+        }
+        (sb, mock, outs)
+    };
+    (run(true), run(false))
+}
+
+/// Two extensions registering `/dup`: pi names them `dup:1` and `dup:2`
+/// in load order (a re-registration in one extension replaces its
+/// first); `getCommands` lists those names in pi's order, and `/dup:2`
+/// runs the second extension's handler, the later of its two.
+#[test]
+fn duplicate_commands_are_numbered_as_pi_numbers_them() {
+    let Some(o) = Oracle::find("duplicate_commands_are_numbered_as_pi_numbers_them") else {
+        return;
+    };
+    let ((pi_sb, _pm, _), (sb, _m, _)) = both_runs(
+        &o,
+        &["dup-a.ts", "dup-b.ts"],
+        &json!([]),
+        &[
+            &["-p", "/dup:1 one"],
+            &["-p", "/dup:2 two"],
+            &["-p", "/cmds"],
+        ],
+    );
+    for (s, who) in [(&sb, "pi-run"), (&pi_sb, "pi")] {
+        let read = |f: &str| std::fs::read_to_string(s.cwd().join(f)).ok();
+        assert_eq!(read("ran-a").as_deref(), Some("one"), "{who}");
+        assert_eq!(read("ran-b").as_deref(), Some("two"), "{who}");
+        assert_eq!(read("ran-b-first"), None, "{who}");
+    }
+    let cmds = |s: &Sandbox| -> Value {
+        let text = std::fs::read_to_string(s.cwd().join("cmds.json")).unwrap();
+        serde_json::from_str(&text).unwrap()
+    };
+    let ours = cmds(&sb);
+    assert_eq!(ours, cmds(&pi_sb));
+    let names: Vec<&str> = ours
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|c| c["name"].as_str())
+        .collect();
+    assert_eq!(names, ["dup:1", "cmds", "dup:2"]);
+}
+
+/// The last entries of the one session file in `sb`, normalized.
+fn last_entries(sb: &Sandbox, n: usize) -> Vec<Value> {
+    let all = session_entries(sb);
+    all[all.len().saturating_sub(n)..].to_vec()
+}
+
+/// `appendEntry` from a `session_shutdown` handler is written to the
+/// session, after the run's last message, as pi 1.6.0 writes it.
+#[test]
+fn session_shutdown_append_entry_is_written() {
+    let Some(o) = Oracle::find("session_shutdown_append_entry_is_written") else {
+        return;
+    };
+    let ((pi_sb, _pm, _), (sb, _m, _)) = both_runs(
+        &o,
+        &["lifecycle.ts"],
+        &json!([{"text": "hello"}]),
+        &[&["-p", "hi"]],
+    );
+    let ours = last_entries(&sb, 2);
+    assert_eq!(ours, last_entries(&pi_sb, 2));
+    assert_eq!(ours[0]["message"]["role"], "assistant");
+    assert_eq!(
+        ours[1],
+        json!({"type": "custom", "customType": "lifecycle-bye", "data": {"reason": "quit"}})
+    );
+}

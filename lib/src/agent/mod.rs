@@ -217,6 +217,19 @@ impl Agent {
         out
     }
 
+    /// Sends `event` (pi's payload) to the hooks that handle it, serving
+    /// their calls and applying what they ask for meanwhile: for events
+    /// outside a run while the session is still open (`session_shutdown`,
+    /// whose `appendEntry` pi writes).
+    pub async fn notify_hooks(&mut self, event: Value, emit: Emit<'_>) {
+        let kind = event.get("type").and_then(Value::as_str).unwrap_or("");
+        if let Some(h) = self.hooks_for(kind) {
+            let fut = h.notify(event);
+            self.wait(&h, fut, emit).await;
+            self.settle_hook(emit);
+        }
+    }
+
     /// An extension command `/name args`: `false` when no hook has it.
     pub async fn command(&mut self, name: &str, args: &str, emit: Emit<'_>) -> bool {
         let Some(h) = self.ext.hooks.clone() else {

@@ -11,6 +11,7 @@
 //! (`appendEntry`, `getActiveTools`, `ui.*` …).
 
 use std::collections::HashSet;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -129,6 +130,8 @@ pub struct Runner {
     ops_ready: tokio::sync::Notify,
     queue: Mutex<Option<Arc<crate::agent::queue::MessageQueue>>>,
     cancel: CancellationToken,
+    /// `session_shutdown` went out already.
+    shutdown_sent: AtomicBool,
 }
 
 impl Runner {
@@ -144,6 +147,7 @@ impl Runner {
             ops_ready: tokio::sync::Notify::new(),
             queue: Mutex::default(),
             cancel,
+            shutdown_sent: AtomicBool::new(false),
         })
     }
 
@@ -299,6 +303,9 @@ impl Runner {
     /// Every handler of a notification, in order.
     async fn notify_all(&self, event: Value) {
         let kind = event.get("type").and_then(Value::as_str).unwrap_or("");
+        if kind == "session_shutdown" {
+            self.shutdown_sent.store(true, Ordering::Relaxed);
+        }
         for e in self.handlers(kind, false) {
             self.send_reported(&e, &event).await;
         }
@@ -353,9 +360,8 @@ impl Runner {
     /// `session_shutdown`, then every process is closed (2 s grace, then
     /// its group is killed).
     pub async fn shutdown(&self) {
-        if !self.cancel.is_cancelled() {
-            self.notify_all(json!({"type": "session_shutdown", "reason": "quit"}))
-                .await;
+        if !self.cancel.is_cancelled() && !self.shutdown_sent.load(Ordering::Relaxed) {
+            self.notify_all(Self::shutdown_event()).await;
         }
         let mut seen: Vec<*const Host> = Vec::new();
         let hosts: Vec<Arc<Host>> = self
@@ -371,6 +377,14 @@ impl Runner {
             .collect();
         let closing = hosts.iter().map(|h| h.close(Duration::from_secs(2)));
         futures_util::future::join_all(closing).await;
+    }
+
+    /// pi's `session_shutdown` at the end of a run (`reason: "quit"`).
+    /// Sent through the agent ([`crate::agent::Agent::notify_hooks`]) while
+    /// the session is open, so what its handlers append is written; then
+    /// [`Runner::shutdown`] does not send it again.
+    pub fn shutdown_event() -> Value {
+        json!({"type": "session_shutdown", "reason": "quit"})
     }
 
     /// Kills every process at once (abort).
@@ -396,6 +410,33 @@ impl Runner {
             let send = e.host.send(HostRecord::Configure { ext: e.ext, flags });
             let _ = tokio::time::timeout(self.cfg.event_timeout, send).await;
         }
+    }
+
+    /// Every extension command under the name that invokes it, in pi's
+    /// order (load order, then registration order): a name that two or
+    /// more extensions registered becomes `name:1`, `name:2`, … in load
+    /// order, as pi 1.6.0 names them (`get_commands`, `/name:2`).
+    pub fn command_table(&self) -> Vec<(String, Arc<ExtInfo>, CommandSpec)> {
+        self.absorb_more();
+        let all: Vec<(Arc<ExtInfo>, CommandSpec)> = self
+            .extensions()
+            .into_iter()
+            .flat_map(|e| e.commands().into_iter().map(move |c| (Arc::clone(&e), c)))
+            .collect();
+        let mut seen: std::collections::HashMap<String, usize> = Default::default();
+        all.iter()
+            .map(|(e, c)| {
+                let owners = all.iter().filter(|(_, o)| o.name == c.name).count();
+                let name = if owners > 1 {
+                    let n = seen.entry(c.name.clone()).or_insert(0);
+                    *n += 1;
+                    format!("{}:{n}", c.name)
+                } else {
+                    c.name.clone()
+                };
+                (name, Arc::clone(e), c.clone())
+            })
+            .collect()
     }
 
     fn push_op(&self, op: AgentOp) {
@@ -560,12 +601,12 @@ impl Hooks for Runner {
     }
 
     fn command(&self, name: &str, args: &str) -> Option<BoxFuture<'_, ()>> {
-        self.absorb_more();
-        let e = self
-            .extensions()
+        let (_, e, spec) = self
+            .command_table()
             .into_iter()
-            .find(|e| e.commands().iter().any(|c| c.name == name))?;
-        let ev = json!({"type": "command", "name": name, "args": args});
+            .find(|(invoke, _, _)| invoke == name)?;
+        // The extension knows the command by the name it registered.
+        let ev = json!({"type": "command", "name": spec.name, "args": args});
         let name = name.to_string();
         Some(Box::pin(async move {
             match self.send(&e, &ev).await.0 {
@@ -1038,12 +1079,11 @@ impl Runner {
             "getActiveTools" => Ok(json!(lock(&self.shared).active_tools)),
             "getAllTools" => Ok(Value::Array(lock(&self.shared).all_tools.clone())),
             "getCommands" => {
-                self.absorb_more();
                 let mut out = Vec::new();
-                for e in self.extensions() {
-                    for c in &e.commands() {
+                for (name, e, c) in self.command_table() {
+                    {
                         let mut m = Map::new();
-                        m.insert("name".into(), c.name.clone().into());
+                        m.insert("name".into(), name.into());
                         if let Some(d) = &c.description {
                             m.insert("description".into(), d.clone().into());
                         }
