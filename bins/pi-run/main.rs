@@ -349,7 +349,19 @@ fn run(
             docs: Some(toolkit_docs()),
             chat_only,
         };
-        plan_sections(&plan, &resources).map_err(CliError::input)?
+        let sections = plan_sections(&plan, &resources).map_err(CliError::input)?;
+        if has_exts {
+            // setActiveTools and late registrations rebuild the sections.
+            let res = resources.clone();
+            runner.set_prompt_builder(Some(Arc::new(move |tools| {
+                let plan = PlanOptions {
+                    tools: pi_lib::agent::prompt_tools(tools),
+                    ..plan.clone()
+                };
+                plan_sections(&plan, &res)
+            })));
+        }
+        sections
     };
 
     let prompts = input::prompts(&cli, &cwd)?;

@@ -578,3 +578,107 @@ fn session_shutdown_append_entry_is_written() {
         json!({"type": "custom", "customType": "lifecycle-bye", "data": {"reason": "quit"}})
     );
 }
+
+/// The tool names of each model request in a mock's log.
+fn request_tools(log: &std::path::Path) -> Vec<Vec<String>> {
+    std::fs::read_to_string(log)
+        .unwrap()
+        .lines()
+        .map(|l| {
+            let r: Value = serde_json::from_str(l).unwrap();
+            r["body"]["tools"]
+                .as_array()
+                .map(|a| {
+                    a.iter()
+                        .filter_map(|t| t["function"]["name"].as_str().map(str::to_string))
+                        .collect()
+                })
+                .unwrap_or_default()
+        })
+        .collect()
+}
+
+/// The recorded system messages of a session (sections but `docs`).
+fn system_messages(entries: &[Value]) -> Vec<Value> {
+    entries
+        .iter()
+        .filter(|e| e["message"]["role"] == "system")
+        .map(|e| e["message"].clone())
+        .collect()
+}
+
+/// Runs `fixture` with `turns` under both, checks the two recorded the
+/// same session (system messages included) and sent the same tools in
+/// every request; gives our session and our requests' tools.
+fn same_tools_as_pi(
+    test: &str,
+    fixture: &str,
+    turns: Value,
+) -> Option<(Vec<Value>, Vec<Vec<String>>)> {
+    let o = Oracle::find(test)?;
+    let ((pi_sb, pi_mock, pi_out), (sb, mock, out)) =
+        both_runs(&o, &[fixture], &turns, &[&["--mode", "json", "go"]]);
+    assert_eq!(tool_results(&out[0]), tool_results(&pi_out[0]));
+    let tools = request_tools(&mock.log);
+    assert_eq!(tools, request_tools(&pi_mock.log));
+    let ours = session_entries(&sb);
+    let theirs = session_entries(&pi_sb);
+    assert_eq!(system_messages(&ours), system_messages(&theirs));
+    assert_eq!(ours, theirs);
+    Some((ours, tools))
+}
+
+/// A tool registered in `session_start` with the starting set chosen
+/// there (`setActiveTools`), and one registered inside a `turn_end`
+/// handler: pi's request tools, results and recorded system patches.
+#[test]
+fn late_tools_join_as_in_pi() {
+    let turns = json!([
+        {"tool_calls": [{"name": "late", "arguments": {"x": "1"}}]},
+        {"tool_calls": [{"name": "later", "arguments": {}}]},
+        {"text": "done"}
+    ]);
+    let Some((entries, tools)) =
+        same_tools_as_pi("late_tools_join_as_in_pi", "late-tools.ts", turns)
+    else {
+        return;
+    };
+    assert_eq!(
+        tools,
+        [
+            vec!["read", "late"],
+            vec!["read", "late", "later"],
+            vec!["read", "late", "later"]
+        ]
+    );
+    let systems = system_messages(&entries);
+    assert_eq!(systems.len(), 2, "{systems:#?}");
+    assert_eq!(systems[1]["toolsAdded"][0]["name"], "later");
+}
+
+/// `setActiveTools` in a `turn_end` handler: the next request has only
+/// those tools and the rebuilt `tools`/`rules` sections are recorded with
+/// `toolsRemoved`, as pi 1.6.0 records them.
+#[test]
+fn set_active_tools_mid_run_rebuilds_the_prompt_as_pi() {
+    let turns = json!([
+        {"tool_calls": [{"name": "bash", "arguments": {"command": "echo hi"}}]},
+        {"text": "done"}
+    ]);
+    let Some((entries, tools)) = same_tools_as_pi(
+        "set_active_tools_mid_run_rebuilds_the_prompt_as_pi",
+        "active-tools.ts",
+        turns,
+    ) else {
+        return;
+    };
+    assert_eq!(tools[1], ["bash", "write"]);
+    let systems = system_messages(&entries);
+    assert_eq!(systems.len(), 2, "{systems:#?}");
+    let patch = systems[1]["sections"].as_object().unwrap();
+    assert_eq!(patch.keys().collect::<Vec<_>>(), ["tools", "rules"]);
+    assert_eq!(
+        systems[1]["toolsRemoved"],
+        json!([{"name": "read"}, {"name": "edit"}])
+    );
+}

@@ -12,7 +12,7 @@
 
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
 use serde_json::{json, Map, Value};
@@ -132,11 +132,21 @@ pub struct Runner {
     cancel: CancellationToken,
     /// `session_shutdown` went out already.
     shutdown_sent: AtomicBool,
+    /// Rebuilds the prompt's sections for a new active tool set.
+    prompt: Mutex<Option<PromptBuilder>>,
+    /// Itself, for the tools it makes from late registrations.
+    me: Weak<Runner>,
 }
+
+/// The system prompt's sections for an active tool set (pi-run's plan with
+/// these tools), so the `tools` and `rules` sections follow the set.
+pub type PromptBuilder = Arc<
+    dyn Fn(&[Arc<dyn crate::tools::Tool>]) -> Result<Vec<(String, String)>, String> + Send + Sync,
+>;
 
 impl Runner {
     pub fn new(cfg: RunnerConfig, cancel: CancellationToken) -> Arc<Runner> {
-        Arc::new(Runner {
+        Arc::new_cyclic(|me| Runner {
             cfg,
             exts: Mutex::default(),
             events: Mutex::default(),
@@ -148,6 +158,8 @@ impl Runner {
             queue: Mutex::default(),
             cancel,
             shutdown_sent: AtomicBool::new(false),
+            prompt: Mutex::default(),
+            me: me.clone(),
         })
     }
 
@@ -184,29 +196,105 @@ impl Runner {
 
     /// Registrations made after load: new events join at once, new tools
     /// and commands with [`ExtInfo::tools`] / [`ExtInfo::commands`].
+    /// While an agent runs, tools registered now join its tool set (active
+    /// unless `defaultActive: false`) from its next request on, as pi
+    /// refreshes its tools at once.
     pub fn absorb_more(&self) {
+        let mut late: Vec<(Arc<dyn crate::tools::Tool>, bool)> = Vec::new();
         for e in self.extensions() {
             for m in e.host.take_more() {
-                if m.ext == e.ext {
-                    lock(&e.events).extend(m.events.iter().cloned());
-                    lock(&self.events).extend(m.events);
-                    let mut more = lock(&e.more);
-                    more.0.extend(m.tools);
-                    more.1.extend(m.commands);
-                } else if let Some(owner) = self
-                    .extensions()
-                    .into_iter()
-                    .find(|o| Arc::ptr_eq(&o.host, &e.host) && o.ext == m.ext)
-                {
-                    // The Node host's batch for another extension it runs.
-                    lock(&owner.events).extend(m.events.iter().cloned());
-                    lock(&self.events).extend(m.events);
-                    let mut more = lock(&owner.more);
-                    more.0.extend(m.tools);
-                    more.1.extend(m.commands);
+                // The Node host's batch may be for another extension it runs.
+                let owner = if m.ext == e.ext {
+                    Some(Arc::clone(&e))
+                } else {
+                    self.extensions()
+                        .into_iter()
+                        .find(|o| Arc::ptr_eq(&o.host, &e.host) && o.ext == m.ext)
+                };
+                let Some(owner) = owner else { continue };
+                lock(&owner.events).extend(m.events.iter().cloned());
+                lock(&self.events).extend(m.events);
+                if let Some(me) = self.me.upgrade() {
+                    for spec in &m.tools {
+                        let tool: Arc<dyn crate::tools::Tool> =
+                            Arc::new(super::tool::ExtensionTool {
+                                host: Arc::clone(&owner.host),
+                                ext: owner.ext,
+                                path: owner.path.clone(),
+                                spec: spec.clone(),
+                                runner: me.clone(),
+                            });
+                        late.push((tool, spec.default_active != Some(false)));
+                    }
+                }
+                let mut more = lock(&owner.more);
+                more.0.extend(m.tools);
+                more.1.extend(m.commands);
+            }
+        }
+        if late.is_empty() || !self.attached() {
+            // Before the agent exists, pi-run joins them when it decides
+            // the starting set.
+            return;
+        }
+        {
+            let mut pool = lock(&self.pool);
+            for (t, _) in &late {
+                let name = t.definition().name;
+                match pool.iter_mut().find(|p| p.definition().name == name) {
+                    Some(p) => *p = Arc::clone(t),
+                    None => pool.push(Arc::clone(t)),
                 }
             }
         }
+        let builder = lock(&self.prompt).clone();
+        let me = self.me.clone();
+        self.push_op(Box::new(move |agent, _emit| {
+            let mut tools = agent.opts.tools.clone();
+            for (t, active) in late {
+                let name = t.definition().name;
+                match tools.iter_mut().find(|p| p.definition().name == name) {
+                    Some(p) => *p = t,
+                    None if active => tools.push(t),
+                    None => {}
+                }
+            }
+            if let Some(me) = me.upgrade() {
+                me.retool(agent, tools, builder);
+            }
+        }));
+    }
+
+    /// The agent runs with `tools` from its next request on; the prompt's
+    /// sections are rebuilt for them (the next turn records the patch:
+    /// the changed `tools`/`rules` sections, `toolsAdded`/`toolsRemoved`,
+    /// as pi 1.6.0 records it).
+    fn retool(
+        &self,
+        agent: &mut crate::agent::Agent,
+        tools: Vec<Arc<dyn crate::tools::Tool>>,
+        builder: Option<PromptBuilder>,
+    ) {
+        if let Some(b) = builder {
+            match b(&tools) {
+                Ok(sections) => agent.opts.sections = sections,
+                Err(e) => eprintln!("{}: system prompt: {e}", self.cfg.prog),
+            }
+        }
+        self.set_tools(
+            tools.iter().map(|t| t.definition().name).collect(),
+            tools
+                .iter()
+                .filter_map(|t| serde_json::to_value(t.definition()).ok())
+                .collect(),
+        );
+        agent.opts.tools = tools;
+    }
+
+    /// How the prompt's sections follow the active tools (none: the
+    /// prompt is fixed, e.g. `--system-from`).
+    pub fn set_prompt_builder(&self, b: Option<PromptBuilder>) {
+        *lock(&self.prompt) = b;
     }
 
     /// The snapshot every event and execution carries.
@@ -593,6 +681,8 @@ impl Hooks for Runner {
     }
 
     fn take_ops(&self) -> Vec<AgentOp> {
+        // Tools registered during the hook that just returned join now.
+        self.absorb_more();
         std::mem::take(&mut lock(&self.ops))
     }
 
@@ -947,8 +1037,12 @@ impl CallHandler for Runner {
                     lock(&self.shared).pending_active = Some(names);
                     return ready(Ok(Value::Null));
                 }
+                let builder = lock(&self.prompt).clone();
+                let me = self.me.clone();
                 self.ask(move |a| {
-                    a.opts.tools = chosen;
+                    if let Some(me) = me.upgrade() {
+                        me.retool(a, chosen, builder);
+                    }
                     Ok(Value::Null)
                 })
             }
