@@ -182,6 +182,7 @@ fn run(
         },
         cancel.clone(),
     );
+    runner.set_agent_dir(agent_dir.clone());
     let load_opts = |settings: &Settings| exts::LoadOptions {
         prog: PROG.into(),
         cwd: cwd.clone(),

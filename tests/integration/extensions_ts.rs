@@ -481,19 +481,28 @@ fn ts_command_calls_match_real_pi() {
 /// Runs `prompts` one process each (`-p`), with `exts` loaded, under pi
 /// 1.6.0 and under `pi-run` against the same mock script; the two
 /// sandboxes, pi's first.
-fn both_runs(
+fn both_runs(o: &Oracle, exts: &[&str], turns: &Value, runs: &[&[&str]]) -> (Run, Run) {
+    both_runs_with(o, &|_, _| {}, exts, turns, runs)
+}
+
+/// One side's sandbox, mock and outputs.
+type Run = (Sandbox, MockLlm, Vec<Output>);
+type Setup<'a> = &'a dyn Fn(&Sandbox, &MockLlm);
+
+/// [`both_runs`], with `setup` run on each sandbox after the mock is
+/// configured.
+fn both_runs_with(
     o: &Oracle,
+    setup: Setup<'_>,
     exts: &[&str],
     turns: &Value,
     runs: &[&[&str]],
-) -> (
-    (Sandbox, MockLlm, Vec<Output>),
-    (Sandbox, MockLlm, Vec<Output>),
-) {
+) -> (Run, Run) {
     let run = |pi: bool| {
         let sb = Sandbox::new();
         let mock = MockLlm::start(o, sb.root(), turns);
         mock.configure(&sb.agent());
+        setup(&sb, &mock);
         let mut outs = Vec::new();
         for r in runs {
             let mut c = if pi { o.pi160(&sb) } else { pi_run(o, &sb) };
@@ -681,4 +690,75 @@ fn set_active_tools_mid_run_rebuilds_the_prompt_as_pi() {
         systems[1]["toolsRemoved"],
         json!([{"name": "read"}, {"name": "edit"}])
     );
+}
+
+/// `pi.setModel` / `pi.setThinkingLevel` from extension commands, against
+/// two mock models (the second one reasons): the same recorded
+/// `model_change` / `thinking_level_change` entries, the same values read
+/// back at once, the same `model_select` / `thinking_level_select` events
+/// (pi's payload keys), and the next
+/// request sent to the new model with the new level. `ctx.shutdown()` in
+/// print mode lets the remaining prompts run, as in pi.
+#[test]
+fn set_model_and_thinking_level_as_pi() {
+    let Some(o) = Oracle::find("set_model_and_thinking_level_as_pi") else {
+        return;
+    };
+    let two_models = |sb: &Sandbox, mock: &MockLlm| {
+        let model = |id: &str, reasoning: bool| {
+            json!({"id": id, "name": id, "reasoning": reasoning, "input": ["text"],
+                   "cost": {"input": 0, "output": 0, "cacheRead": 0, "cacheWrite": 0},
+                   "contextWindow": 128000, "maxTokens": 4096})
+        };
+        let models = json!({"providers": {"mock": {
+            "baseUrl": format!("http://127.0.0.1:{}/v1", mock.port),
+            "api": "openai-completions", "apiKey": "test",
+            "models": [model("mock-model", false), model("mock-2", true)]
+        }}});
+        std::fs::write(sb.agent().join("models.json"), models.to_string()).unwrap();
+    };
+    let ((pi_sb, pi_mock, _), (sb, mock, _)) = both_runs_with(
+        &o,
+        &two_models,
+        &["models.ts"],
+        &json!([]),
+        // One process: `-c` in a new one restores the session's model in
+        // pi, which pi-run's model selection does not do yet.
+        &[&["-p", "hi", "/switch", "/think high", "/bye", "after bye"]],
+    );
+    let keep = |entries: Vec<Value>| -> Vec<Value> {
+        entries
+            .into_iter()
+            .filter(|e| {
+                matches!(
+                    e["type"].as_str(),
+                    Some("model_change" | "thinking_level_change" | "custom")
+                )
+            })
+            .collect()
+    };
+    let ours = keep(session_entries(&sb));
+    assert_eq!(ours, keep(session_entries(&pi_sb)));
+    let probes: Vec<&Value> = ours.iter().filter(|e| e["type"] == "custom").collect();
+    assert_eq!(probes[0]["data"]["ok"], true, "{probes:#?}");
+    assert_eq!(probes[0]["data"]["model"], "mock-2");
+    assert_eq!(probes[0]["data"]["seen"][0]["type"], "model_select");
+    assert_eq!(probes[1]["data"]["level"], "high");
+    assert_eq!(
+        probes[2]["data"]["seen"][0]["type"],
+        "thinking_level_select"
+    );
+    let sent = |log: &std::path::Path| -> Vec<Value> {
+        std::fs::read_to_string(log)
+            .unwrap()
+            .lines()
+            .map(|l| {
+                let r: Value = serde_json::from_str(l).unwrap();
+                json!([r["body"]["model"], r["body"]["reasoning_effort"]])
+            })
+            .collect()
+    };
+    let requests = sent(&mock.log);
+    assert_eq!(requests, sent(&pi_mock.log));
+    assert_eq!(requests.last().unwrap(), &json!(["mock-2", "high"]));
 }

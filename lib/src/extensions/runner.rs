@@ -136,6 +136,10 @@ pub struct Runner {
     prompt: Mutex<Option<PromptBuilder>>,
     /// Itself, for the tools it makes from late registrations.
     me: Weak<Runner>,
+    /// Where `setModel` finds models and keys (`models.json`, `auth.json`).
+    agent_dir: Mutex<Option<std::path::PathBuf>>,
+    /// An extension asked to shut down (`ctx.shutdown()`).
+    shutdown_requested: AtomicBool,
 }
 
 /// The system prompt's sections for an active tool set (pi-run's plan with
@@ -160,6 +164,8 @@ impl Runner {
             shutdown_sent: AtomicBool::new(false),
             prompt: Mutex::default(),
             me: me.clone(),
+            agent_dir: Mutex::default(),
+            shutdown_requested: AtomicBool::new(false),
         })
     }
 
@@ -289,6 +295,147 @@ impl Runner {
                 .collect(),
         );
         agent.opts.tools = tools;
+    }
+
+    /// The agent folder `setModel` reads models and keys from.
+    pub fn set_agent_dir(&self, dir: std::path::PathBuf) {
+        *lock(&self.agent_dir) = Some(dir);
+    }
+
+    /// Whether an extension called `ctx.shutdown()`. pi 1.6.0's print and
+    /// JSON modes finish their prompts anyway (observed), so pi-run does
+    /// too; a long-lived mode (RPC) ends after the current command.
+    pub fn shutdown_requested(&self) -> bool {
+        self.shutdown_requested.load(Ordering::Relaxed)
+    }
+
+    fn registry(&self) -> Result<crate::model::ModelRegistry, String> {
+        let dir = lock(&self.agent_dir)
+            .clone()
+            .ok_or("pi-toolkit host: no model registry in this run")?;
+        crate::model::ModelRegistry::load(&dir).map_err(|e| e.to_string())
+    }
+
+    /// `pi.setModel`: `false` for an unknown model or one without a key
+    /// (pi: false without auth); otherwise the agent uses it from the next
+    /// request, the thinking level is clamped to it, the change is recorded
+    /// (`model_change`, `thinking_level_change`), and the extensions get
+    /// `thinking_level_select` (when the level moved) and `model_select`
+    /// with pi's payload before the call returns, as in pi.
+    fn set_model(
+        self: Arc<Self>,
+        provider: String,
+        id: String,
+    ) -> BoxFuture<'static, Result<Value, String>> {
+        let reg = match self.registry() {
+            Ok(r) => r,
+            Err(e) => return ready(Err(e)),
+        };
+        let Some(model) = reg
+            .all()
+            .iter()
+            .find(|m| m.provider == provider && m.id == id)
+            .cloned()
+        else {
+            return ready(Ok(false.into()));
+        };
+        let Ok(Some(key)) = reg.api_key(&provider, None) else {
+            return ready(Ok(false.into()));
+        };
+        match reg.resolve_headers(&model, Some(&key)) {
+            Ok(model) => self.switch_model(reg, model, key),
+            Err(e) => ready(Err(e.to_string())),
+        }
+    }
+
+    fn switch_model(
+        self: Arc<Self>,
+        reg: crate::model::ModelRegistry,
+        model: crate::format::model::Model,
+        key: String,
+    ) -> BoxFuture<'static, Result<Value, String>> {
+        use crate::model::select::clamp_thinking;
+        let map = reg.thinking_level_map(&model).cloned();
+        let new_json = model_json(&reg, &model);
+        let chosen = model.clone();
+        let change = self.ask(move |a| {
+            let (prev, prev_level) = (a.opts.model.clone(), a.opts.thinking);
+            if prev.provider == chosen.provider && prev.id == chosen.id {
+                return Ok(Value::Null);
+            }
+            let level = clamp_thinking(&chosen, map.as_ref(), prev_level);
+            a.opts.model = chosen;
+            a.opts.api_key = Some(key);
+            a.opts.thinking = level;
+            a.prepare_session()?;
+            Ok(json!({"provider": prev.provider, "id": prev.id,
+                          "previousLevel": prev_level.as_str(), "level": level.as_str()}))
+        });
+        Box::pin(async move {
+            let change = change.await?;
+            if change.is_null() {
+                return Ok(true.into());
+            }
+            let previous = reg
+                .all()
+                .iter()
+                .find(|m| {
+                    Some(m.provider.as_str()) == change["provider"].as_str()
+                        && Some(m.id.as_str()) == change["id"].as_str()
+                })
+                .map(|m| model_json(&reg, m))
+                .unwrap_or_else(|| json!({"provider": change["provider"], "id": change["id"]}));
+            {
+                let mut s = lock(&self.shared);
+                s.state.provider = model.provider.clone();
+                s.state.model = model.id.clone();
+                s.state.thinking_level = change["level"].as_str().unwrap_or("off").to_string();
+            }
+            if change["level"] != change["previousLevel"] {
+                self.notify_all(json!({"type": "thinking_level_select", "level": change["level"], "previousLevel": change["previousLevel"]}))
+                .await;
+            }
+            self.notify_all(json!({"type": "model_select", "model": new_json, "previousModel": previous, "source": "set"}))
+            .await;
+            Ok(true.into())
+        })
+    }
+
+    /// `pi.setThinkingLevel`: clamped to the model; a change is recorded
+    /// (`thinking_level_change`) and sent as `thinking_level_select`.
+    ///
+    /// The change is queued when the call is read (before the answers read
+    /// after it), so the handler's next event already sees it.
+    fn set_thinking(self: Arc<Self>, level: String) -> BoxFuture<'static, Result<Value, String>> {
+        use crate::model::select::{clamp_thinking, parse_thinking};
+        let want = match parse_thinking(&level) {
+            Ok(w) => w,
+            Err(e) => return ready(Err(e.to_string())),
+        };
+        // Without a registry (the faux provider) no map clamps the level.
+        let reg = self.registry().ok();
+        let change = self.ask(move |a| {
+            let map = reg
+                .as_ref()
+                .and_then(|r| r.thinking_level_map(&a.opts.model).cloned());
+            let prev = a.opts.thinking;
+            let level = clamp_thinking(&a.opts.model, map.as_ref(), want);
+            if level == prev {
+                return Ok(Value::Null);
+            }
+            a.opts.thinking = level;
+            a.prepare_session()?;
+            Ok(json!({"type": "thinking_level_select", "level": level.as_str(), "previousLevel": prev.as_str()}))
+        });
+        Box::pin(async move {
+            let change = change.await?;
+            if !change.is_null() {
+                lock(&self.shared).state.thinking_level =
+                    change["level"].as_str().unwrap_or("off").to_string();
+                self.notify_all(change).await;
+            }
+            Ok(Value::Null)
+        })
     }
 
     /// How the prompt's sections follow the active tools (none: the
@@ -598,6 +745,13 @@ impl Runner {
                 .unwrap_or_else(|_| Err("pi-toolkit host: the agent is not running".into()))
         })
     }
+}
+
+/// A model as pi's events carry it (its `models.json` / built-in object).
+fn model_json(reg: &crate::model::ModelRegistry, m: &crate::format::model::Model) -> Value {
+    reg.pi_json(m)
+        .map(Value::Object)
+        .unwrap_or_else(|| json!({"provider": m.provider, "id": m.id}))
 }
 
 /// A patch from `tool_result` applied to `out` (pi's partial patch).
@@ -1046,6 +1200,23 @@ impl CallHandler for Runner {
                     Ok(Value::Null)
                 })
             }
+            "setModel" | "setThinkingLevel" => {
+                let Some(me) = self.me.upgrade() else {
+                    return ready(Err("pi-toolkit host: the run is over".into()));
+                };
+                let p = |k: &str| {
+                    params
+                        .get(k)
+                        .and_then(Value::as_str)
+                        .unwrap_or("")
+                        .to_string()
+                };
+                if method == "setModel" {
+                    me.set_model(p("provider"), p("id"))
+                } else {
+                    me.set_thinking(p("level"))
+                }
+            }
             _ => ready(self.answer(&method, &params)),
         }
     }
@@ -1195,6 +1366,10 @@ impl Runner {
                 .as_ref()
                 .is_some_and(|q| q.has_pending())
                 .into()),
+            "shutdown" => {
+                self.shutdown_requested.store(true, Ordering::Relaxed);
+                Ok(Value::Null)
+            }
             "abort" => {
                 self.cancel.cancel();
                 Ok(Value::Null)
