@@ -762,3 +762,32 @@ fn set_model_and_thinking_level_as_pi() {
     assert_eq!(requests, sent(&pi_mock.log));
     assert_eq!(requests.last().unwrap(), &json!(["mock-2", "high"]));
 }
+
+/// An extension subscribed to `message_update` gets every streamed delta
+/// (pi's payload, with the cumulative `partial`) before the answer's
+/// `message_end`; `agent_before_settle` is sent after the run and its
+/// entry draft is appended: the same session entries as pi 1.6.0.
+#[test]
+fn message_update_and_before_settle_as_pi() {
+    let Some(o) = Oracle::find("message_update_and_before_settle_as_pi") else {
+        return;
+    };
+    let ((pi_sb, _pm, _), (sb, _m, _)) = both_runs(
+        &o,
+        &["events.ts"],
+        &json!([{"text": "hello there, streaming world"}]),
+        &[&["-p", "hi"]],
+    );
+    let custom = |s: &Sandbox| -> Vec<Value> {
+        session_entries(s)
+            .into_iter()
+            .filter(|e| e["type"] == "custom")
+            .collect()
+    };
+    let ours = custom(&sb);
+    assert_eq!(ours, custom(&pi_sb));
+    let updates = ours[0]["data"]["updates"].as_array().unwrap();
+    assert!(updates.len() > 2, "{ours:#?}");
+    assert_eq!(ours[1]["customType"], "events-settle");
+    assert_eq!(ours[1]["data"]["outcome"], "completed");
+}
