@@ -190,6 +190,7 @@ fn run(
         },
         cancel.clone(),
     );
+    runner.set_agent_dir(agent_dir.clone());
     let load_opts = |settings: &Settings| exts::LoadOptions {
         prog: PROG.into(),
         cwd: cwd.clone(),
@@ -412,8 +413,25 @@ fn run(
             chat_only,
         };
         let mut sections = plan_sections(&plan, &resources).map_err(CliError::input)?;
-        if let Some(section) = mcp.as_ref().and_then(|m| m.servers_section()) {
-            sections.push(("mcp_servers".into(), section));
+        // A deferred MCP server's listing is its own section (pi's mcp_servers).
+        let mcp_section = mcp.as_ref().and_then(|m| m.servers_section());
+        if let Some(section) = &mcp_section {
+            sections.push(("mcp_servers".into(), section.clone()));
+        }
+        if has_exts {
+            // setActiveTools and late registrations rebuild the sections.
+            let res = resources.clone();
+            runner.set_prompt_builder(Some(Arc::new(move |tools| {
+                let plan = PlanOptions {
+                    tools: pi_lib::agent::prompt_tools(tools),
+                    ..plan.clone()
+                };
+                let mut sections = plan_sections(&plan, &res)?;
+                if let Some(section) = &mcp_section {
+                    sections.push(("mcp_servers".into(), section.clone()));
+                }
+                Ok(sections)
+            })));
         }
         sections
     };
@@ -494,13 +512,13 @@ fn run(
             resources: &resources,
             chat_only,
             runner: &runner,
+            subagents: subagents.as_ref(),
         };
-        let result = rt.block_on(rpc::serve(
-            &setup,
-            Agent::new(opts, store, cancel.clone()),
-            hooks,
-            gates,
-        ));
+        let mut agent = Agent::new(opts, store, cancel.clone());
+        agent.compaction = compaction;
+        agent.auto_compaction = compaction.enabled;
+        agent.ext.late_tools = mcp.as_ref().map(|m| Arc::clone(&m.inbox));
+        let result = rt.block_on(rpc::serve(&setup, agent, hooks, gates));
         runner.detach();
         rt.block_on(runner.shutdown());
         return result;
@@ -544,6 +562,7 @@ fn run(
         }
         agent.prepare_session().map_err(CliError::failed)?;
         let mut last = None;
+        let mut failed = None;
         let mut prompts: std::collections::VecDeque<AgentMessage> = prompts.into();
         let mut then = Some(then);
         loop {
@@ -599,10 +618,19 @@ fn run(
                 return Err(stopped(&StopReason::Interrupt));
             }
             if let Some(err) = outcome.error {
-                return Err(CliError::failed(err));
+                failed = Some(CliError::failed(err));
+                break;
             }
         }
+        // session_shutdown while the session is open: what its handlers
+        // append is written, as pi writes it.
+        agent
+            .notify_hooks(exts::Runner::shutdown_event(), &mut emit)
+            .await;
         agent.apply_pending(&mut emit);
+        if let Some(f) = failed {
+            return Err(f);
+        }
         if !json {
             if let Some(m) = &last {
                 for b in &m.content {

@@ -23,6 +23,8 @@ pub struct Setup<'a> {
     pub resources: &'a Resources,
     pub chat_only: bool,
     pub runner: &'a Arc<exts::Runner>,
+    /// The built-in subagents: background completions go to this run's queue.
+    pub subagents: Option<&'a Arc<pi_lib::subagents::runtime::Controller>>,
 }
 
 /// pi refuses prompts on the command line in RPC mode: they come on stdin.
@@ -77,6 +79,9 @@ pub async fn serve(
         DrainMode::from_setting(setup.settings.str("followUpMode")),
     ));
     setup.runner.set_queue(Arc::clone(&agent.queue));
+    if let Some(c) = setup.subagents {
+        c.set_parent_queue(Arc::clone(&agent.queue));
+    }
     let input = pi_lib::rpc::io::stdin_and_signals().map_err(CliError::failed)?;
     agent.prepare_session().map_err(CliError::failed)?;
     let registry = pi_lib::model::ModelRegistry::load(setup.agent_dir).ok();
@@ -87,13 +92,7 @@ pub async fn serve(
                 .any(|m| m.provider == agent.opts.model.provider && m.id == agent.opts.model.id)
         }),
         agent_dir: setup.agent_dir.to_path_buf(),
-        auto_compaction: setup
-            .settings
-            .values
-            .get("compaction")
-            .and_then(|c| c.get("enabled"))
-            .and_then(Value::as_bool)
-            .unwrap_or(true),
+        auto_compaction: agent.auto_compaction,
         commands: pi_lib::rpc::command_list(
             &setup
                 .runner

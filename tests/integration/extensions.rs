@@ -276,7 +276,11 @@ fn tool_call_fails_closed_on_error_timeout_and_crash() {
         let sb = Sandbox::new();
         let out = run_probe(&sb, mode, &["--extension-timeout", "1"]);
         assert!(out.status.success(), "{mode}: {}", stderr(&out));
-        assert!(!sb.cwd().join("marker").exists(), "{mode}: the tool ran");
+        assert!(
+            !sb.cwd().join("marker").exists(),
+            "{mode}: the tool ran: {}",
+            stderr(&out)
+        );
         let e = ends(&out);
         assert_eq!(e.len(), 1, "{mode}");
         assert!(e[0].2 && e[0].1.contains(&want), "{mode}: {e:?}");

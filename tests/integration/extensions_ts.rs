@@ -53,8 +53,8 @@ fn event_types(out: &Output) -> Vec<String> {
         .collect()
 }
 
-/// Removes what differs by nature between two runs: ids, times, token
-/// counts (the mock counts the prompt's bytes and our `docs` section is
+/// Removes what differs by nature between two runs: ids, times (also a
+/// bash result's `wall_time_seconds`), token counts (the mock counts the prompt's bytes and our `docs` section is
 /// ours), the cwd and the `docs` section.
 fn normalize(v: &mut Value) {
     match v {
@@ -68,6 +68,7 @@ fn normalize(v: &mut Value) {
                 "responseId",
                 "cwd",
                 "docs",
+                "wall_time_seconds",
             ] {
                 m.remove(k);
             }
@@ -476,4 +477,323 @@ fn ts_command_calls_match_real_pi() {
             "{who}"
         );
     }
+}
+
+/// Runs `prompts` one process each (`-p`), with `exts` loaded, under pi
+/// 1.6.0 and under `pi-run` against the same mock script; the two
+/// sandboxes, pi's first.
+fn both_runs(o: &Oracle, exts: &[&str], turns: &Value, runs: &[&[&str]]) -> (Run, Run) {
+    both_runs_with(o, &|_, _| {}, exts, turns, runs)
+}
+
+/// One side's sandbox, mock and outputs.
+type Run = (Sandbox, MockLlm, Vec<Output>);
+type Setup<'a> = &'a dyn Fn(&Sandbox, &MockLlm);
+
+/// [`both_runs`], with `setup` run on each sandbox after the mock is
+/// configured.
+fn both_runs_with(
+    o: &Oracle,
+    setup: Setup<'_>,
+    exts: &[&str],
+    turns: &Value,
+    runs: &[&[&str]],
+) -> (Run, Run) {
+    let run = |pi: bool| {
+        let sb = Sandbox::new();
+        let mock = MockLlm::start(o, sb.root(), turns);
+        mock.configure(&sb.agent());
+        setup(&sb, &mock);
+        let mut outs = Vec::new();
+        for r in runs {
+            let mut c = if pi { o.pi160(&sb) } else { pi_run(o, &sb) };
+            for e in exts {
+                c.arg("-e")
+                    .arg(repo().join("tests/ext-node/fixtures").join(e));
+            }
+            let out = c.args(*r).output().unwrap();
+            let who = if pi { "pi" } else { "pi-run" };
+            assert!(out.status.success(), "{who} {r:?}: {}", stderr(&out));
+            outs.push(out);
+        }
+        (sb, mock, outs)
+    };
+    (run(true), run(false))
+}
+
+/// Two extensions registering `/dup`: pi names them `dup:1` and `dup:2`
+/// in load order (a re-registration in one extension replaces its
+/// first); `getCommands` lists those names in pi's order, and `/dup:2`
+/// runs the second extension's handler, the later of its two.
+#[test]
+fn duplicate_commands_are_numbered_as_pi_numbers_them() {
+    let Some(o) = Oracle::find("duplicate_commands_are_numbered_as_pi_numbers_them") else {
+        return;
+    };
+    let ((pi_sb, _pm, _), (sb, _m, _)) = both_runs(
+        &o,
+        &["dup-a.ts", "dup-b.ts"],
+        &json!([]),
+        &[
+            &["-p", "/dup:1 one"],
+            &["-p", "/dup:2 two"],
+            &["-p", "/cmds"],
+        ],
+    );
+    for (s, who) in [(&sb, "pi-run"), (&pi_sb, "pi")] {
+        let read = |f: &str| std::fs::read_to_string(s.cwd().join(f)).ok();
+        assert_eq!(read("ran-a").as_deref(), Some("one"), "{who}");
+        assert_eq!(read("ran-b").as_deref(), Some("two"), "{who}");
+        assert_eq!(read("ran-b-first"), None, "{who}");
+    }
+    let cmds = |s: &Sandbox| -> Value {
+        let text = std::fs::read_to_string(s.cwd().join("cmds.json")).unwrap();
+        serde_json::from_str(&text).unwrap()
+    };
+    let ours = cmds(&sb);
+    assert_eq!(ours, cmds(&pi_sb));
+    let names: Vec<&str> = ours
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|c| c["name"].as_str())
+        .collect();
+    assert_eq!(names, ["dup:1", "cmds", "dup:2"]);
+}
+
+/// The last entries of the one session file in `sb`, normalized.
+fn last_entries(sb: &Sandbox, n: usize) -> Vec<Value> {
+    let all = session_entries(sb);
+    all[all.len().saturating_sub(n)..].to_vec()
+}
+
+/// `appendEntry` from a `session_shutdown` handler is written to the
+/// session, after the run's last message, as pi 1.6.0 writes it.
+#[test]
+fn session_shutdown_append_entry_is_written() {
+    let Some(o) = Oracle::find("session_shutdown_append_entry_is_written") else {
+        return;
+    };
+    let ((pi_sb, _pm, _), (sb, _m, _)) = both_runs(
+        &o,
+        &["lifecycle.ts"],
+        &json!([{"text": "hello"}]),
+        &[&["-p", "hi"]],
+    );
+    let ours = last_entries(&sb, 2);
+    assert_eq!(ours, last_entries(&pi_sb, 2));
+    assert_eq!(ours[0]["message"]["role"], "assistant");
+    assert_eq!(
+        ours[1],
+        json!({"type": "custom", "customType": "lifecycle-bye", "data": {"reason": "quit"}})
+    );
+}
+
+/// The tool names of each model request in a mock's log.
+fn request_tools(log: &std::path::Path) -> Vec<Vec<String>> {
+    std::fs::read_to_string(log)
+        .unwrap()
+        .lines()
+        .map(|l| {
+            let r: Value = serde_json::from_str(l).unwrap();
+            r["body"]["tools"]
+                .as_array()
+                .map(|a| {
+                    a.iter()
+                        .filter_map(|t| t["function"]["name"].as_str().map(str::to_string))
+                        .collect()
+                })
+                .unwrap_or_default()
+        })
+        .collect()
+}
+
+/// The recorded system messages of a session (sections but `docs`).
+fn system_messages(entries: &[Value]) -> Vec<Value> {
+    entries
+        .iter()
+        .filter(|e| e["message"]["role"] == "system")
+        .map(|e| e["message"].clone())
+        .collect()
+}
+
+/// Runs `fixture` with `turns` under both, checks the two recorded the
+/// same session (system messages included) and sent the same tools in
+/// every request; gives our session and our requests' tools.
+fn same_tools_as_pi(
+    test: &str,
+    fixture: &str,
+    turns: Value,
+) -> Option<(Vec<Value>, Vec<Vec<String>>)> {
+    let o = Oracle::find(test)?;
+    let ((pi_sb, pi_mock, pi_out), (sb, mock, out)) =
+        both_runs(&o, &[fixture], &turns, &[&["--mode", "json", "go"]]);
+    let results = |o: &Output| {
+        let mut r = Value::Array(tool_results(o));
+        normalize(&mut r);
+        r
+    };
+    assert_eq!(results(&out[0]), results(&pi_out[0]));
+    let tools = request_tools(&mock.log);
+    assert_eq!(tools, request_tools(&pi_mock.log));
+    let ours = session_entries(&sb);
+    let theirs = session_entries(&pi_sb);
+    assert_eq!(system_messages(&ours), system_messages(&theirs));
+    assert_eq!(ours, theirs);
+    Some((ours, tools))
+}
+
+/// A tool registered in `session_start` with the starting set chosen
+/// there (`setActiveTools`), and one registered inside a `turn_end`
+/// handler: pi's request tools, results and recorded system patches.
+#[test]
+fn late_tools_join_as_in_pi() {
+    let turns = json!([
+        {"tool_calls": [{"name": "late", "arguments": {"x": "1"}}]},
+        {"tool_calls": [{"name": "later", "arguments": {}}]},
+        {"text": "done"}
+    ]);
+    let Some((entries, tools)) =
+        same_tools_as_pi("late_tools_join_as_in_pi", "late-tools.ts", turns)
+    else {
+        return;
+    };
+    assert_eq!(
+        tools,
+        [
+            vec!["read", "late"],
+            vec!["read", "late", "later"],
+            vec!["read", "late", "later"]
+        ]
+    );
+    let systems = system_messages(&entries);
+    assert_eq!(systems.len(), 2, "{systems:#?}");
+    assert_eq!(systems[1]["toolsAdded"][0]["name"], "later");
+}
+
+/// `setActiveTools` in a `turn_end` handler: the next request has only
+/// those tools and the rebuilt `tools`/`rules` sections are recorded with
+/// `toolsRemoved`, as pi 1.6.0 records them.
+#[test]
+fn set_active_tools_mid_run_rebuilds_the_prompt_as_pi() {
+    let turns = json!([
+        {"tool_calls": [{"name": "bash", "arguments": {"command": "echo hi"}}]},
+        {"text": "done"}
+    ]);
+    let Some((entries, tools)) = same_tools_as_pi(
+        "set_active_tools_mid_run_rebuilds_the_prompt_as_pi",
+        "active-tools.ts",
+        turns,
+    ) else {
+        return;
+    };
+    assert_eq!(tools[1], ["bash", "write"]);
+    let systems = system_messages(&entries);
+    assert_eq!(systems.len(), 2, "{systems:#?}");
+    let patch = systems[1]["sections"].as_object().unwrap();
+    assert_eq!(patch.keys().collect::<Vec<_>>(), ["tools", "rules"]);
+    assert_eq!(
+        systems[1]["toolsRemoved"],
+        json!([{"name": "read"}, {"name": "edit"}])
+    );
+}
+
+/// `pi.setModel` / `pi.setThinkingLevel` from extension commands, against
+/// two mock models (the second one reasons): the same recorded
+/// `model_change` / `thinking_level_change` entries, the same values read
+/// back at once, the same `model_select` / `thinking_level_select` events
+/// (pi's payload keys), and the next
+/// request sent to the new model with the new level. `ctx.shutdown()` in
+/// print mode lets the remaining prompts run, as in pi.
+#[test]
+fn set_model_and_thinking_level_as_pi() {
+    let Some(o) = Oracle::find("set_model_and_thinking_level_as_pi") else {
+        return;
+    };
+    let two_models = |sb: &Sandbox, mock: &MockLlm| {
+        let model = |id: &str, reasoning: bool| {
+            json!({"id": id, "name": id, "reasoning": reasoning, "input": ["text"],
+                   "cost": {"input": 0, "output": 0, "cacheRead": 0, "cacheWrite": 0},
+                   "contextWindow": 128000, "maxTokens": 4096})
+        };
+        let models = json!({"providers": {"mock": {
+            "baseUrl": format!("http://127.0.0.1:{}/v1", mock.port),
+            "api": "openai-completions", "apiKey": "test",
+            "models": [model("mock-model", false), model("mock-2", true)]
+        }}});
+        std::fs::write(sb.agent().join("models.json"), models.to_string()).unwrap();
+    };
+    let ((pi_sb, pi_mock, _), (sb, mock, _)) = both_runs_with(
+        &o,
+        &two_models,
+        &["models.ts"],
+        &json!([]),
+        // One process: `-c` in a new one restores the session's model in
+        // pi, which pi-run's model selection does not do yet.
+        &[&["-p", "hi", "/switch", "/think high", "/bye", "after bye"]],
+    );
+    let keep = |entries: Vec<Value>| -> Vec<Value> {
+        entries
+            .into_iter()
+            .filter(|e| {
+                matches!(
+                    e["type"].as_str(),
+                    Some("model_change" | "thinking_level_change" | "custom")
+                )
+            })
+            .collect()
+    };
+    let ours = keep(session_entries(&sb));
+    assert_eq!(ours, keep(session_entries(&pi_sb)));
+    let probes: Vec<&Value> = ours.iter().filter(|e| e["type"] == "custom").collect();
+    assert_eq!(probes[0]["data"]["ok"], true, "{probes:#?}");
+    assert_eq!(probes[0]["data"]["model"], "mock-2");
+    assert_eq!(probes[0]["data"]["seen"][0]["type"], "model_select");
+    assert_eq!(probes[1]["data"]["level"], "high");
+    assert_eq!(
+        probes[2]["data"]["seen"][0]["type"],
+        "thinking_level_select"
+    );
+    let sent = |log: &std::path::Path| -> Vec<Value> {
+        std::fs::read_to_string(log)
+            .unwrap()
+            .lines()
+            .map(|l| {
+                let r: Value = serde_json::from_str(l).unwrap();
+                json!([r["body"]["model"], r["body"]["reasoning_effort"]])
+            })
+            .collect()
+    };
+    let requests = sent(&mock.log);
+    assert_eq!(requests, sent(&pi_mock.log));
+    assert_eq!(requests.last().unwrap(), &json!(["mock-2", "high"]));
+}
+
+/// An extension subscribed to `message_update` gets every streamed delta
+/// (pi's payload, with the cumulative `partial`) before the answer's
+/// `message_end`; `agent_before_settle` is sent after the run and its
+/// entry draft is appended: the same session entries as pi 1.6.0.
+#[test]
+fn message_update_and_before_settle_as_pi() {
+    let Some(o) = Oracle::find("message_update_and_before_settle_as_pi") else {
+        return;
+    };
+    let ((pi_sb, _pm, _), (sb, _m, _)) = both_runs(
+        &o,
+        &["events.ts"],
+        &json!([{"text": "hello there, streaming world"}]),
+        &[&["-p", "hi"]],
+    );
+    let custom = |s: &Sandbox| -> Vec<Value> {
+        session_entries(s)
+            .into_iter()
+            .filter(|e| e["type"] == "custom")
+            .collect()
+    };
+    let ours = custom(&sb);
+    assert_eq!(ours, custom(&pi_sb));
+    let updates = ours[0]["data"]["updates"].as_array().unwrap();
+    assert!(updates.len() > 2, "{ours:#?}");
+    assert_eq!(ours[1]["customType"], "events-settle");
+    assert_eq!(ours[1]["data"]["outcome"], "completed");
 }

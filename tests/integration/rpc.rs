@@ -1037,3 +1037,115 @@ fn rpc_extension_dialogs_round_trip_to_the_client_as_pi() {
     let last = ui.last().unwrap();
     assert_eq!(last["message"], "picked blue true undefined Ann undefined");
 }
+
+// ---------------------------------------------------------------------------
+// `compact`.
+
+/// Where `firstKeptEntryId` points: the entry's position in the session file.
+fn kept_position(sb: &Sandbox, records: &[Value]) -> Vec<Option<usize>> {
+    let lines = session_lines(sb);
+    records
+        .iter()
+        .filter(|v| v["type"] == "response" && v["command"] == "compact")
+        .map(|v| {
+            let id = v["data"]["firstKeptEntryId"].as_str()?;
+            lines.iter().position(|l| l["id"] == id)
+        })
+        .collect()
+}
+
+/// Random entry ids out of the way of the comparison.
+fn hide_kept_ids(v: Value) -> Value {
+    match v {
+        Value::Object(m) => Value::Object(
+            m.into_iter()
+                .map(|(k, x)| {
+                    if (k == "firstKeptEntryId" && x.is_string()) || k == "estimatedTokensAfter" {
+                        (k, json!("<ID>"))
+                    } else {
+                        (k, hide_kept_ids(x))
+                    }
+                })
+                .collect(),
+        ),
+        Value::Array(a) => Value::Array(a.into_iter().map(hide_kept_ids).collect()),
+        other => other,
+    }
+}
+
+#[test]
+fn rpc_compact_matches_pi() {
+    let Some(o) = Oracle::find("rpc compact side by side") else {
+        return;
+    };
+    let commands = [
+        json!({"id": "p1", "type": "prompt", "message": "first question"}),
+        json!({"id": "p2", "type": "prompt", "message": "second question"}),
+        json!({"id": "c1", "type": "compact", "customInstructions": "keep it short"}),
+        json!({"id": "c2", "type": "compact"}),
+        json!({"id": "s", "type": "get_state"}),
+        json!({"id": "st", "type": "get_session_stats"}),
+        json!({"id": "m", "type": "get_messages"}),
+    ];
+    let run = |pi: bool| {
+        let sb = Sandbox::new();
+        let server = Server::start(vec![
+            text_turn("First answer."),
+            text_turn("Second answer."),
+            text_turn("SUMMARY: two questions were answered."),
+            text_turn("SUMMARY: turn prefix."),
+        ]);
+        configure(&sb.agent(), server.port, &[]);
+        std::fs::write(
+            sb.agent().join("settings.json"),
+            r#"{"defaultProvider":"mock","defaultModel":"mock-1","compaction":{"keepRecentTokens":1}}"#,
+        )
+        .unwrap();
+        let cmd = if pi {
+            theirs(&o, &sb, true)
+        } else {
+            ours(&sb, true)
+        };
+        let root = sb.root().display().to_string();
+        let records: Vec<Value> = drive(cmd, &commands)
+            .into_iter()
+            .map(|v| replace_root(v, &root))
+            .collect();
+        let kept = kept_position(&sb, &records);
+        let reqs = server.requests.lock().unwrap().clone();
+        let system = reqs
+            .first()
+            .and_then(|r| r.pointer("/messages/0/content"))
+            .and_then(Value::as_str)
+            .map_or(0, str::len) as i64;
+        let after = records
+            .iter()
+            .find(|v| v["id"] == "c1" && v["type"] == "response")
+            .and_then(|v| v.pointer("/data/estimatedTokensAfter"))
+            .and_then(Value::as_i64)
+            .unwrap_or(-1);
+        let records: Vec<Value> = records.into_iter().map(hide_kept_ids).collect();
+        (records, kept, reqs.len(), system, after)
+    };
+    let (pi, pi_kept, pi_requests, pi_system, pi_after) = run(true);
+    let (got, got_kept, got_requests, got_system, got_after) = run(false);
+    // estimatedTokensAfter counts the replayed system prompt, whose docs
+    // paragraph names pi's or the toolkit's own files: equal once that
+    // length difference (chars/4) is taken out.
+    let expected = pi_after + (got_system - pi_system) / 4;
+    assert!(
+        got_after > 0 && (got_after - expected).abs() <= 8,
+        "estimatedTokensAfter {got_after}, pi {pi_after} (system prompt {got_system} vs {pi_system} chars)"
+    );
+    let c1 = got
+        .iter()
+        .find(|v| v["id"] == "c1" && v["type"] == "response")
+        .cloned()
+        .unwrap_or_default();
+    assert_eq!(c1["success"], true, "compact answered: {c1}");
+    assert!(c1["data"]["summary"].is_string(), "{c1}");
+    let problems = compare("compact (pi 1.6.0 live)", &pi, &got);
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+    assert_eq!(pi_kept, got_kept, "firstKeptEntryId at the same entry");
+    assert_eq!(pi_requests, got_requests, "model requests");
+}

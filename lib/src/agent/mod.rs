@@ -224,6 +224,19 @@ impl Agent {
         out
     }
 
+    /// Sends `event` (pi's payload) to the hooks that handle it, serving
+    /// their calls and applying what they ask for meanwhile: for events
+    /// outside a run while the session is still open (`session_shutdown`,
+    /// whose `appendEntry` pi writes).
+    pub async fn notify_hooks(&mut self, event: Value, emit: Emit<'_>) {
+        let kind = event.get("type").and_then(Value::as_str).unwrap_or("");
+        if let Some(h) = self.hooks_for(kind) {
+            let fut = h.notify(event);
+            self.wait(&h, fut, emit).await;
+            self.settle_hook(emit);
+        }
+    }
+
     /// An extension command `/name args`: `false` when no hook has it.
     pub async fn command(&mut self, name: &str, args: &str, emit: Emit<'_>) -> bool {
         let Some(h) = self.ext.hooks.clone() else {
@@ -549,6 +562,14 @@ impl Agent {
                 }
             }
             let aborted = self.cancel.is_cancelled() || matches!(result, TurnsEnd::Aborted);
+            if !aborted {
+                let outcome = if matches!(result, TurnsEnd::Done) {
+                    "completed"
+                } else {
+                    "error"
+                };
+                self.before_settle(outcome, emit).await;
+            }
             self.dispatch(
                 json!({"type": "agent_settled", "aborted": aborted}),
                 None,
@@ -773,7 +794,29 @@ impl Agent {
         let fut = h.boundary(payload);
         let out = self.wait(&h, fut, emit).await;
         self.settle_hook(emit);
-        for d in out.entries {
+        self.append_drafts(out.entries, "turn_end", emit);
+        emit(&wire);
+        out.continue_run
+    }
+
+    /// pi's `agent_before_settle` (after the run's retries and queues, not
+    /// for an aborted run): the handlers' entry drafts are appended.
+    /// (pi's `continue: true` here, one more request, is not done yet.)
+    async fn before_settle(&mut self, outcome: &str, emit: Emit<'_>) {
+        let Some(h) = self.hooks_for("agent_before_settle") else {
+            return;
+        };
+        let payload = json!({"type": "agent_before_settle", "outcome": outcome, "entries": [], "continue": false});
+        let fut = h.boundary(payload);
+        let out = self.wait(&h, fut, emit).await;
+        self.settle_hook(emit);
+        self.append_drafts(out.entries, "agent_before_settle", emit);
+    }
+
+    /// Appends a boundary event's drafts: `custom` entries and
+    /// `custom_message` messages.
+    fn append_drafts(&mut self, drafts: Vec<Value>, event: &str, emit: Emit<'_>) {
+        for d in drafts {
             let entry = match d.get("type").and_then(Value::as_str) {
                 Some("custom") => {
                     let ty = d.get("customType").and_then(Value::as_str).unwrap_or("");
@@ -807,11 +850,9 @@ impl Agent {
                 _ => continue,
             };
             if let Err(e) = self.append(entry, Some(&mut *emit)) {
-                emit(&json!({"type": "extension_error", "event": "turn_end", "error": e}));
+                emit(&json!({"type": "extension_error", "event": event, "error": e}));
             }
         }
-        emit(&wire);
-        out.continue_run
     }
 
     /// The messages of the next request, after the `context` hooks: they
@@ -864,6 +905,20 @@ impl Agent {
         };
         let started = Instant::now();
         let mut started_emitted = false;
+        // Extensions that subscribed to message_update get every delta
+        // (pi's form: the event with the cumulative `partial`), in order,
+        // through one task, so the stream never waits for them. Nobody
+        // subscribed: nothing is built.
+        let watcher = self.hooks_for("message_update");
+        let updates = watcher.clone().map(|h| {
+            let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<Value>();
+            let task = tokio::spawn(async move {
+                while let Some(ev) = rx.recv().await {
+                    h.notify(ev).await;
+                }
+            });
+            (tx, task)
+        });
         let mut sink = |ev: &StreamEvent, partial: &AssistantMessage| match ev {
             StreamEvent::Start => {
                 started_emitted = true;
@@ -881,6 +936,12 @@ impl Agent {
                         &AgentMessage::Assistant(Box::new(partial.clone())),
                     ));
                 }
+                if let Some((tx, _)) = &updates {
+                    let message = AgentMessage::Assistant(Box::new(partial.clone()));
+                    let mut ame = other.to_json();
+                    ame["partial"] = serde_json::to_value(&message).unwrap_or(Value::Null);
+                    let _ = tx.send(json!({"type": "message_update", "message": message, "assistantMessageEvent": ame}));
+                }
                 emit(&events::message_update(other, partial));
             }
         };
@@ -888,6 +949,14 @@ impl Agent {
             message: mut msg,
             failure,
         } = provider::stream_detailed(req, &mut sink).await;
+        // Every delta reaches the subscribers before message_end.
+        if let (Some((tx, task)), Some(h)) = (updates, watcher) {
+            drop(tx);
+            let done = Box::pin(async move {
+                let _ = task.await;
+            });
+            self.wait(&h, done, emit).await;
+        }
         msg.extra.insert(
             "durationMs".into(),
             (started.elapsed().as_millis() as u64).into(),

@@ -5,7 +5,9 @@
 //! request is outstanding (a handler may call back into the host while the
 //! host waits for its answer), stderr forwarded line by line, and a dead
 //! process (exit, broken protocol) turned into one diagnostic that fails
-//! everything outstanding.
+//! everything outstanding. While the extension waits for a person (a
+//! `ui.confirm/select/input/editor` call is outstanding) the clock of its
+//! requests is paused: a slow human is not a timeout.
 
 use std::collections::HashMap;
 use std::ffi::OsString;
@@ -86,6 +88,51 @@ pub struct Host {
     exited: watch::Receiver<bool>,
     handler: Arc<OnceLock<Arc<dyn CallHandler>>>,
     more: Arc<Mutex<Vec<RegisterMore>>>,
+    /// How many dialogs (`ui.confirm` …) the extension is waiting for.
+    dialogs: watch::Receiver<usize>,
+}
+
+/// The UI calls that wait for a person.
+fn is_dialog(method: &str) -> bool {
+    matches!(
+        method,
+        "ui.confirm" | "ui.select" | "ui.input" | "ui.editor"
+    )
+}
+
+/// `fut` with a limit whose clock runs only while no dialog is open
+/// (`dialogs` is 0); `None` when the limit ran out.
+async fn paused_timeout<F: std::future::Future>(
+    limit: Duration,
+    fut: F,
+    mut dialogs: watch::Receiver<usize>,
+) -> Option<F::Output> {
+    tokio::pin!(fut);
+    let mut left = limit;
+    loop {
+        let open = *dialogs.borrow_and_update();
+        if open > 0 {
+            tokio::select! {
+                out = &mut fut => return Some(out),
+                gone = async { dialogs.wait_for(|n| *n == 0).await.is_err() } => if gone {
+                    // No sender any more: nothing can pause the clock.
+                    return tokio::time::timeout(left, fut).await.ok();
+                },
+            }
+            continue;
+        }
+        let start = tokio::time::Instant::now();
+        tokio::select! {
+            out = &mut fut => return Some(out),
+            _ = tokio::time::sleep(left) => return None,
+            gone = async { dialogs.wait_for(|n| *n > 0).await.is_err() } => {
+                left = left.saturating_sub(start.elapsed());
+                if gone {
+                    return tokio::time::timeout(left, fut).await.ok();
+                }
+            }
+        }
+    }
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -171,6 +218,8 @@ impl Host {
         let dead: Arc<Mutex<Option<String>>> = Arc::default();
         let handler: Arc<OnceLock<Arc<dyn CallHandler>>> = Arc::default();
         let more: Arc<Mutex<Vec<RegisterMore>>> = Arc::default();
+        let (dialogs_tx, dialogs) = watch::channel(0usize);
+        let dialogs_tx = Arc::new(dialogs_tx);
 
         // Every record is written by whoever sends it, holding the lock for
         // the whole line (so lines never interleave and keep send order).
@@ -256,6 +305,10 @@ impl Host {
                             // Started here, in line order (a call's effect
                             // precedes the answers read after it); awaited
                             // apart, so a slow answer blocks nothing.
+                            let dialog = is_dialog(&method);
+                            if dialog {
+                                dialogs_tx.send_modify(|n| *n += 1);
+                            }
                             let fut = match handler.get() {
                                 Some(h) => h.call(ext, method, params),
                                 None => Box::pin(std::future::ready(Err(format!(
@@ -263,8 +316,12 @@ impl Host {
                                 )))),
                             };
                             let w = Arc::clone(&stdin);
+                            let open = Arc::clone(&dialogs_tx);
                             tokio::spawn(async move {
                                 let r = fut.await;
+                                if dialog {
+                                    open.send_modify(|n| *n = n.saturating_sub(1));
+                                }
                                 let (result, error) = match r {
                                     Ok(v) => (Some(v), None),
                                     Err(e) => (None, Some(e)),
@@ -332,6 +389,7 @@ impl Host {
             exited: exit_rx,
             handler,
             more,
+            dialogs,
         });
         host.send(HostRecord::Hello(hello)).await;
         let reg = match tokio::time::timeout(handshake, reg_rx).await {
@@ -437,7 +495,7 @@ impl Host {
         };
         let wait = async {
             match timeout {
-                Some(t) => tokio::time::timeout(t, work).await.ok(),
+                Some(t) => paused_timeout(t, work, self.dialogs.clone()).await,
                 None => Some(work.await),
             }
         };
@@ -496,5 +554,125 @@ impl Host {
     /// The prefix of this host's diagnostics.
     pub fn prog(&self) -> &str {
         &self.prog
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::format::extension::{Ctx, LoadEntry};
+
+    /// Answers `ui.confirm` after `delay` (a slow person), `true`.
+    struct SlowUi(Duration);
+    impl CallHandler for SlowUi {
+        fn call(
+            &self,
+            _: usize,
+            method: String,
+            _: Value,
+        ) -> BoxFuture<'static, Result<Value, String>> {
+            let d = self.0;
+            Box::pin(async move {
+                tokio::time::sleep(d).await;
+                if method == "ui.confirm" {
+                    Ok(Value::Bool(true))
+                } else {
+                    Ok(Value::Null)
+                }
+            })
+        }
+        fn extension_error(&self, _: &str, _: usize, _: &str, _: &str) {}
+    }
+
+    /// An extension whose event handler asks `method` and answers with
+    /// what it got back.
+    const ASKS: &str = r#"import json, sys
+def send(r):
+    sys.stdout.write(json.dumps(r) + "\n"); sys.stdout.flush()
+sys.stdin.readline()
+send({"type": "register", "protocol": 1, "extensions": [{"path": "asks.py", "events": ["tool_call"]}]})
+for line in sys.stdin:
+    r = json.loads(line)
+    if r["type"] != "event":
+        continue
+    send({"type": "call", "id": "c1", "method": sys.argv[1], "params": {"title": "t", "message": "m"}})
+    while True:
+        a = json.loads(sys.stdin.readline())
+        if a["type"] == "return":
+            break
+    send({"type": "result", "id": r["id"], "result": a.get("result")})
+"#;
+
+    async fn ask_once(method: &str) -> Result<Value, HostError> {
+        let dir = tempfile::tempdir().unwrap();
+        let script = dir.path().join("asks.py");
+        std::fs::write(&script, ASKS).unwrap();
+        let spawn = Spawn {
+            program: "python3".into(),
+            args: vec![script.clone().into(), method.into()],
+            display: "asks.py".into(),
+            cwd: dir.path().to_path_buf(),
+            prog: "test".into(),
+        };
+        let hello = Hello {
+            protocol: PROTOCOL_VERSION,
+            host: "pi-toolkit".into(),
+            host_version: "0".into(),
+            cwd: dir.path().display().to_string(),
+            mode: "print".into(),
+            has_ui: false,
+            pass: "full".into(),
+            agent_dir: dir.path().display().to_string(),
+            session_file: None,
+            session_id: "s".into(),
+            project_trusted: Some(true),
+            load: vec![LoadEntry {
+                path: script.display().to_string(),
+                source: "cli".into(),
+                scope: "temporary".into(),
+            }],
+            settings: Value::Null,
+        };
+        let (host, _) = Host::start(spawn, hello, Duration::from_secs(10))
+            .await
+            .unwrap();
+        host.set_handler(Arc::new(SlowUi(Duration::from_millis(700))));
+        let cancel = CancellationToken::new();
+        let r = host
+            .request(
+                |id| HostRecord::Event {
+                    id,
+                    ext: 0,
+                    event: serde_json::json!({"type": "tool_call"}),
+                    ctx: Ctx::default(),
+                },
+                None,
+                Some(Duration::from_millis(300)),
+                &cancel,
+            )
+            .await;
+        host.close(Duration::from_secs(1)).await;
+        r
+    }
+
+    #[tokio::test]
+    async fn a_dialog_pauses_the_request_timeout() {
+        if std::process::Command::new("python3")
+            .arg("-V")
+            .output()
+            .is_err()
+        {
+            assert!(
+                std::env::var("CI").as_deref() != Ok("true"),
+                "python3 is needed"
+            );
+            eprintln!("SKIP a_dialog_pauses_the_request_timeout: no python3");
+            return;
+        }
+        // The person answers after 0.7 s, the limit is 0.3 s: the clock
+        // stood still meanwhile.
+        assert_eq!(ask_once("ui.confirm").await, Ok(Value::Bool(true)));
+        // A slow call that is not a dialog is still timed.
+        assert_eq!(ask_once("getSettings").await, Err(HostError::Timeout));
     }
 }

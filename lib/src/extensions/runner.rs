@@ -11,7 +11,8 @@
 //! (`appendEntry`, `getActiveTools`, `ui.*` …).
 
 use std::collections::HashSet;
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
 use serde_json::{json, Map, Value};
@@ -131,11 +132,27 @@ pub struct Runner {
     cancel: CancellationToken,
     /// The client that answers `ui.*` calls (RPC mode), if any.
     ui: Mutex<Option<Arc<dyn super::ui::UiTransport>>>,
+    /// `session_shutdown` went out already.
+    shutdown_sent: AtomicBool,
+    /// Rebuilds the prompt's sections for a new active tool set.
+    prompt: Mutex<Option<PromptBuilder>>,
+    /// Itself, for the tools it makes from late registrations.
+    me: Weak<Runner>,
+    /// Where `setModel` finds models and keys (`models.json`, `auth.json`).
+    agent_dir: Mutex<Option<std::path::PathBuf>>,
+    /// An extension asked to shut down (`ctx.shutdown()`).
+    shutdown_requested: AtomicBool,
 }
+
+/// The system prompt's sections for an active tool set (pi-run's plan with
+/// these tools), so the `tools` and `rules` sections follow the set.
+pub type PromptBuilder = Arc<
+    dyn Fn(&[Arc<dyn crate::tools::Tool>]) -> Result<Vec<(String, String)>, String> + Send + Sync,
+>;
 
 impl Runner {
     pub fn new(cfg: RunnerConfig, cancel: CancellationToken) -> Arc<Runner> {
-        Arc::new(Runner {
+        Arc::new_cyclic(|me| Runner {
             cfg,
             exts: Mutex::default(),
             events: Mutex::default(),
@@ -147,6 +164,11 @@ impl Runner {
             queue: Mutex::default(),
             cancel,
             ui: Mutex::default(),
+            shutdown_sent: AtomicBool::new(false),
+            prompt: Mutex::default(),
+            me: me.clone(),
+            agent_dir: Mutex::default(),
+            shutdown_requested: AtomicBool::new(false),
         })
     }
 
@@ -188,29 +210,246 @@ impl Runner {
 
     /// Registrations made after load: new events join at once, new tools
     /// and commands with [`ExtInfo::tools`] / [`ExtInfo::commands`].
+    /// While an agent runs, tools registered now join its tool set (active
+    /// unless `defaultActive: false`) from its next request on, as pi
+    /// refreshes its tools at once.
     pub fn absorb_more(&self) {
+        let mut late: Vec<(Arc<dyn crate::tools::Tool>, bool)> = Vec::new();
         for e in self.extensions() {
             for m in e.host.take_more() {
-                if m.ext == e.ext {
-                    lock(&e.events).extend(m.events.iter().cloned());
-                    lock(&self.events).extend(m.events);
-                    let mut more = lock(&e.more);
-                    more.0.extend(m.tools);
-                    more.1.extend(m.commands);
-                } else if let Some(owner) = self
-                    .extensions()
-                    .into_iter()
-                    .find(|o| Arc::ptr_eq(&o.host, &e.host) && o.ext == m.ext)
-                {
-                    // The Node host's batch for another extension it runs.
-                    lock(&owner.events).extend(m.events.iter().cloned());
-                    lock(&self.events).extend(m.events);
-                    let mut more = lock(&owner.more);
-                    more.0.extend(m.tools);
-                    more.1.extend(m.commands);
+                // The Node host's batch may be for another extension it runs.
+                let owner = if m.ext == e.ext {
+                    Some(Arc::clone(&e))
+                } else {
+                    self.extensions()
+                        .into_iter()
+                        .find(|o| Arc::ptr_eq(&o.host, &e.host) && o.ext == m.ext)
+                };
+                let Some(owner) = owner else { continue };
+                lock(&owner.events).extend(m.events.iter().cloned());
+                lock(&self.events).extend(m.events);
+                if let Some(me) = self.me.upgrade() {
+                    for spec in &m.tools {
+                        let tool: Arc<dyn crate::tools::Tool> =
+                            Arc::new(super::tool::ExtensionTool {
+                                host: Arc::clone(&owner.host),
+                                ext: owner.ext,
+                                path: owner.path.clone(),
+                                spec: spec.clone(),
+                                runner: me.clone(),
+                            });
+                        late.push((tool, spec.default_active != Some(false)));
+                    }
+                }
+                let mut more = lock(&owner.more);
+                more.0.extend(m.tools);
+                more.1.extend(m.commands);
+            }
+        }
+        if late.is_empty() || !self.attached() {
+            // Before the agent exists, pi-run joins them when it decides
+            // the starting set.
+            return;
+        }
+        {
+            let mut pool = lock(&self.pool);
+            for (t, _) in &late {
+                let name = t.definition().name;
+                match pool.iter_mut().find(|p| p.definition().name == name) {
+                    Some(p) => *p = Arc::clone(t),
+                    None => pool.push(Arc::clone(t)),
                 }
             }
         }
+        let builder = lock(&self.prompt).clone();
+        let me = self.me.clone();
+        self.push_op(Box::new(move |agent, _emit| {
+            let mut tools = agent.opts.tools.clone();
+            for (t, active) in late {
+                let name = t.definition().name;
+                match tools.iter_mut().find(|p| p.definition().name == name) {
+                    Some(p) => *p = t,
+                    None if active => tools.push(t),
+                    None => {}
+                }
+            }
+            if let Some(me) = me.upgrade() {
+                me.retool(agent, tools, builder);
+            }
+        }));
+    }
+
+    /// The agent runs with `tools` from its next request on; the prompt's
+    /// sections are rebuilt for them (the next turn records the patch:
+    /// the changed `tools`/`rules` sections, `toolsAdded`/`toolsRemoved`,
+    /// as pi 1.6.0 records it).
+    fn retool(
+        &self,
+        agent: &mut crate::agent::Agent,
+        tools: Vec<Arc<dyn crate::tools::Tool>>,
+        builder: Option<PromptBuilder>,
+    ) {
+        if let Some(b) = builder {
+            match b(&tools) {
+                Ok(sections) => agent.opts.sections = sections,
+                Err(e) => eprintln!("{}: system prompt: {e}", self.cfg.prog),
+            }
+        }
+        self.set_tools(
+            tools.iter().map(|t| t.definition().name).collect(),
+            tools
+                .iter()
+                .filter_map(|t| serde_json::to_value(t.definition()).ok())
+                .collect(),
+        );
+        agent.opts.tools = tools;
+    }
+
+    /// The agent folder `setModel` reads models and keys from.
+    pub fn set_agent_dir(&self, dir: std::path::PathBuf) {
+        *lock(&self.agent_dir) = Some(dir);
+    }
+
+    /// Whether an extension called `ctx.shutdown()`. pi 1.6.0's print and
+    /// JSON modes finish their prompts anyway (observed), so pi-run does
+    /// too; a long-lived mode (RPC) ends after the current command.
+    pub fn shutdown_requested(&self) -> bool {
+        self.shutdown_requested.load(Ordering::Relaxed)
+    }
+
+    fn registry(&self) -> Result<crate::model::ModelRegistry, String> {
+        let dir = lock(&self.agent_dir)
+            .clone()
+            .ok_or("pi-toolkit host: no model registry in this run")?;
+        crate::model::ModelRegistry::load(&dir).map_err(|e| e.to_string())
+    }
+
+    /// `pi.setModel`: `false` for an unknown model or one without a key
+    /// (pi: false without auth); otherwise the agent uses it from the next
+    /// request, the thinking level is clamped to it, the change is recorded
+    /// (`model_change`, `thinking_level_change`), and the extensions get
+    /// `thinking_level_select` (when the level moved) and `model_select`
+    /// with pi's payload before the call returns, as in pi.
+    fn set_model(
+        self: Arc<Self>,
+        provider: String,
+        id: String,
+    ) -> BoxFuture<'static, Result<Value, String>> {
+        let reg = match self.registry() {
+            Ok(r) => r,
+            Err(e) => return ready(Err(e)),
+        };
+        let Some(model) = reg
+            .all()
+            .iter()
+            .find(|m| m.provider == provider && m.id == id)
+            .cloned()
+        else {
+            return ready(Ok(false.into()));
+        };
+        let Ok(Some(key)) = reg.api_key(&provider, None) else {
+            return ready(Ok(false.into()));
+        };
+        match reg.resolve_headers(&model, Some(&key)) {
+            Ok(model) => self.switch_model(reg, model, key),
+            Err(e) => ready(Err(e.to_string())),
+        }
+    }
+
+    fn switch_model(
+        self: Arc<Self>,
+        reg: crate::model::ModelRegistry,
+        model: crate::format::model::Model,
+        key: String,
+    ) -> BoxFuture<'static, Result<Value, String>> {
+        use crate::model::select::clamp_thinking;
+        let map = reg.thinking_level_map(&model).cloned();
+        let new_json = model_json(&reg, &model);
+        let chosen = model.clone();
+        let change = self.ask(move |a| {
+            let (prev, prev_level) = (a.opts.model.clone(), a.opts.thinking);
+            if prev.provider == chosen.provider && prev.id == chosen.id {
+                return Ok(Value::Null);
+            }
+            let level = clamp_thinking(&chosen, map.as_ref(), prev_level);
+            a.opts.model = chosen;
+            a.opts.api_key = Some(key);
+            a.opts.thinking = level;
+            a.prepare_session()?;
+            Ok(json!({"provider": prev.provider, "id": prev.id,
+                          "previousLevel": prev_level.as_str(), "level": level.as_str()}))
+        });
+        Box::pin(async move {
+            let change = change.await?;
+            if change.is_null() {
+                return Ok(true.into());
+            }
+            let previous = reg
+                .all()
+                .iter()
+                .find(|m| {
+                    Some(m.provider.as_str()) == change["provider"].as_str()
+                        && Some(m.id.as_str()) == change["id"].as_str()
+                })
+                .map(|m| model_json(&reg, m))
+                .unwrap_or_else(|| json!({"provider": change["provider"], "id": change["id"]}));
+            {
+                let mut s = lock(&self.shared);
+                s.state.provider = model.provider.clone();
+                s.state.model = model.id.clone();
+                s.state.thinking_level = change["level"].as_str().unwrap_or("off").to_string();
+            }
+            if change["level"] != change["previousLevel"] {
+                self.notify_all(json!({"type": "thinking_level_select", "level": change["level"], "previousLevel": change["previousLevel"]}))
+                .await;
+            }
+            self.notify_all(json!({"type": "model_select", "model": new_json, "previousModel": previous, "source": "set"}))
+            .await;
+            Ok(true.into())
+        })
+    }
+
+    /// `pi.setThinkingLevel`: clamped to the model; a change is recorded
+    /// (`thinking_level_change`) and sent as `thinking_level_select`.
+    ///
+    /// The change is queued when the call is read (before the answers read
+    /// after it), so the handler's next event already sees it.
+    fn set_thinking(self: Arc<Self>, level: String) -> BoxFuture<'static, Result<Value, String>> {
+        use crate::model::select::{clamp_thinking, parse_thinking};
+        let want = match parse_thinking(&level) {
+            Ok(w) => w,
+            Err(e) => return ready(Err(e.to_string())),
+        };
+        // Without a registry (the faux provider) no map clamps the level.
+        let reg = self.registry().ok();
+        let change = self.ask(move |a| {
+            let map = reg
+                .as_ref()
+                .and_then(|r| r.thinking_level_map(&a.opts.model).cloned());
+            let prev = a.opts.thinking;
+            let level = clamp_thinking(&a.opts.model, map.as_ref(), want);
+            if level == prev {
+                return Ok(Value::Null);
+            }
+            a.opts.thinking = level;
+            a.prepare_session()?;
+            Ok(json!({"type": "thinking_level_select", "level": level.as_str(), "previousLevel": prev.as_str()}))
+        });
+        Box::pin(async move {
+            let change = change.await?;
+            if !change.is_null() {
+                lock(&self.shared).state.thinking_level =
+                    change["level"].as_str().unwrap_or("off").to_string();
+                self.notify_all(change).await;
+            }
+            Ok(Value::Null)
+        })
+    }
+
+    /// How the prompt's sections follow the active tools (none: the
+    /// prompt is fixed, e.g. `--system-from`).
+    pub fn set_prompt_builder(&self, b: Option<PromptBuilder>) {
+        *lock(&self.prompt) = b;
     }
 
     /// The snapshot every event and execution carries.
@@ -307,6 +546,9 @@ impl Runner {
     /// Every handler of a notification, in order.
     async fn notify_all(&self, event: Value) {
         let kind = event.get("type").and_then(Value::as_str).unwrap_or("");
+        if kind == "session_shutdown" {
+            self.shutdown_sent.store(true, Ordering::Relaxed);
+        }
         for e in self.handlers(kind, false) {
             self.send_reported(&e, &event).await;
         }
@@ -361,9 +603,8 @@ impl Runner {
     /// `session_shutdown`, then every process is closed (2 s grace, then
     /// its group is killed).
     pub async fn shutdown(&self) {
-        if !self.cancel.is_cancelled() {
-            self.notify_all(json!({"type": "session_shutdown", "reason": "quit"}))
-                .await;
+        if !self.cancel.is_cancelled() && !self.shutdown_sent.load(Ordering::Relaxed) {
+            self.notify_all(Self::shutdown_event()).await;
         }
         let mut seen: Vec<*const Host> = Vec::new();
         let hosts: Vec<Arc<Host>> = self
@@ -379,6 +620,14 @@ impl Runner {
             .collect();
         let closing = hosts.iter().map(|h| h.close(Duration::from_secs(2)));
         futures_util::future::join_all(closing).await;
+    }
+
+    /// pi's `session_shutdown` at the end of a run (`reason: "quit"`).
+    /// Sent through the agent ([`crate::agent::Agent::notify_hooks`]) while
+    /// the session is open, so what its handlers append is written; then
+    /// [`Runner::shutdown`] does not send it again.
+    pub fn shutdown_event() -> Value {
+        json!({"type": "session_shutdown", "reason": "quit"})
     }
 
     /// Kills every process at once (abort).
@@ -404,6 +653,33 @@ impl Runner {
             let send = e.host.send(HostRecord::Configure { ext: e.ext, flags });
             let _ = tokio::time::timeout(self.cfg.event_timeout, send).await;
         }
+    }
+
+    /// Every extension command under the name that invokes it, in pi's
+    /// order (load order, then registration order): a name that two or
+    /// more extensions registered becomes `name:1`, `name:2`, … in load
+    /// order, as pi 1.6.0 names them (`get_commands`, `/name:2`).
+    pub fn command_table(&self) -> Vec<(String, Arc<ExtInfo>, CommandSpec)> {
+        self.absorb_more();
+        let all: Vec<(Arc<ExtInfo>, CommandSpec)> = self
+            .extensions()
+            .into_iter()
+            .flat_map(|e| e.commands().into_iter().map(move |c| (Arc::clone(&e), c)))
+            .collect();
+        let mut seen: std::collections::HashMap<String, usize> = Default::default();
+        all.iter()
+            .map(|(e, c)| {
+                let owners = all.iter().filter(|(_, o)| o.name == c.name).count();
+                let name = if owners > 1 {
+                    let n = seen.entry(c.name.clone()).or_insert(0);
+                    *n += 1;
+                    format!("{}:{n}", c.name)
+                } else {
+                    c.name.clone()
+                };
+                (name, Arc::clone(e), c.clone())
+            })
+            .collect()
     }
 
     fn push_op(&self, op: AgentOp) {
@@ -477,6 +753,13 @@ impl Runner {
                 .unwrap_or_else(|_| Err("pi-toolkit host: the agent is not running".into()))
         })
     }
+}
+
+/// A model as pi's events carry it (its `models.json` / built-in object).
+fn model_json(reg: &crate::model::ModelRegistry, m: &crate::format::model::Model) -> Value {
+    reg.pi_json(m)
+        .map(Value::Object)
+        .unwrap_or_else(|| json!({"provider": m.provider, "id": m.id}))
 }
 
 /// A patch from `tool_result` applied to `out` (pi's partial patch).
@@ -560,6 +843,8 @@ impl Hooks for Runner {
     }
 
     fn take_ops(&self) -> Vec<AgentOp> {
+        // Tools registered during the hook that just returned join now.
+        self.absorb_more();
         std::mem::take(&mut lock(&self.ops))
     }
 
@@ -568,12 +853,12 @@ impl Hooks for Runner {
     }
 
     fn command(&self, name: &str, args: &str) -> Option<BoxFuture<'_, ()>> {
-        self.absorb_more();
-        let e = self
-            .extensions()
+        let (_, e, spec) = self
+            .command_table()
             .into_iter()
-            .find(|e| e.commands().iter().any(|c| c.name == name))?;
-        let ev = json!({"type": "command", "name": name, "args": args});
+            .find(|(invoke, _, _)| invoke == name)?;
+        // The extension knows the command by the name it registered.
+        let ev = json!({"type": "command", "name": spec.name, "args": args});
         let name = name.to_string();
         Some(Box::pin(async move {
             match self.send(&e, &ev).await.0 {
@@ -914,8 +1199,12 @@ impl CallHandler for Runner {
                     lock(&self.shared).pending_active = Some(names);
                     return ready(Ok(Value::Null));
                 }
+                let builder = lock(&self.prompt).clone();
+                let me = self.me.clone();
                 self.ask(move |a| {
-                    a.opts.tools = chosen;
+                    if let Some(me) = me.upgrade() {
+                        me.retool(a, chosen, builder);
+                    }
                     Ok(Value::Null)
                 })
             }
@@ -934,6 +1223,23 @@ impl CallHandler for Runner {
                         ready(Ok(Value::Null))
                     }
                     None => ready(self.answer(&method, &params)),
+                }
+            }
+            "setModel" | "setThinkingLevel" => {
+                let Some(me) = self.me.upgrade() else {
+                    return ready(Err("pi-toolkit host: the run is over".into()));
+                };
+                let p = |k: &str| {
+                    params
+                        .get(k)
+                        .and_then(Value::as_str)
+                        .unwrap_or("")
+                        .to_string()
+                };
+                if method == "setModel" {
+                    me.set_model(p("provider"), p("id"))
+                } else {
+                    me.set_thinking(p("level"))
                 }
             }
             _ => ready(self.answer(&method, &params)),
@@ -1063,12 +1369,11 @@ impl Runner {
             "getActiveTools" => Ok(json!(lock(&self.shared).active_tools)),
             "getAllTools" => Ok(Value::Array(lock(&self.shared).all_tools.clone())),
             "getCommands" => {
-                self.absorb_more();
                 let mut out = Vec::new();
-                for e in self.extensions() {
-                    for c in &e.commands() {
+                for (name, e, c) in self.command_table() {
+                    {
                         let mut m = Map::new();
-                        m.insert("name".into(), c.name.clone().into());
+                        m.insert("name".into(), name.into());
                         if let Some(d) = &c.description {
                             m.insert("description".into(), d.clone().into());
                         }
@@ -1086,6 +1391,10 @@ impl Runner {
                 .as_ref()
                 .is_some_and(|q| q.has_pending())
                 .into()),
+            "shutdown" => {
+                self.shutdown_requested.store(true, Ordering::Relaxed);
+                Ok(Value::Null)
+            }
             "abort" => {
                 self.cancel.cancel();
                 Ok(Value::Null)

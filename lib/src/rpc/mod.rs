@@ -23,8 +23,10 @@ use serde_json::{json, Map, Value};
 use tokio::sync::mpsc::UnboundedReceiver;
 use tokio_util::sync::CancellationToken;
 
+use crate::agent::autocompact::Compacted;
 use crate::agent::queue::{DrainMode, QueueKind};
 use crate::agent::{events, Agent};
+use crate::format::compaction::CompactionReason;
 use crate::format::message::{BashExecutionMessage, UserMessage};
 use crate::format::model::ThinkingLevel;
 use crate::format::rpc::{
@@ -270,6 +272,29 @@ pub async fn serve(
                         ctl.out.record(&RpcResponse::err(id, &kind, e));
                     }
                 }
+                continue;
+            }
+            RpcCommand::Compact {
+                custom_instructions,
+            } => {
+                let out = ctl.out.clone();
+                let done = agent
+                    .compact_now(
+                        CompactionReason::Manual,
+                        custom_instructions.as_deref(),
+                        false,
+                        &mut |v: &Value| {
+                            out.record(v);
+                        },
+                    )
+                    .await;
+                let r = match done {
+                    Compacted::Done(result) => {
+                        RpcResponse::ok(id, &kind, serde_json::to_value(&*result).ok())
+                    }
+                    Compacted::Nothing(e) | Compacted::Failed(e) => RpcResponse::err(id, &kind, e),
+                };
+                ctl.out.record(&r);
                 continue;
             }
             other => {
@@ -607,6 +632,7 @@ impl Ctl {
                     enabled.into(),
                 )?;
                 self.opts.auto_compaction = enabled;
+                agent.auto_compaction = enabled;
                 Ok(None)
             }
             RpcCommand::SetAutoRetry { enabled } => {
@@ -747,10 +773,8 @@ impl Ctl {
                 agent.prepare_session()?;
                 Ok(Some(json!({ "cancelled": false })))
             }
-            RpcCommand::Compact { .. } => Err(
-                "compact is not available in pi-run --mode rpc yet; use pi-session compact SESSION"
-                    .into(),
-            ),
+            // Answered in the command loop (it awaits the summary calls).
+            RpcCommand::Compact { .. } => Ok(None),
             RpcCommand::ExportHtml { .. } => Err(
                 "export_html is not available in pi-run --mode rpc; use pi-run --export FILE"
                     .into(),
@@ -1000,7 +1024,6 @@ fn stats(agent: &Agent) -> RpcSessionStats {
     let count = |r: &str| st.messages.get(r).copied().unwrap_or(0);
     let ctx = agent.store.session.context(None);
     let mut tokens = None;
-    let mut compacted = false;
     for (_, m) in ctx.messages.iter().rev() {
         match &**m {
             AgentMessage::Assistant(a)
@@ -1018,13 +1041,10 @@ fn stats(agent: &Agent) -> RpcSessionStats {
                 });
                 break;
             }
-            AgentMessage::CompactionSummary(_) => {
-                compacted = true;
-                break;
-            }
             _ => {}
         }
     }
+    let compacted = agent.store.session.projection(None).usage_is_stale();
     let window = agent.opts.model.context_window;
     let context_usage = if window == 0 {
         None

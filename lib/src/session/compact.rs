@@ -355,6 +355,20 @@ fn system_message(st: &PromptState, timestamp_ms: i64) -> SystemMessage {
 }
 
 impl Projection<'_> {
+    /// Whether the branch was rewritten (a compaction or context edit) after
+    /// its last usable assistant usage, so no reply has measured the
+    /// context since (pi's `contextUsage` is then unknown).
+    pub fn usage_is_stale(&self) -> bool {
+        let Some(r) = self.last_rewrite else {
+            return false;
+        };
+        let last = self
+            .entries
+            .iter()
+            .rposition(|e| e.message.as_deref().and_then(valid_usage).is_some());
+        last.is_none_or(|k| self.positions[k] <= r)
+    }
+
     /// The estimated context size (pi's `estimateProjectedContextTokens`):
     /// the last valid assistant usage plus estimates of what follows it,
     /// when that usage is newer than the latest compaction or context edit;
@@ -1021,6 +1035,9 @@ fn add_usage(a: &mut Usage, b: &Usage) {
     addf(&mut a.cost.cache_read, &b.cost.cache_read);
     addf(&mut a.cost.cache_write, &b.cost.cache_write);
     addf(&mut a.cost.total, &b.cost.total);
+    if a.cost.total_from_provider.is_none() {
+        a.cost.total_from_provider = b.cost.total_from_provider.clone();
+    }
 }
 
 /// A finished compaction, ready to become an entry.

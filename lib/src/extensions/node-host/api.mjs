@@ -162,10 +162,19 @@ export function createExtensionAPI(ext, rt) {
 		getCommands: action("getCommands", () => rt.cached("getCommands", [])),
 		setModel: action("setModel", async (model) => {
 			const r = await rt.call(ext, "setModel", { provider: model?.provider, id: model?.id });
+			if (r === true) {
+				// The handler reads the new model (and the clamped level) at once, as in pi.
+				const level = await rt.call(ext, "getThinkingLevel", {}).catch(() => undefined);
+				rt.snapshot = { ...rt.snapshot, model: { provider: model.provider, id: model.id }, ...(typeof level === "string" ? { thinkingLevel: level } : {}) };
+			}
 			return r === true;
 		}),
 		getThinkingLevel: action("getThinkingLevel", () => rt.snapshot.thinkingLevel ?? "off"),
-		setThinkingLevel: action("setThinkingLevel", (level) => rt.fire(ext, "setThinkingLevel", { level })),
+		setThinkingLevel: action("setThinkingLevel", (level) => {
+			// pi's setter is synchronous: the level reads back at once (pi-run clamps it to the model).
+			if (typeof level === "string") rt.snapshot = { ...rt.snapshot, thinkingLevel: level };
+			return rt.fire(ext, "setThinkingLevel", { level });
+		}),
 		registerProvider: notAvailable("registerProvider"),
 		unregisterProvider: notAvailable("unregisterProvider"),
 		registerMcpServer: notAvailable("registerMcpServer"),
@@ -310,10 +319,18 @@ export function createContext(ext, rt, signal, kind = "event") {
 		hasUI: snap.hasUI ?? !!rt.hello.hasUI,
 		cwd: snap.cwd ?? rt.hello.cwd,
 		sessionManager: createSessionManager(rt),
-		modelRegistry: new Proxy({}, { get: (_t, p) => (typeof p === "string" && p !== "then" ? notAvailable(`modelRegistry.${p}`) : undefined) }),
-		model: snap.model ?? undefined,
+		modelRegistry: new Proxy(
+			// find(provider, id) names a model for setModel (pi-run checks it exists and has a key).
+			{ find: (provider, id) => (typeof provider === "string" && typeof id === "string" ? { provider, id } : undefined) },
+			{ get: (t, p) => (p in t ? t[p] : typeof p === "string" && p !== "then" ? notAvailable(`modelRegistry.${p}`) : undefined) },
+		),
+		get model() {
+			return rt.snapshot.model ?? snap.model ?? undefined;
+		},
 		scopedModels: [],
-		thinkingLevel: snap.thinkingLevel ?? "off",
+		get thinkingLevel() {
+			return rt.snapshot.thinkingLevel ?? snap.thinkingLevel ?? "off";
+		},
 		isIdle: () => snap.isIdle !== false,
 		isProjectTrusted: () => (snap.projectTrusted ?? rt.hello.projectTrusted) === true,
 		signal,
