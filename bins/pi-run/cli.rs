@@ -252,9 +252,9 @@ pub struct Cli {
     #[arg(long, value_name = "CMD", allow_hyphen_values = true)]
     pub gate: Vec<String>,
 
-    /// Seconds an extension may take to register (default 10) and to
-    /// answer one event (default 30), and a --gate command to answer
-    /// (default 30); a tool_call that times out is blocked.
+    /// Seconds an extension may take to answer one event (default 30) and
+    /// a --gate command to answer (default 30), and to register (default
+    /// 10, never less); a tool_call that times out is blocked.
     #[arg(long, value_name = "SECS", value_parser = clap::value_parser!(u64).range(1..))]
     pub extension_timeout: Option<u64>,
 

@@ -199,7 +199,9 @@ fn run(
         session_file: store.path().map(|p| p.display().to_string()),
         session_id: store.session.id().to_string(),
         settings: serde_json::Value::Object(settings.values.clone()),
-        handshake: Duration::from_secs(cli.extension_timeout.unwrap_or(10)),
+        // Start-up (Node, TypeScript, a busy machine) gets at least 10 s even
+        // when events are held to a shorter limit.
+        handshake: Duration::from_secs(cli.extension_timeout.unwrap_or(10).max(10)),
     };
     let untrusted_settings =
         Settings::load(&agent_dir, &cwd, false).map_err(|e| CliError::input(e.to_string()))?;
