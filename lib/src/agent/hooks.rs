@@ -208,6 +208,13 @@ pub trait Hooks: Send + Sync {
     fn ops_ready(&self) -> BoxFuture<'_, ()> {
         Box::pin(std::future::pending())
     }
+
+    /// Resolves once the follow-up work a hook's calls started is done
+    /// (e.g. the `thinking_level_select` event `setThinkingLevel` fires),
+    /// so the next command or prompt sees its effects. Ready by default.
+    fn quiesce(&self) -> BoxFuture<'_, ()> {
+        ready(())
+    }
 }
 
 /// The watchers of one agent: its hooks, its approvers and its final

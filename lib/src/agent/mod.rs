@@ -248,6 +248,8 @@ impl Agent {
         };
         self.wait(&h, fut, emit).await;
         self.settle_hook(emit);
+        self.wait(&h, h.quiesce(), emit).await;
+        self.settle_hook(emit);
         true
     }
 

@@ -142,6 +142,8 @@ pub struct Runner {
     agent_dir: Mutex<Option<std::path::PathBuf>>,
     /// An extension asked to shut down (`ctx.shutdown()`).
     shutdown_requested: AtomicBool,
+    /// Model/level changes whose `*_select` events are still going out.
+    followups: tokio::sync::watch::Sender<usize>,
 }
 
 /// The system prompt's sections for an active tool set (pi-run's plan with
@@ -169,6 +171,7 @@ impl Runner {
             me: me.clone(),
             agent_dir: Mutex::default(),
             shutdown_requested: AtomicBool::new(false),
+            followups: tokio::sync::watch::channel(0).0,
         })
     }
 
@@ -366,6 +369,7 @@ impl Runner {
         let map = reg.thinking_level_map(&model).cloned();
         let new_json = model_json(&reg, &model);
         let chosen = model.clone();
+        let busy = Followup::new(&self.followups);
         let change = self.ask(move |a| {
             let (prev, prev_level) = (a.opts.model.clone(), a.opts.thinking);
             if prev.provider == chosen.provider && prev.id == chosen.id {
@@ -380,6 +384,7 @@ impl Runner {
                           "previousLevel": prev_level.as_str(), "level": level.as_str()}))
         });
         Box::pin(async move {
+            let _busy = busy;
             let change = change.await?;
             if change.is_null() {
                 return Ok(true.into());
@@ -422,6 +427,7 @@ impl Runner {
         };
         // Without a registry (the faux provider) no map clamps the level.
         let reg = self.registry().ok();
+        let busy = Followup::new(&self.followups);
         let change = self.ask(move |a| {
             let map = reg
                 .as_ref()
@@ -436,6 +442,7 @@ impl Runner {
             Ok(json!({"type": "thinking_level_select", "level": level.as_str(), "previousLevel": prev.as_str()}))
         });
         Box::pin(async move {
+            let _busy = busy;
             let change = change.await?;
             if !change.is_null() {
                 lock(&self.shared).state.thinking_level =
@@ -850,6 +857,13 @@ impl Hooks for Runner {
 
     fn ops_ready(&self) -> BoxFuture<'_, ()> {
         Box::pin(self.ops_ready.notified())
+    }
+
+    fn quiesce(&self) -> BoxFuture<'_, ()> {
+        let mut rx = self.followups.subscribe();
+        Box::pin(async move {
+            let _ = rx.wait_for(|n| *n == 0).await;
+        })
     }
 
     fn command(&self, name: &str, args: &str) -> Option<BoxFuture<'_, ()>> {
@@ -1405,5 +1419,22 @@ impl Runner {
             m if m.starts_with("ui.") => Ok(Value::Null),
             other => Err(format!("Unknown method: {other}")),
         }
+    }
+}
+
+/// Counts one model/level change until its `*_select` events went out
+/// (`Hooks::quiesce` waits for none to be left).
+struct Followup(tokio::sync::watch::Sender<usize>);
+
+impl Followup {
+    fn new(tx: &tokio::sync::watch::Sender<usize>) -> Followup {
+        tx.send_modify(|n| *n += 1);
+        Followup(tx.clone())
+    }
+}
+
+impl Drop for Followup {
+    fn drop(&mut self) {
+        self.0.send_modify(|n| *n = n.saturating_sub(1));
     }
 }
