@@ -60,12 +60,6 @@ impl Tool for McpTool {
             extra: Map::new(),
         }
     }
-    fn prompt_snippet(&self) -> Option<String> {
-        None
-    }
-    fn prompt_guidelines(&self) -> Vec<String> {
-        Vec::new()
-    }
     fn execute<'a>(
         &'a self,
         args: Value,
@@ -429,12 +423,6 @@ impl Tool for ResourceTool {
             extra: Map::new(),
         }
     }
-    fn prompt_snippet(&self) -> Option<String> {
-        None
-    }
-    fn prompt_guidelines(&self) -> Vec<String> {
-        Vec::new()
-    }
     fn execute<'a>(
         &'a self,
         args: Value,
@@ -513,9 +501,6 @@ impl Tool for ToolSearch {
     }
     fn prompt_snippet(&self) -> Option<String> {
         Some("Search for tools that are not loaded yet and load the matches".into())
-    }
-    fn prompt_guidelines(&self) -> Vec<String> {
-        Vec::new()
     }
     fn execute<'a>(
         &'a self,

@@ -38,10 +38,6 @@ impl Tool for FindTool {
         Some("Find files by glob pattern (respects .gitignore)".into())
     }
 
-    fn prompt_guidelines(&self) -> Vec<String> {
-        Vec::new()
-    }
-
     fn execute<'a>(
         &'a self,
         args: Value,

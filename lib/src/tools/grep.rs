@@ -47,10 +47,6 @@ impl Tool for GrepTool {
         Some("Search file contents for patterns (respects .gitignore)".into())
     }
 
-    fn prompt_guidelines(&self) -> Vec<String> {
-        Vec::new()
-    }
-
     fn execute<'a>(
         &'a self,
         args: Value,

@@ -36,10 +36,6 @@ impl Tool for LsTool {
         Some("List directory contents".into())
     }
 
-    fn prompt_guidelines(&self) -> Vec<String> {
-        Vec::new()
-    }
-
     fn execute<'a>(
         &'a self,
         args: Value,

@@ -70,9 +70,13 @@ pub trait Tool: Send + Sync {
     /// Name, description and JSON Schema of the parameters.
     fn definition(&self) -> ToolDefinition;
     /// The one-line summary in the system prompt's `tools` section.
-    fn prompt_snippet(&self) -> Option<String>;
+    fn prompt_snippet(&self) -> Option<String> {
+        None
+    }
     /// Bullets this tool adds to the system prompt's `rules` section.
-    fn prompt_guidelines(&self) -> Vec<String>;
+    fn prompt_guidelines(&self) -> Vec<String> {
+        Vec::new()
+    }
     /// Rewrites the raw arguments before validation (pi's
     /// `prepareArguments`): e.g. edit's legacy top-level `oldText`/`newText`
     /// becomes one `edits` entry. The default leaves them as they are.
