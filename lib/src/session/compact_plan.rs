@@ -12,6 +12,10 @@
 
 use std::collections::HashMap;
 
+/// The index's tables: ids are short and trusted to be few-colliding, so a
+/// fast non-cryptographic hash (SipHash was a fifth of the dry run).
+type FastMap<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
+
 use serde_json::{Map, Value};
 
 use super::compact::{estimate_tokens, find_cut, usage_tokens, Cut, Kind, PrepareError};
@@ -70,7 +74,7 @@ pub struct Index<'a> {
     lines: Vec<Line>,
     /// Line numbers (in `lines`) from the root to the leaf.
     path: Vec<usize>,
-    parsed: HashMap<usize, Option<Entry>>,
+    parsed: FastMap<usize, Option<Entry>>,
 }
 
 /// `"key":"value"` at `*at` (no escapes in the value): the value.
@@ -102,7 +106,9 @@ impl<'a> Index<'a> {
     /// the full loader.
     pub fn new(bytes: &'a [u8]) -> Option<Index<'a>> {
         let mut lines = Vec::new();
-        let mut ids: HashMap<&[u8], usize> = HashMap::new();
+        // About one entry per 512 bytes: no rehashing on typical files.
+        let mut ids: FastMap<&[u8], usize> =
+            FastMap::with_capacity_and_hasher(bytes.len() / 512, Default::default());
         let mut header = false;
         let mut pos = 0;
         while pos < bytes.len() {
@@ -178,7 +184,7 @@ impl<'a> Index<'a> {
             bytes,
             lines,
             path,
-            parsed: HashMap::new(),
+            parsed: FastMap::default(),
         })
     }
 
@@ -300,7 +306,7 @@ impl<'a> Index<'a> {
         }
         // tokensBefore: the newest usable usage plus estimates after it; a
         // usage older than the compaction means estimating everything.
-        let mut estimates: HashMap<usize, u64> = HashMap::new();
+        let mut estimates: FastMap<usize, u64> = FastMap::default();
         let mut after = 0u64;
         let mut tokens_before = None;
         let mut bad = false;
