@@ -477,6 +477,7 @@ fn run(
         )),
     )
     .map_err(CliError::input)?;
+    let registry = resolved.registry;
     let opts = AgentOptions {
         model: resolved.model,
         api_key: resolved.api_key,
@@ -520,7 +521,7 @@ fn run(
         agent.compaction = compaction;
         agent.auto_compaction = compaction.enabled;
         agent.ext.late_tools = mcp.as_ref().map(|m| Arc::clone(&m.inbox));
-        let result = rt.block_on(rpc::serve(&setup, agent, hooks, gates));
+        let result = rt.block_on(rpc::serve(&setup, agent, registry, hooks, gates));
         runner.detach();
         rt.block_on(runner.shutdown());
         return result;

@@ -19,6 +19,9 @@ pub struct Resolved {
     pub model: Model,
     pub api_key: Option<String>,
     pub thinking: ThinkingLevel,
+    /// The registry the model came from (none for the faux model), for
+    /// RPC mode's model commands (loaded once).
+    pub registry: Option<ModelRegistry>,
 }
 
 /// The faux model replaying `script` (no models.json entry needed).
@@ -59,6 +62,7 @@ pub fn resolve(cli: &Cli, agent_dir: &Path, settings: &Settings) -> Result<Resol
             model: faux_model(&script),
             api_key: None,
             thinking,
+            registry: None,
         });
     }
     let defaults = SelectionDefaults::from_settings(settings);
@@ -81,6 +85,7 @@ pub fn resolve(cli: &Cli, agent_dir: &Path, settings: &Settings) -> Result<Resol
         model,
         api_key: sel.api_key,
         thinking: sel.thinking,
+        registry: Some(registry),
     })
 }
 

@@ -69,6 +69,7 @@ impl Preflight for BinPreflight<'_> {
 pub async fn serve(
     setup: &Setup<'_>,
     mut agent: Agent,
+    registry: Option<pi_lib::model::ModelRegistry>,
     hooks: Option<Arc<dyn pi_lib::agent::Hooks>>,
     gates: Vec<Arc<dyn pi_lib::agent::hooks::Gate>>,
 ) -> Result<i32, CliError> {
@@ -84,7 +85,6 @@ pub async fn serve(
     }
     let input = pi_lib::rpc::io::stdin_and_signals().map_err(CliError::failed)?;
     agent.prepare_session().map_err(CliError::failed)?;
-    let registry = pi_lib::model::ModelRegistry::load(setup.agent_dir).ok();
     let mut opts = RpcOptions {
         registry: registry.filter(|r| {
             r.all()
