@@ -89,9 +89,8 @@ impl Sandbox {
 
     /// [`Sandbox::fixture_file`] with the header's recorded `cwd` moved to
     /// a folder of this sandbox that exists: the real pi refuses to continue
-    /// a session whose working directory is gone, and the `/tmp/pi-fixture-*`
-    /// folders the fixtures were recorded in exist only on the machine that
-    /// made them.
+    /// a session whose working directory is gone, and the generator's
+    /// scratch folders the fixtures were recorded in exist only while it runs.
     pub fn fixture_file_with_cwd(&self, scenario: &str) -> PathBuf {
         let file = self.fixture_file(scenario);
         let cwd = self.root().join("proj").join(scenario);

@@ -6,8 +6,8 @@
 #   bash tests/oracle/make-fixtures.sh  # rewrites tests/fixtures/pi-sessions/
 #
 # Env: PI_ORACLE_DIR (see install.sh), FIXTURE_OUT (default tests/fixtures/pi-sessions),
-#      PI_FIXTURE_WORK (scratch, default /tmp/pi-fixture-work; mock request logs land in
-#      $PI_FIXTURE_WORK/logs/), PI_FIXTURE_PROJ (project cwds, default /tmp/pi-fixture-proj).
+#      PI_FIXTURE_WORK (scratch, default a fresh mktemp directory; mock request logs land in
+#      $PI_FIXTURE_WORK/logs/), PI_FIXTURE_PROJ (project cwds, default a fresh mktemp directory).
 # Nothing but 127.0.0.1 is contacted (PI_OFFLINE=1; the only provider is the mock).
 # Output layout (pi's own): $FIXTURE_OUT/sessions/--<enc cwd>--/<timestamp>_<id>.jsonl,
 # $FIXTURE_OUT/MANIFEST.json, $FIXTURE_OUT/expected/ (pi SDK answers for the fixtures).
@@ -17,8 +17,8 @@ set -euo pipefail
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 REPO="$(cd "$HERE/../.." && pwd)"
 OUT="${FIXTURE_OUT:-$REPO/tests/fixtures/pi-sessions}"
-WORK="${PI_FIXTURE_WORK:-/tmp/pi-fixture-work}"
-PROJ="${PI_FIXTURE_PROJ:-/tmp/pi-fixture-proj}"
+WORK="${PI_FIXTURE_WORK:-$(mktemp -d "${TMPDIR:-/tmp}/pi-fixture-work.XXXXXX")}"
+PROJ="${PI_FIXTURE_PROJ:-$(mktemp -d "${TMPDIR:-/tmp}/pi-fixture-proj.XXXXXX")}"
 . "$HERE/env.sh"
 if [ "$PI_ORACLE_OK" != 1 ]; then
 	echo "make-fixtures: pi oracle not installed under $PI_ORACLE_DIR; run tests/oracle/install.sh" >&2
@@ -199,16 +199,13 @@ const files = {};
 for (const d of readdirSync(root)) for (const f of readdirSync(join(root, d))) (files[d] ??= []).push(`sessions/${d}/${f}`);
 const out = {
   generatedBy: "tests/oracle/make-fixtures.sh",
-  note: "Paths are relative to this directory. cwd is the tmp project dir each session was made in; parentSession headers point into the generator scratch dir (workDir).",
-  projectRoot: PROJ,
-  workDir: WORK,
-  agentDirs: { "1.6.0": join(WORK, "agent160"), "0.73.1": join(WORK, "agent073") },
+  note: "Paths are relative to this directory. Each session was recorded with its cwd set to <project root>/<scenario name>, in scratch directories of the generator (make-fixtures.sh); the recorded strings stay inside the session files as pi wrote them. No test uses those directories: common.rs moves a header's cwd into the test's sandbox when pi must continue a session.",
   scenarios: scen.map((s) => {
     const cwd = join(PROJ, s.name);
     const fl = (files[enc(cwd)] ?? []).sort();
     if (fl.length !== 1) throw new Error(`scenario ${s.name}: expected 1 file, got ${fl.length}`);
     const header = JSON.parse(readFileSync(join(OUT, fl[0]), "utf8").split("\n")[0]);
-    return { ...s, cwd, file: fl[0], sessionId: header.id, version: header.version ?? null, mockScript: `tests/oracle/scenarios/${s.name}.json`, context: `expected/context/${s.name}.json` };
+    return { ...s, file: fl[0], sessionId: header.id, version: header.version ?? null, mockScript: `tests/oracle/scenarios/${s.name}.json`, context: `expected/context/${s.name}.json` };
   }),
 };
 writeFileSync(join(OUT, "MANIFEST.json"), JSON.stringify(out, null, 2) + "\n");
@@ -219,8 +216,8 @@ for (const s of out.scenarios) console.log(`${s.name}\t${s.file}`);
 "$NODE22" "$HERE/sdk-list.mjs" --all "$OUT/sessions" --relative "$OUT" >"$OUT/expected/list-all.json"
 "$NODE22" -e '
 const m = require(process.argv[1]);
-for (const s of m.scenarios) console.log(s.name + "\t" + s.file + "\t" + s.cwd);
-' "$OUT/MANIFEST.json" | while IFS=$'\t' read -r name file cwd; do
+for (const s of m.scenarios) console.log(s.name + "\t" + s.file + "\t" + process.argv[2] + "/" + s.name);
+' "$OUT/MANIFEST.json" "$PROJ" | while IFS=$'\t' read -r name file cwd; do
 	"$NODE22" "$HERE/sdk-context.mjs" "$OUT/$file" >"$OUT/expected/context/$name.json"
 	"$NODE22" "$HERE/sdk-list.mjs" --cwd "$cwd" "$OUT/$(dirname "$file")" --relative "$OUT" >"$OUT/expected/list-$name.json"
 done
