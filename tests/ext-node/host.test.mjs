@@ -5,7 +5,7 @@
 // SKIP, and under CI=true they fail.
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { mkdtempSync, writeFileSync, mkdirSync, rmSync, existsSync, readdirSync } from "node:fs";
+import { mkdtempSync, writeFileSync, mkdirSync, rmSync, existsSync, readdirSync, readFileSync } from "node:fs";
 import { tmpdir, homedir } from "node:os";
 import { join } from "node:path";
 import { execFileSync } from "node:child_process";
@@ -436,7 +436,8 @@ ts("stripped TypeScript is cached: a second load reads the cached module instead
 	const dir = scratch(t);
 	const cache = join(dir, "ts-cache");
 	const ext = join(dir, "cached.ts");
-	writeFileSync(ext, `export default function (pi: any): void { pi.registerCommand("first", { handler() {} }); }\n`);
+	const first = `export default function (pi: any): void { pi.registerCommand("first", { handler() {} }); }\n`;
+	writeFileSync(ext, first);
 	const load = async () => {
 		const d = new HostDriver({ node: TS_NODE, env: { ...process.env, PI_TS_CACHE: cache } });
 		t.after(() => d.close());
@@ -446,9 +447,17 @@ ts("stripped TypeScript is cached: a second load reads the cached module instead
 	assert.deepEqual(await load(), [["first"]]);
 	const files = readdirSync(cache).filter((f) => f.endsWith(".js"));
 	assert.equal(files.length, 1, "the stripped module is cached");
+	// An entry holds the source (its length, a newline, the source) and then the stripped text.
+	const entry = readFileSync(join(cache, files[0]), "utf8");
+	assert.ok(entry.startsWith(`${first.length}\n${first}`), entry);
 	// The cached text is what the host loads while the source is unchanged.
-	writeFileSync(join(cache, files[0]), `export default function (pi) { pi.registerCommand("cached", { handler() {} }); }\n`);
+	const cached = `export default function (pi) { pi.registerCommand("cached", { handler() {} }); }\n`;
+	writeFileSync(join(cache, files[0]), `${first.length}\n${first}${cached}`);
 	assert.deepEqual(await load(), [["cached"]]);
+	// An entry whose stored source is not the file's (as after a hash collision) is not used.
+	const other = first.replace("first", "firsT");
+	writeFileSync(join(cache, files[0]), `${other.length}\n${other}${cached}`);
+	assert.deepEqual(await load(), [["first"]]);
 	// A changed source is stripped again.
 	writeFileSync(ext, `export default function (pi: any): void { pi.registerCommand("second", { handler() {} }); }\n`);
 	assert.deepEqual(await load(), [["second"]]);

@@ -6,7 +6,7 @@
 // host refreshes before it runs a handler (see `prefetch` in host.mjs). TUI-only APIs are
 // accepted and do nothing; what the toolkit cannot give throws
 // `pi-toolkit host: <api> is not available`.
-import { spawn } from "node:child_process";
+import { createRequire } from "node:module";
 import { inertObject, unavailable } from "./modules/inert.mjs";
 
 const NOT_INITIALIZED = "Extension runtime not initialized. Action methods cannot be called during extension loading.";
@@ -27,6 +27,8 @@ export function execLocal(command, args = [], options = {}, defaultCwd = process
 		};
 		let child;
 		try {
+			// node:child_process is loaded on first use, not at start-up.
+			const { spawn } = createRequire(import.meta.url)("node:child_process");
 			child = spawn(command, Array.isArray(args) ? args.map(String) : [], {
 				cwd: options.cwd ?? defaultCwd,
 				env: options.env ?? process.env,

@@ -13,12 +13,12 @@
 //    imports a TUI helper still loads.
 // Works as in-thread hooks (`module.registerHooks`, Node >= 22.15) or, on older Node, as
 // `module.register` hooks in the loader thread (there `.ts` is refused with one clear error).
-import { createHash } from "node:crypto";
-import { existsSync, mkdirSync, readFileSync, renameSync, statSync, writeFileSync } from "node:fs";
-import { homedir } from "node:os";
-import { dirname, extname, join } from "node:path";
+import { dirname, extname } from "node:path";
 import { fileURLToPath, pathToFileURL } from "node:url";
 import * as nodeModule from "node:module";
+import { strip } from "./strip.mjs";
+
+const { readFileSync, statSync } = nodeModule.createRequire(import.meta.url)("node:fs"); // no ESM facade (start-up)
 
 const HERE = dirname(fileURLToPath(import.meta.url));
 const MODULES = `${HERE}/modules`;
@@ -188,27 +188,6 @@ function looksCommonJs(source) {
 	return !/(^|\n)\s*(import|export)\b/.test(source) && /\b(module\.exports|exports\.|require\()/.test(source);
 }
 
-// Stripped TypeScript is kept on disk, keyed by Node's version, the URL and the source, so a run
-// whose extensions did not change skips the stripper (its start-up is most of a TS extension's
-// load time). A cache that cannot be read or written is no error: the source is stripped again.
-const TS_CACHE = process.env.PI_TS_CACHE ?? join(process.env.XDG_CACHE_HOME || join(homedir(), ".cache"), "pi-toolkit", "ts-cache");
-
-function stripCached(raw, url) {
-	const key = createHash("sha256").update(`${process.version}\0transform\0${url}\0`).update(raw).digest("hex");
-	const file = join(TS_CACHE, `${key}.js`);
-	try {
-		return readFileSync(file, "utf8");
-	} catch {}
-	const js = nodeModule.stripTypeScriptTypes(raw, { mode: "transform", sourceUrl: url });
-	try {
-		mkdirSync(TS_CACHE, { recursive: true });
-		const tmp = `${file}.${process.pid}.tmp`;
-		writeFileSync(tmp, js);
-		renameSync(tmp, file);
-	} catch {}
-	return js;
-}
-
 function loadCore(url, context) {
 	if (url.startsWith("file:") && url.includes("?missing=")) return { format: "module", source: wrapperSource(url), shortCircuit: true };
 	if (!url.startsWith("file:")) return null;
@@ -221,7 +200,7 @@ function loadCore(url, context) {
 		const raw = readFileSync(path, "utf8");
 		let js;
 		try {
-			js = stripCached(raw, url);
+			js = strip(raw, url);
 		} catch (e) {
 			const msg = e && e.message ? e.message : String(e);
 			throw new Error(`${msg.split("\n")[0]} (${path})`);

@@ -11,11 +11,12 @@
 // signal; the extension's own `call`s are answered by `return`; `bye` (or stdin's end) exits.
 // Run as `node host.mjs` (no flags needed); see README.md beside this file.
 import * as nodeModule from "node:module";
-import { existsSync, readFileSync, statSync } from "node:fs";
 import { dirname, join, resolve as resolvePath } from "node:path";
 import { pathToFileURL } from "node:url";
 import { Console } from "node:console";
-import { createInterface } from "node:readline";
+// Builtins through require: an ESM import of node:fs builds its facade, which loads fs/promises,
+// the fs streams and watchers (start-up time the host does not need).
+const { existsSync, readFileSync, statSync } = nodeModule.createRequire(import.meta.url)("node:fs");
 import { createExtensionAPI, createContext } from "./api.mjs";
 import { runHandlers, thrownMessage } from "./compose.mjs";
 
@@ -415,10 +416,10 @@ function dispatch(rec) {
 	}
 }
 
-const lines = createInterface({ input: process.stdin, crlfDelay: Infinity });
 let helloDone = Promise.resolve();
 let inflight = 0; // requests received and not yet answered (waiting for hello included)
-lines.on("line", (line) => {
+// stdin split into lines by hand (node:readline and its dependencies cost start-up time).
+function onLine(line) {
 	if (!line.trim()) return;
 	let rec;
 	try {
@@ -440,10 +441,19 @@ lines.on("line", (line) => {
 	}
 	inflight++;
 	helloDone.then(() => dispatch(rec)).finally(() => inflight--);
+}
+let pending = "";
+process.stdin.setEncoding("utf8");
+process.stdin.on("data", (chunk) => {
+	const lines = (pending + chunk).split("\n");
+	pending = lines.pop();
+	for (const line of lines) onLine(line.endsWith("\r") ? line.slice(0, -1) : line);
 });
 // stdin's end: finish loading (bounded by the load timeouts) and what is running (at most 2 s
 // more), then exit.
-lines.on("close", async () => {
+process.stdin.on("end", async () => {
+	if (pending) onLine(pending);
+	pending = "";
 	await helloDone.catch(() => {});
 	if (!inflight) process.exit(0);
 	const t = setInterval(() => inflight || process.exit(0), 10);

@@ -3,7 +3,7 @@
 // `StringEnum`, `uuidv7`, thinking-level helpers. Talking to a model from inside an extension
 // (`complete`, `stream`, provider registration) is not available in the toolkit's host and throws
 // `pi-toolkit host: <name> is not available` when called.
-import { randomBytes } from "node:crypto";
+import { createRequire } from "node:module";
 import { Type } from "./typebox.mjs";
 import { inertClass, unavailableFn } from "./inert.mjs";
 
@@ -16,7 +16,7 @@ export function StringEnum(values, options) {
 
 /** An RFC 9562 version-7 UUID (time-ordered). */
 export function uuidv7() {
-	const b = randomBytes(16);
+	const b = createRequire(import.meta.url)("node:crypto").randomBytes(16); // loaded on first use: node:crypto is 17 internal modules
 	const ms = BigInt(Date.now());
 	for (let i = 0; i < 6; i++) b[i] = Number((ms >> BigInt(8 * (5 - i))) & 0xffn);
 	b[6] = (b[6] & 0x0f) | 0x70;
