@@ -251,7 +251,22 @@ fn run(
     });
     let settings =
         Settings::load(&agent_dir, &cwd, trusted).map_err(|e| CliError::input(e.to_string()))?;
-    let resolved = models::resolve(&cli, &agent_dir, &settings)?;
+    // A continued session keeps its model and thinking level (pi 1.6.0).
+    let continued = !store.session.branch().is_empty();
+    let restore = continued.then(|| {
+        let ctx = store.session.context(None);
+        let has_level = store.session.branch().into_iter().any(|i| {
+            matches!(
+                store.session.entries[i],
+                pi_lib::format::Entry::ThinkingLevelChange(_)
+            )
+        });
+        models::Restore {
+            model: ctx.model.clone(),
+            thinking: has_level.then(|| ctx.thinking_level.clone()),
+        }
+    });
+    let resolved = models::resolve(&cli, &agent_dir, &settings, restore.as_ref())?;
     // MCP servers connect in parallel; the first request waits (at most
     // pi's limit) only for servers with direct tools.
     let mcp = (!cli.no_mcp && !chat_only_first).then(|| {
@@ -563,7 +578,12 @@ fn run(
                 emit(t);
             }
         }
-        agent.prepare_session().map_err(CliError::failed)?;
+        if continued {
+            agent.prepare_continued_session()
+        } else {
+            agent.prepare_session()
+        }
+        .map_err(CliError::failed)?;
         let mut last = None;
         let mut failed = None;
         let mut prompts: std::collections::VecDeque<AgentMessage> = prompts.into();

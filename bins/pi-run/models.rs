@@ -42,8 +42,26 @@ fn faux_model(script: &str) -> Model {
     }
 }
 
-/// Resolves the model selection.
-pub fn resolve(cli: &Cli, agent_dir: &Path, settings: &Settings) -> Result<Resolved, CliError> {
+/// What a continued session brings to the selection: its model (the last
+/// `model_change` or assistant message on the branch) and its thinking
+/// level (the last `thinking_level_change`), each `None` when the branch
+/// has none.
+#[derive(Debug, Clone, Default)]
+pub struct Restore {
+    pub model: Option<(String, String)>,
+    pub thinking: Option<String>,
+}
+
+/// Resolves the model selection. Continuing a session (`restore`), pi
+/// 1.6.0 keeps the session's model unless `--model`/`--provider` name one,
+/// and its thinking level unless `--thinking` does; a session model that
+/// no longer resolves falls back to the usual selection.
+pub fn resolve(
+    cli: &Cli,
+    agent_dir: &Path,
+    settings: &Settings,
+    restore: Option<&Restore>,
+) -> Result<Resolved, CliError> {
     let input = |e: pi_lib::model::ModelError| CliError::input(e.to_string());
     let registry = ModelRegistry::load(agent_dir).map_err(input)?;
     let faux_script = match (cli.provider.as_deref(), cli.model.as_deref()) {
@@ -74,7 +92,25 @@ pub fn resolve(cli: &Cli, agent_dir: &Path, settings: &Settings) -> Result<Resol
         scope: cli.models.clone(),
         continuing: cli.continue_,
     };
-    let sel = resolve_selection(&registry, &req, &defaults).map_err(input)?;
+    let mut req = req;
+    if let Some(r) = restore {
+        if req.thinking.is_none() {
+            req.thinking = r.thinking.clone();
+        }
+    }
+    let restored = restore
+        .and_then(|r| r.model.clone())
+        .filter(|_| req.provider.is_none() && req.model.is_none())
+        .and_then(|(provider, id)| {
+            let mut with = req.clone();
+            with.provider = Some(provider);
+            with.model = Some(id);
+            resolve_selection(&registry, &with, &defaults).ok()
+        });
+    let sel = match restored {
+        Some(sel) => sel,
+        None => resolve_selection(&registry, &req, &defaults).map_err(input)?,
+    };
     for w in &sel.warnings {
         pi_lib::cli::warn(crate::PROG, w);
     }

@@ -83,7 +83,10 @@ for line in sys.stdin:
         send({"type": "result", "id": r["id"], "result": {"skillPaths": [os.environ["PROBE_SKILLS"]]}}); continue
     if t == "turn_end" and mode == "boundary":
         i = r["event"]["turnIndex"]
-        send({"type": "result", "id": r["id"], "result": {"entries": [{"type": "custom", "customType": "b", "data": {"turn": i}}], "continue": i == 1}}); continue
+        # At turn 1 (after a text answer) a custom message gives the model something to answer,
+        # so `continue` makes one more request (pi: without it, nothing runnable, an error).
+        extra = [{"type": "custom_message", "customType": "nudge", "content": "more", "display": False}] if i == 1 else []
+        send({"type": "result", "id": r["id"], "result": {"entries": [{"type": "custom", "customType": "b", "data": {"turn": i}}] + extra, "continue": i == 1}}); continue
     if t == "tool_call" and mode == "flags":
         send({"type": "result", "id": r["id"], "result": {"block": True, "reason": json.dumps(seen, sort_keys=True)}}); continue
     if t == "tool_call" and mode == "tool_call:crash":
@@ -817,11 +820,12 @@ fn turn_end_boundary_appends_entries_and_continues() {
     let evs = jsonl(&out);
     let turns: Vec<&Value> = evs
         .iter()
-        .filter(|e| e["type"] == "entry_appended")
+        .filter(|e| e["type"] == "entry_appended" && e["entry"]["customType"] == "b")
         .map(|e| &e["entry"]["data"]["turn"])
         .collect();
     assert_eq!(turns, [&json!(0), &json!(1), &json!(2)]);
-    // `continue` after the answer "second" asked for one more request.
+    // `continue` after the answer "second" (and the custom message) asked
+    // for one more request.
     let texts: Vec<&str> = evs
         .iter()
         .filter(|e| e["type"] == "message_end" && e["message"]["role"] == "assistant")

@@ -704,7 +704,8 @@ fn set_active_tools_mid_run_rebuilds_the_prompt_as_pi() {
 /// back at once, the same `model_select` / `thinking_level_select` events
 /// (pi's payload keys), and the next
 /// request sent to the new model with the new level. `ctx.shutdown()` in
-/// print mode lets the remaining prompts run, as in pi.
+/// print mode lets the remaining prompts run, as in pi. `ctx.modelRegistry.find`
+/// gives pi's model object, and `undefined` for a model that does not exist.
 #[test]
 fn set_model_and_thinking_level_as_pi() {
     let Some(o) = Oracle::find("set_model_and_thinking_level_as_pi") else {
@@ -730,7 +731,16 @@ fn set_model_and_thinking_level_as_pi() {
         &json!([]),
         // One process: `-c` in a new one restores the session's model in
         // pi, which pi-run's model selection does not do yet.
-        &[&["-p", "hi", "/switch", "/think high", "/bye", "after bye"]],
+        &[&[
+            "-p",
+            "hi",
+            "/find mock-2",
+            "/find nope",
+            "/switch",
+            "/think high",
+            "/bye",
+            "after bye",
+        ]],
     );
     let keep = |entries: Vec<Value>| -> Vec<Value> {
         entries
@@ -746,6 +756,16 @@ fn set_model_and_thinking_level_as_pi() {
     let ours = keep(session_entries(&sb));
     assert_eq!(ours, keep(session_entries(&pi_sb)));
     let probes: Vec<&Value> = ours.iter().filter(|e| e["type"] == "custom").collect();
+    // find: the model's object for one that exists, undefined for one that does not.
+    // (`normalize` drops `id` keys; the name is the id here.)
+    let (found, missing) = (&probes[0]["data"]["found"], &probes[1]["data"]["found"]);
+    assert_eq!(
+        (&found["provider"], &found["name"], &found["reasoning"]),
+        (&json!("mock"), &json!("mock-2"), &json!(true)),
+        "{probes:#?}"
+    );
+    assert_eq!(missing, "undefined", "{probes:#?}");
+    let probes = &probes[2..];
     assert_eq!(probes[0]["data"]["ok"], true, "{probes:#?}");
     assert_eq!(probes[0]["data"]["model"], "mock-2");
     assert_eq!(probes[0]["data"]["seen"][0]["type"], "model_select");
@@ -767,6 +787,159 @@ fn set_model_and_thinking_level_as_pi() {
     let requests = sent(&mock.log);
     assert_eq!(requests, sent(&pi_mock.log));
     assert_eq!(requests.last().unwrap(), &json!(["mock-2", "high"]));
+}
+
+/// `agent_before_settle` carries pi's `context` preview, rebuilt for each
+/// handler from the drafts proposed so far; `continue: true` after a
+/// custom-message draft runs once more from the context (no new user
+/// message; agent_start/agent_end again, agent_settled once), and
+/// `continue: true` with nothing for the model to answer is reported on
+/// stderr and the run settles: the same entries, requests, JSON event
+/// types and stderr line as pi 1.6.0.
+#[test]
+fn before_settle_context_and_continue_as_pi() {
+    let Some(o) = Oracle::find("before_settle_context_and_continue_as_pi") else {
+        return;
+    };
+    let ((pi_sb, pi_mock, pi_out), (sb, mock, out)) = both_runs(
+        &o,
+        &["settle.ts"],
+        &json!([{"text": "first"}, {"text": "second"}, {"text": "third"}]),
+        &[&["--mode", "json", "-p", "hi"]],
+    );
+    let kept = |s: &Sandbox| -> Vec<Value> {
+        session_entries(s)
+            .into_iter()
+            .filter(|e| matches!(e["type"].as_str(), Some("custom" | "custom_message")))
+            .map(|mut e| {
+                for k in ["id", "parentId", "timestamp"] {
+                    e.as_object_mut().unwrap().remove(k);
+                }
+                e
+            })
+            .collect()
+    };
+    let ours = kept(&sb);
+    assert_eq!(ours, kept(&pi_sb));
+    let second = ours
+        .iter()
+        .find(|e| e["customType"] == "settle-second")
+        .unwrap();
+    assert_eq!(second["data"]["canContinue"], true, "{ours:#?}");
+    assert_eq!(second["data"]["drafts"], json!(["nudge", "settle-first"]));
+    let requests = |log: &std::path::Path| -> Vec<Value> {
+        std::fs::read_to_string(log)
+            .unwrap()
+            .lines()
+            .map(|l| {
+                let r: Value = serde_json::from_str(l).unwrap();
+                let roles: Vec<Value> = r["body"]["messages"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|m| m["role"].clone())
+                    .collect();
+                json!(roles)
+            })
+            .collect()
+    };
+    let sent = requests(&mock.log);
+    assert_eq!(sent, requests(&pi_mock.log));
+    assert_eq!(sent.len(), 2, "{sent:?}");
+    let types = |o: &Output| -> Vec<Value> {
+        jsonl(o)
+            .into_iter()
+            .map(|e| e["type"].clone())
+            .filter(|t| t != "message_update" && t != "session")
+            .collect()
+    };
+    assert_eq!(types(&out[0]), types(&pi_out[0]));
+    let line = "Extension error (<boundary>): agent_before_settle requested continuation without runnable model context";
+    assert!(stderr(&pi_out[0]).contains(line), "{}", stderr(&pi_out[0]));
+    assert!(stderr(&out[0]).contains(line), "{}", stderr(&out[0]));
+    let line = "Extension error (<boundary>): turn_end requested continuation without runnable model context";
+    assert!(stderr(&pi_out[0]).contains(line), "{}", stderr(&pi_out[0]));
+    assert!(stderr(&out[0]).contains(line), "{}", stderr(&out[0]));
+}
+
+/// Continuing a session (`-c`) keeps its model and thinking level as pi
+/// 1.6.0 does: no flags → the session's (the last `model_change` or
+/// assistant message; the last `thinking_level_change`); `--model` picks
+/// another model but records no `model_change`; `--thinking` records its
+/// `thinking_level_change`. The same requests (model, reasoning effort)
+/// and the same entries as pi. (Here beside the extension tests for their
+/// two-runs helper; no extension is loaded.)
+#[test]
+fn continue_restores_the_sessions_model_and_thinking_level_as_pi() {
+    let Some(o) = Oracle::find("continue_restores_the_sessions_model_and_thinking_level_as_pi")
+    else {
+        return;
+    };
+    let three_models = |sb: &Sandbox, mock: &MockLlm| {
+        let model = |id: &str, reasoning: bool| {
+            json!({"id": id, "name": id, "reasoning": reasoning, "input": ["text"],
+                   "cost": {"input": 0, "output": 0, "cacheRead": 0, "cacheWrite": 0},
+                   "contextWindow": 128000, "maxTokens": 4096})
+        };
+        let models = json!({"providers": {"mock": {
+            "baseUrl": format!("http://127.0.0.1:{}/v1", mock.port),
+            "api": "openai-completions", "apiKey": "test",
+            "models": [model("mock-model", false), model("mock-2", true), model("mock-3", true)]
+        }}});
+        std::fs::write(sb.agent().join("models.json"), models.to_string()).unwrap();
+    };
+    let ((pi_sb, pi_mock, _), (sb, mock, _)) = both_runs_with(
+        &o,
+        &three_models,
+        &[],
+        &json!([{"text": "a"}, {"text": "b"}, {"text": "c"}, {"text": "d"}, {"text": "e"}]),
+        &[
+            &["--model", "mock/mock-2", "--thinking", "high", "-p", "one"],
+            &["-c", "-p", "two"],
+            &["-c", "--model", "mock/mock-3", "-p", "three"],
+            &["-c", "--thinking", "low", "-p", "four"],
+            &["-c", "-p", "five"],
+        ],
+    );
+    let sent = |log: &std::path::Path| -> Vec<Value> {
+        std::fs::read_to_string(log)
+            .unwrap()
+            .lines()
+            .map(|l| {
+                let r: Value = serde_json::from_str(l).unwrap();
+                json!([r["body"]["model"], r["body"]["reasoning_effort"]])
+            })
+            .collect()
+    };
+    let requests = sent(&mock.log);
+    assert_eq!(requests, sent(&pi_mock.log));
+    assert_eq!(
+        requests,
+        json!([
+            ["mock-2", "high"],
+            ["mock-2", "high"],
+            ["mock-3", "high"],
+            ["mock-3", "low"],
+            ["mock-3", "low"]
+        ])
+        .as_array()
+        .unwrap()
+        .clone()
+    );
+    let changes = |s: &Sandbox| -> Vec<Value> {
+        session_entries(s)
+            .into_iter()
+            .filter_map(|e| match e["type"].as_str() {
+                Some("model_change") => Some(json!(["model", e["provider"], e["modelId"]])),
+                Some("thinking_level_change") => Some(json!(["thinking", e["thinkingLevel"]])),
+                Some("message") if e["message"]["role"] == "assistant" => {
+                    Some(json!(["answer", e["message"]["model"]]))
+                }
+                _ => None,
+            })
+            .collect()
+    };
+    assert_eq!(changes(&sb), changes(&pi_sb));
 }
 
 /// An extension subscribed to `message_update` gets every streamed delta

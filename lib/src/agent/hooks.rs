@@ -119,6 +119,92 @@ pub struct BoundaryOutcome {
     pub continue_run: bool,
 }
 
+/// Whether the model can answer a context (pi's `canContinue` of a
+/// boundary preview): its last model message is a user or tool result
+/// message, not the assistant's.
+pub fn can_continue(llm_messages: &[Value]) -> bool {
+    llm_messages
+        .last()
+        .and_then(|m| m.get("role"))
+        .and_then(Value::as_str)
+        .is_some_and(|r| r != "assistant" && r != "system")
+}
+
+/// A boundary event's `context` (built by the agent for the committed
+/// branch) with the proposal's entry drafts added, as pi rebuilds it
+/// before each handler: each draft becomes a `contextEntries` item (the
+/// draft with an `id`, `parentId` and `timestamp`), a `custom_message`
+/// draft also a custom message in `contextMessages` and a user message in
+/// `llmMessages`; `canContinue` follows. `ids` gives each draft's id.
+pub fn boundary_preview(
+    base: &Value,
+    drafts: &[Value],
+    now_ms: i64,
+    now_iso: &str,
+    mut ids: impl FnMut() -> String,
+) -> Value {
+    let list = |k: &str| {
+        base.get(k)
+            .and_then(Value::as_array)
+            .cloned()
+            .unwrap_or_default()
+    };
+    let (mut entries, mut messages, mut llm) = (
+        list("contextEntries"),
+        list("contextMessages"),
+        list("llmMessages"),
+    );
+    let mut parent = entries
+        .last()
+        .and_then(|e| e["sourceEntry"]["id"].as_str())
+        .map(str::to_string);
+    for d in drafts {
+        let mut source = d.as_object().cloned().unwrap_or_default();
+        let id = ids();
+        source.insert("id".into(), id.clone().into());
+        source.insert(
+            "parentId".into(),
+            parent.clone().map_or(Value::Null, Value::String),
+        );
+        source.insert("timestamp".into(), now_iso.into());
+        parent = Some(id);
+        let mut made = Vec::new();
+        if d.get("type").and_then(Value::as_str) == Some("custom_message") {
+            let content = d.get("content").cloned().unwrap_or(Value::Null);
+            let mut m = serde_json::Map::new();
+            m.insert("role".into(), "custom".into());
+            for k in ["customType", "content", "display", "details"] {
+                if let Some(v) = d.get(k) {
+                    m.insert(k.into(), v.clone());
+                }
+            }
+            m.insert("timestamp".into(), now_ms.into());
+            let blocks = match content {
+                Value::String(t) => serde_json::json!([{"type": "text", "text": t}]),
+                other => other,
+            };
+            llm.push(serde_json::json!({"role": "user", "content": blocks, "timestamp": now_ms}));
+            messages.push(Value::Object(m.clone()));
+            made.push(Value::Object(m));
+        }
+        entries.push(serde_json::json!({"sourceEntry": source, "messages": made}));
+    }
+    let pending = base
+        .get("pendingMessages")
+        .cloned()
+        .unwrap_or_else(|| Value::Array(Vec::new()));
+    let waiting = pending.as_array().is_some_and(|p| !p.is_empty());
+    let base_can = base.get("canContinue").and_then(Value::as_bool) == Some(true);
+    let can = can_continue(&llm) || (drafts.is_empty() && base_can) || waiting;
+    serde_json::json!({
+        "contextEntries": entries,
+        "contextMessages": messages,
+        "llmMessages": llm,
+        "pendingMessages": pending,
+        "canContinue": can,
+    })
+}
+
 /// The agent's state, for the `ctx` snapshot handlers read.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct AgentSnapshot {

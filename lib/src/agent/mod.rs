@@ -327,12 +327,25 @@ impl Agent {
     /// session) and `thinking_level_change` when the level differs or the
     /// branch has none.
     pub fn prepare_session(&mut self) -> Result<(), String> {
+        self.prepare_session_with(true)
+    }
+
+    /// [`Agent::prepare_session`] for a continued session (`-c`,
+    /// `--session FILE`): pi 1.6.0 records no `model_change` for a branch
+    /// that already names a model, also when `--model` picked another one
+    /// (observed; the next answer's model says it).
+    pub fn prepare_continued_session(&mut self) -> Result<(), String> {
+        self.prepare_session_with(false)
+    }
+
+    fn prepare_session_with(&mut self, model_changes: bool) -> Result<(), String> {
         let (model, level) = {
             let ctx = self.store.session.context(None);
             (ctx.model, ctx.thinking_level)
         };
         let m = &self.opts.model;
-        if model.as_ref() != Some(&(m.provider.clone(), m.id.clone())) {
+        let wanted = model.is_none() || model_changes;
+        if wanted && model.as_ref() != Some(&(m.provider.clone(), m.id.clone())) {
             let e = self.store.model_change_entry(&m.provider, &m.id);
             self.append(e, None)?;
         }
@@ -570,7 +583,14 @@ impl Agent {
                 } else {
                     "error"
                 };
-                self.before_settle(outcome, emit).await;
+                // A handler's `continue: true` (with a context the model
+                // can answer): one more run from the context as it is, no
+                // new user message; agent_settled comes once, at the end.
+                if self.before_settle(outcome, emit).await {
+                    new_messages.clear();
+                    retrying = false;
+                    continue;
+                }
             }
             self.dispatch(
                 json!({"type": "agent_settled", "aborted": aborted}),
@@ -792,7 +812,7 @@ impl Agent {
             emit(&wire);
             return false;
         };
-        let payload = json!({"type": "turn_end", "turnIndex": turn - 1, "message": msg, "toolResults": results, "outcome": if self.cancel.is_cancelled() { "aborted" } else { "completed" }, "entries": [], "continue": false});
+        let payload = json!({"type": "turn_end", "turnIndex": turn - 1, "message": msg, "toolResults": results, "outcome": if self.cancel.is_cancelled() { "aborted" } else { "completed" }, "entries": [], "continue": false, "context": self.boundary_context()});
         let fut = h.boundary(payload);
         let out = self.wait(&h, fut, emit).await;
         self.settle_hook(emit);
@@ -802,17 +822,59 @@ impl Agent {
     }
 
     /// pi's `agent_before_settle` (after the run's retries and queues, not
-    /// for an aborted run): the handlers' entry drafts are appended.
-    /// (pi's `continue: true` here, one more request, is not done yet.)
-    async fn before_settle(&mut self, outcome: &str, emit: Emit<'_>) {
+    /// for an aborted run): the handlers' entry drafts are appended; `true`
+    /// when they asked to continue (`continue: true` with a context the
+    /// model can answer: the run goes on with one more request).
+    async fn before_settle(&mut self, outcome: &str, emit: Emit<'_>) -> bool {
         let Some(h) = self.hooks_for("agent_before_settle") else {
-            return;
+            return false;
         };
-        let payload = json!({"type": "agent_before_settle", "outcome": outcome, "entries": [], "continue": false});
+        let payload = json!({"type": "agent_before_settle", "outcome": outcome, "entries": [], "continue": false, "context": self.boundary_context()});
         let fut = h.boundary(payload);
         let out = self.wait(&h, fut, emit).await;
         self.settle_hook(emit);
         self.append_drafts(out.entries, "agent_before_settle", emit);
+        out.continue_run
+    }
+
+    /// The `context` preview of a boundary event (pi's
+    /// `{contextEntries, contextMessages, llmMessages, pendingMessages,
+    /// canContinue}`) for the committed branch; the extension runner adds
+    /// the proposal's drafts to it before each handler. Built only when a
+    /// boundary handler exists.
+    fn boundary_context(&self) -> Value {
+        let session = &self.store.session;
+        let ctx = session.context(None);
+        let mut by_entry: HashMap<&str, Vec<Value>> = HashMap::new();
+        let mut messages = Vec::with_capacity(ctx.messages.len());
+        let mut llm = Vec::with_capacity(ctx.messages.len());
+        for (id, m) in &ctx.messages {
+            let v = serde_json::to_value(&**m).unwrap_or(Value::Null);
+            by_entry.entry(*id).or_default().push(v.clone());
+            // pi's llmMessages keep the system message first.
+            if matches!(**m, AgentMessage::System(_)) {
+                llm.push(v.clone());
+            } else if let Some(l) = convert::llm_message(m) {
+                llm.push(serde_json::to_value(&*l).unwrap_or(Value::Null));
+            }
+            messages.push(v);
+        }
+        let entries: Vec<Value> = session
+            .branch()
+            .into_iter()
+            .map(|i| {
+                let e = &session.entries[i];
+                json!({"sourceEntry": e, "messages": by_entry.remove(e.id()).unwrap_or_default()})
+            })
+            .collect();
+        let pending = self.queue.pending_count() > 0;
+        json!({
+            "contextEntries": entries,
+            "contextMessages": messages,
+            "llmMessages": llm,
+            "pendingMessages": [],
+            "canContinue": pending || hooks::can_continue(&llm),
+        })
     }
 
     /// Appends a boundary event's drafts: `custom` entries and

@@ -762,6 +762,23 @@ impl Runner {
     }
 }
 
+/// An id for a draft in a boundary preview (8 hex digits, as pi's entry
+/// ids; only handlers see it, nothing is recorded under it).
+fn draft_id() -> String {
+    use std::sync::atomic::AtomicU64;
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    let n = NEXT.fetch_add(1, Ordering::Relaxed);
+    let t = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.subsec_nanos() as u64)
+        .unwrap_or(0);
+    let mut x = (t ^ n.wrapping_mul(0x9e37_79b9_7f4a_7c15)) | 1;
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    format!("{:08x}", x as u32)
+}
+
 /// A model as pi's events carry it (its `models.json` / built-in object).
 fn model_json(reg: &crate::model::ModelRegistry, m: &crate::format::model::Model) -> Value {
     reg.pi_json(m)
@@ -1093,7 +1110,25 @@ impl Hooks for Runner {
         Box::pin(async move {
             let kind = payload["type"].as_str().unwrap_or("turn_end").to_string();
             let mut ev = payload;
+            // The committed context; each handler sees it with the drafts
+            // proposed so far (pi rebuilds the preview before each one).
+            let base = ev.get("context").cloned();
+            let preview = |drafts: &Value| {
+                base.as_ref().map(|b| {
+                    let drafts = drafts.as_array().map(Vec::as_slice).unwrap_or(&[]);
+                    crate::agent::hooks::boundary_preview(
+                        b,
+                        drafts,
+                        crate::timefmt::now_ms(),
+                        &crate::timefmt::now_iso(),
+                        draft_id,
+                    )
+                })
+            };
             for e in self.handlers(&kind, false) {
+                if let Some(p) = preview(&ev["entries"]) {
+                    ev["context"] = p;
+                }
                 let Some(v) = self.send_reported(&e, &ev).await else {
                     continue;
                 };
@@ -1119,9 +1154,20 @@ impl Hooks for Runner {
                 );
                 return crate::agent::hooks::BoundaryOutcome::default();
             }
+            let mut continue_run = ev["continue"].as_bool() == Some(true);
+            let runnable =
+                preview(&ev["entries"]).is_none_or(|p| p["canContinue"].as_bool() == Some(true));
+            if continue_run && !runnable {
+                // pi 1.6.0 (observed): this line on stderr in every mode,
+                // and the run settles.
+                eprintln!(
+                    "Extension error (<boundary>): {kind} requested continuation without runnable model context"
+                );
+                continue_run = false;
+            }
             crate::agent::hooks::BoundaryOutcome {
                 entries,
-                continue_run: ev["continue"].as_bool() == Some(true),
+                continue_run,
             }
         })
     }
@@ -1382,6 +1428,12 @@ impl Runner {
             }
             "getActiveTools" => Ok(json!(lock(&self.shared).active_tools)),
             "getAllTools" => Ok(Value::Array(lock(&self.shared).all_tools.clone())),
+            // `ctx.modelRegistry` of the Node host: every model, as pi's
+            // objects (none without a registry: the faux provider).
+            "modelRegistry.getAll" => Ok(match self.registry() {
+                Ok(reg) => Value::Array(reg.all().iter().map(|m| model_json(&reg, m)).collect()),
+                Err(_) => Value::Array(Vec::new()),
+            }),
             "getCommands" => {
                 let mut out = Vec::new();
                 for (name, e, c) in self.command_table() {

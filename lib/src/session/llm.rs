@@ -47,8 +47,43 @@ pub fn bash_execution_text(m: &crate::format::message::BashExecutionMessage) -> 
     t
 }
 
-fn push_owned(out: &mut Vec<MessageRef<'_>>, m: AgentMessage) {
-    out.push(m.into());
+/// One context message as the model receives it (pi's `convertToLlm`):
+/// user, assistant and toolResult messages borrowed, bash executions,
+/// custom messages and summaries as user text; `None` for system messages
+/// (they become the prompt) and for what the model never sees.
+pub fn llm_message(m: &AgentMessage) -> Option<MessageRef<'_>> {
+    Some(match m {
+        AgentMessage::User(_) | AgentMessage::Assistant(_) | AgentMessage::ToolResult(_) => MessageRef::Borrowed(m),
+        AgentMessage::BashExecution(b) => {
+            if b.exclude_from_context == Some(true) {
+                return None;
+            }
+            user_text(bash_execution_text(b), b.timestamp.clone()).into()
+        }
+        AgentMessage::Custom(c) => AgentMessage::User(UserMessage {
+            content: UserContent::Blocks(c.content.to_blocks()),
+            timestamp: c.timestamp.clone(),
+            extra: Map::new(),
+        })
+        .into(),
+        AgentMessage::BranchSummary(b) => user_text(
+            format!(
+                "The following is a summary of a branch that this conversation came back from:\n\n<summary>\n{}</summary>",
+                b.summary
+            ),
+            b.timestamp.clone(),
+        )
+        .into(),
+        AgentMessage::CompactionSummary(c) => user_text(
+            format!(
+                "The conversation history before this point was compacted into the following summary:\n\n<summary>\n{}\n</summary>",
+                c.summary
+            ),
+            c.timestamp.clone(),
+        )
+        .into(),
+        AgentMessage::System(_) | AgentMessage::Unknown(_) => return None,
+    })
 }
 
 /// Converts context messages for a request: user, assistant and
@@ -60,37 +95,7 @@ where
 {
     let messages = messages.into_iter();
     let state = PromptState::replay(messages.clone());
-    let mut out = Vec::with_capacity(messages.size_hint().0);
-    for m in messages {
-        match m {
-            AgentMessage::User(_) | AgentMessage::Assistant(_) | AgentMessage::ToolResult(_) => out.push(MessageRef::Borrowed(m)),
-            AgentMessage::BashExecution(b) => {
-                if b.exclude_from_context != Some(true) {
-                    push_owned(&mut out, user_text(bash_execution_text(b), b.timestamp.clone()));
-                }
-            }
-            AgentMessage::Custom(c) => push_owned(&mut out, AgentMessage::User(UserMessage {
-                content: UserContent::Blocks(c.content.to_blocks()),
-                timestamp: c.timestamp.clone(),
-                extra: Map::new(),
-            })),
-            AgentMessage::BranchSummary(b) => push_owned(&mut out, user_text(
-                format!(
-                    "The following is a summary of a branch that this conversation came back from:\n\n<summary>\n{}</summary>",
-                    b.summary
-                ),
-                b.timestamp.clone(),
-            )),
-            AgentMessage::CompactionSummary(c) => push_owned(&mut out, user_text(
-                format!(
-                    "The conversation history before this point was compacted into the following summary:\n\n<summary>\n{}\n</summary>",
-                    c.summary
-                ),
-                c.timestamp.clone(),
-            )),
-            AgentMessage::System(_) | AgentMessage::Unknown(_) => {}
-        }
-    }
+    let out: Vec<MessageRef<'a>> = messages.filter_map(llm_message).collect();
     let prompt = state.render();
     LlmContext {
         system_prompt: (!prompt.is_empty()).then_some(prompt),

@@ -322,8 +322,13 @@ export function createContext(ext, rt, signal, kind = "event") {
 		cwd: snap.cwd ?? rt.hello.cwd,
 		sessionManager: createSessionManager(rt),
 		modelRegistry: new Proxy(
-			// find(provider, id) names a model for setModel (pi-run checks it exists and has a key).
-			{ find: (provider, id) => (typeof provider === "string" && typeof id === "string" ? { provider, id } : undefined) },
+			// pi-run's models (models.json and the built-in catalogue, as pi's objects), fetched once
+			// before the first handler of an extension whose source names modelRegistry. find() is
+			// undefined for a model that does not exist, as in pi.
+			{
+				find: (provider, id) => rt.cached("modelRegistry.getAll", []).find((m) => m && m.provider === provider && m.id === id),
+				getAll: () => [...rt.cached("modelRegistry.getAll", [])],
+			},
 			{ get: (t, p) => (p in t ? t[p] : typeof p === "string" && p !== "then" ? notAvailable(`modelRegistry.${p}`) : undefined) },
 		),
 		get model() {

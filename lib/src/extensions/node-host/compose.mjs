@@ -156,11 +156,15 @@ export async function runHandlers(type, handlers, event, ctx) {
 		case "turn_end":
 		case "agent_before_settle": {
 			const out = {};
+			// pi-run sent the preview with the drafts proposed before this extension; each later
+			// handler sees it rebuilt from the proposal so far.
+			const base = isObj(event.context) ? committedContext(event.context, event.entries) : null;
 			for (const h of handlers) {
 				const r = await call(h);
 				if (!r.ok || !isObj(r.value)) continue;
 				if (r.value.entries !== undefined) event.entries = out.entries = r.value.entries;
 				if (r.value.continue !== undefined) event.continue = out.continue = r.value.continue;
+				if (base && r.value.entries !== undefined) event.context = boundaryPreview(base, event.entries);
 			}
 			if (Object.keys(out).length) result = out;
 			break;
@@ -218,4 +222,64 @@ export async function runHandlers(type, handlers, event, ctx) {
 			for (const h of handlers) await call(h);
 	}
 	return { result, errors };
+}
+
+// ---- boundary previews (the same rules as pi-run's `agent::hooks::boundary_preview`)
+const draftList = (d) => (Array.isArray(d) ? d : []);
+const isCustomMessage = (d) => isObj(d) && d.type === "custom_message";
+
+/** A preview without the drafts it was built with: the committed branch's context. */
+function committedContext(context, drafts) {
+	const list = (k) => (Array.isArray(context[k]) ? context[k] : []);
+	const k = draftList(drafts).length;
+	const m = draftList(drafts).filter(isCustomMessage).length;
+	const cut = (a, n) => (n ? a.slice(0, Math.max(0, a.length - n)) : a.slice());
+	const llm = cut(list("llmMessages"), m);
+	return {
+		contextEntries: cut(list("contextEntries"), k),
+		contextMessages: cut(list("contextMessages"), m),
+		llmMessages: llm,
+		pendingMessages: list("pendingMessages"),
+		canContinue: canContinue(llm) || list("pendingMessages").length > 0 || (k === 0 && context.canContinue === true),
+	};
+}
+
+function canContinue(llm) {
+	const role = llm.length ? llm[llm.length - 1]?.role : undefined;
+	return typeof role === "string" && role !== "assistant" && role !== "system";
+}
+
+const hex8 = () => Math.floor(Math.random() * 0x100000000).toString(16).padStart(8, "0");
+
+/** The committed context with `drafts` added, as pi shows it to the next handler. */
+export function boundaryPreview(base, drafts) {
+	const entries = base.contextEntries.slice();
+	const messages = base.contextMessages.slice();
+	const llm = base.llmMessages.slice();
+	const now = Date.now();
+	const iso = new Date(now).toISOString();
+	let parent = entries.length ? (entries[entries.length - 1]?.sourceEntry?.id ?? null) : null;
+	for (const d of draftList(drafts)) {
+		const id = hex8();
+		const sourceEntry = { ...(isObj(d) ? d : {}), id, parentId: parent, timestamp: iso };
+		parent = id;
+		const made = [];
+		if (isCustomMessage(d)) {
+			const m = { role: "custom" };
+			for (const k of ["customType", "content", "display", "details"]) if (d[k] !== undefined) m[k] = d[k];
+			m.timestamp = now;
+			messages.push(m);
+			made.push(m);
+			llm.push({ role: "user", content: typeof d.content === "string" ? [{ type: "text", text: d.content }] : d.content, timestamp: now });
+		}
+		entries.push({ sourceEntry, messages: made });
+	}
+	const waiting = base.pendingMessages.length > 0;
+	return {
+		contextEntries: entries,
+		contextMessages: messages,
+		llmMessages: llm,
+		pendingMessages: base.pendingMessages,
+		canContinue: canContinue(llm) || waiting || (!draftList(drafts).length && base.canContinue === true),
+	};
 }

@@ -40,7 +40,7 @@ const wanted = new Map();
 let tsSupported = typeof nodeModule.stripTypeScriptTypes === "function";
 // pi APIs that are synchronous in pi but need the toolkit's state: when any loaded source names
 // one, the host fetches it before each handler runs (host.mjs `prefetch`).
-const USE_TOKENS = ["sessionManager", "getSessionName", "getActiveTools", "getAllTools", "getCommands", "getContextUsage", "getSystemPrompt", "hasPendingMessages"];
+const USE_TOKENS = ["sessionManager", "getSessionName", "getActiveTools", "getAllTools", "getCommands", "getContextUsage", "getSystemPrompt", "hasPendingMessages", "modelRegistry"];
 export const uses = new Set();
 function scanUses(source) {
 	for (const t of USE_TOKENS) if (!uses.has(t) && source.includes(t)) uses.add(t);

@@ -68,7 +68,7 @@ const running = new Map(); // request id -> AbortController
 let registered = false;
 const announceQueue = new Map(); // ext index -> {tools:Set, commands:Set, events:Set}
 const busListeners = new Map(); // channel -> [{ext, fn}]
-const USES = ["sessionManager", "getSessionName", "getActiveTools", "getAllTools", "getCommands", "getContextUsage", "getSystemPrompt", "hasPendingMessages"];
+const USES = ["sessionManager", "getSessionName", "getActiveTools", "getAllTools", "getCommands", "getContextUsage", "getSystemPrompt", "hasPendingMessages", "modelRegistry"];
 const uses = new Set();
 
 const rt = {
@@ -307,6 +307,8 @@ async function prefetch(ext) {
 		}
 	}
 	for (const m of ["getActiveTools", "getAllTools", "getCommands", "getContextUsage", "getSystemPrompt", "hasPendingMessages"]) if (uses.has(m)) want.push(m);
+	// The model list does not change during a run: fetched once, for ctx.modelRegistry.
+	if (uses.has("modelRegistry") && !("modelRegistry.getAll" in rt.cache)) want.push("modelRegistry.getAll");
 	if (!want.length) return;
 	await Promise.all(
 		want.map((m) =>
