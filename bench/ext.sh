@@ -11,7 +11,9 @@
 #
 # Environment: BENCH_RUNS=15, BENCH_N1=1, BENCH_N2=101, PI_RUN_BIN=<binary> (default
 # target/release/pi-run, built unless BENCH_SKIP_BUILD=1), BENCH_STRICT=1 (exit 1 when the target
-# is missed), BENCH_KEEP=1 (keep the scratch directory).
+# is missed), BENCH_KEEP=1 (keep the scratch directory), BENCH_BASE_BIN=<older pi-run> (the TS
+# part also times that binary, run by run alternating with PI_RUN_BIN, so a change is judged
+# on a busy machine), BENCH_TS_ONLY=1 (skip the gate part).
 set -euo pipefail
 
 die() { echo "bench/ext.sh: error: $*" >&2; exit 1; }
@@ -74,6 +76,7 @@ cell() { # N, extra args... -> median ms
 }
 
 EXT=(-e "$HERE/ext-gate.py")
+if [ -z "${BENCH_TS_ONLY:-}" ]; then
 p1=$(cell "$N1"); p2=$(cell "$N2")
 g1=$(cell "$N1" "${EXT[@]}"); g2=$(cell "$N2" "${EXT[@]}")
 python3 - "$N1" "$N2" "$p1" "$p2" "$g1" "$g2" "${BENCH_STRICT:-}" <<'PY'
@@ -90,6 +93,7 @@ print(f"gate cost per tool call: {per_gate:.3f} ms (target <= 0.5 ms); extension
 if strict and per_gate > 0.5:
     sys.exit(1)
 PY
+fi
 
 # One TS extension (tests/ext-node/fixtures/acceptance.ts: a tool, tool_call/tool_result/input/
 # before_agent_start handlers, a command, a flag) on a 2-turn run (a `read` call, then a text)
@@ -144,6 +148,19 @@ ts_cell() {
     for _ in $(seq "${BENCH_TS_RUNS:-5}"); do v+=("$(ts_one "$@")"); done
     median "${v[@]}"
 }
+if [ -n "${BENCH_BASE_BIN:-}" ]; then
+    BASE="$(cd "$(dirname "$BENCH_BASE_BIN")" && pwd)/$(basename "$BENCH_BASE_BIN")"
+    [ -x "$BASE" ] || die "no pi-run binary at $BENCH_BASE_BIN"
+    for cold in "" 1; do
+        a=(); b=()
+        TS_COLD=$cold ts_one "$BIN" > /dev/null; TS_COLD=$cold ts_one "$BASE" > /dev/null
+        for _ in $(seq "${BENCH_TS_RUNS:-5}"); do
+            a+=("$(TS_COLD=$cold ts_one "$BIN")"); b+=("$(TS_COLD=$cold ts_one "$BASE")")
+        done
+        label=warm; [ -n "$cold" ] && label=cold
+        printf '%-28s%9.1f ms (this) %9.1f ms (base)\n' "TS extension, $label" "$(median "${a[@]}")" "$(median "${b[@]}")"
+    done
+fi
 ours=$(ts_cell "$BIN")
 theirs=$(ts_cell "$NODE22" "$PI_CLI")
 cold_ours=$(TS_COLD=1 ts_cell "$BIN")
