@@ -6,11 +6,13 @@
 //! loop's; `abort` cancels the run and answers once it settled), answers
 //! the state, model, session and queue commands from the library's own
 //! types, and ends cleanly on stdin EOF, SIGTERM or SIGHUP with every entry
-//! already on disk. Commands that need the whole agent (`get_messages`,
+//! already on disk. Session replacement and `export_html` are in
+//! [`replace`]. Commands that need the whole agent (`get_messages`,
 //! `bash`, `set_model`, …) sent while a run streams are answered as soon
 //! as it settles, in the order they came.
 
 pub mod io;
+mod replace;
 pub mod ui;
 
 use std::future::Future;
@@ -297,6 +299,24 @@ pub async fn serve(
                 ctl.out.record(&r);
                 continue;
             }
+            RpcCommand::NewSession { .. }
+            | RpcCommand::SwitchSession { .. }
+            | RpcCommand::Fork { .. }
+            | RpcCommand::Clone => {
+                let what = match cmd {
+                    RpcCommand::NewSession { parent_session } => replace::Replacement::New {
+                        parent: parent_session,
+                    },
+                    RpcCommand::SwitchSession { session_path } => {
+                        replace::Replacement::Switch { path: session_path }
+                    }
+                    RpcCommand::Fork { entry_id } => replace::Replacement::Fork { entry_id },
+                    _ => replace::Replacement::Clone,
+                };
+                let r = ctl.replace(agent, what).await;
+                ctl.respond(id, &kind, r);
+                continue;
+            }
             other => {
                 let r = match ctl.idle(agent, other) {
                     Ok(data) => RpcResponse::ok(id, &kind, data),
@@ -442,6 +462,15 @@ impl Ctl {
                                 }
                                 RpcCommand::AbortRetry | RpcCommand::AbortBash => {
                                     self.respond(id, &kind, Ok(None));
+                                }
+                                // A replacement aborts the run first (pi
+                                // does), then goes on once it settled.
+                                RpcCommand::NewSession { .. }
+                                | RpcCommand::SwitchSession { .. }
+                                | RpcCommand::Fork { .. }
+                                | RpcCommand::Clone => {
+                                    cancel.cancel();
+                                    backlog.push_back(line);
                                 }
                                 // Everything else needs the agent: answered
                                 // once the run settled, in order.
@@ -644,10 +673,12 @@ impl Ctl {
                 let models: Vec<Value> = self
                     .models(agent)
                     .iter()
-                    .filter_map(|m| match self.opts.registry.as_ref().and_then(|r| r.pi_json(m)) {
-                        Some(raw) => Some(Value::Object(raw)),
-                        None => serde_json::to_value(m).ok(),
-                    })
+                    .filter_map(
+                        |m| match self.opts.registry.as_ref().and_then(|r| r.pi_json(m)) {
+                            Some(raw) => Some(Value::Object(raw)),
+                            None => serde_json::to_value(m).ok(),
+                        },
+                    )
                     .collect();
                 Ok(Some(json!({ "models": models })))
             }
@@ -763,25 +794,14 @@ impl Ctl {
             }
             RpcCommand::GetSessionStats => Ok(serde_json::to_value(stats(agent)).ok()),
             RpcCommand::GetCommands => Ok(Some(json!({ "commands": self.opts.commands }))),
-            RpcCommand::NewSession { parent_session } => {
-                let cwd = agent.store.session.header.cwd.clone();
-                let store = match agent.store.path().and_then(|p| p.parent()) {
-                    Some(dir) => SessionStore::create(&cwd, Some(dir), parent_session),
-                    None => SessionStore::create(&cwd, None, parent_session),
-                };
-                agent.store = store;
-                agent.prepare_session()?;
-                Ok(Some(json!({ "cancelled": false })))
-            }
-            // Answered in the command loop (it awaits the summary calls).
-            RpcCommand::Compact { .. } => Ok(None),
-            RpcCommand::ExportHtml { .. } => Err(
-                "export_html is not available in pi-run --mode rpc; use pi-run --export FILE"
-                    .into(),
-            ),
-            RpcCommand::SwitchSession { .. } | RpcCommand::Fork { .. } | RpcCommand::Clone => {
-                Err("session switching (switch_session, fork, clone) is not available in pi-run --mode rpc yet".into())
-            }
+            RpcCommand::ExportHtml { output_path } => self.export_html(agent, output_path),
+            // Answered in the command loop (they await the model or the
+            // extensions).
+            RpcCommand::Compact { .. }
+            | RpcCommand::NewSession { .. }
+            | RpcCommand::SwitchSession { .. }
+            | RpcCommand::Fork { .. }
+            | RpcCommand::Clone => Ok(None),
         }
     }
 
