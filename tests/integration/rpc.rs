@@ -1552,3 +1552,60 @@ fn rpc_fork_clone_switch_new_and_export_match_pi() {
         assert_eq!(files, pi_files, "{hook}: the same session files");
     }
 }
+
+/// `/bye` calls `ctx.shutdown()`; `session_shutdown` is logged.
+const BYE_EXTENSION: &str = r#"
+import * as fs from "node:fs";
+export default function (pi) {
+  pi.registerCommand("bye", { description: "quit", handler: async (_a, ctx) => { ctx.shutdown(); } });
+  pi.on("session_shutdown", async (e) => {
+    fs.appendFileSync(process.env.PROBE_LOG, JSON.stringify(e) + "\n");
+  });
+}
+"#;
+
+#[test]
+fn rpc_extension_shutdown_ends_the_process_after_the_command_as_pi() {
+    let Some(o) = Oracle::find("rpc ctx.shutdown side by side") else {
+        return;
+    };
+    let run = |pi: bool| {
+        let sb = Sandbox::new();
+        let server = Server::start(vec![]);
+        configure(&sb.agent(), server.port, &[]);
+        let ext = sb.root().join("bye.js");
+        std::fs::write(&ext, BYE_EXTENSION).unwrap();
+        let mut cmd = if pi {
+            theirs(&o, &sb, false)
+        } else {
+            ours(&sb, false)
+        };
+        cmd.args(["-e", ext.to_str().unwrap()])
+            .env("PI_NODE", &o.node22)
+            .env("PROBE_LOG", sb.root().join("probe.log"));
+        let mut client = Client::spawn(cmd);
+        client.send(&json!({"id": "p", "type": "prompt", "message": "/bye"}));
+        let r = client.response("p");
+        // stdin stays open: the process ends by itself.
+        let deadline = Instant::now() + Duration::from_secs(30);
+        let status = loop {
+            if let Some(s) = client.child.try_wait().unwrap() {
+                break s;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "pi: {pi}: still running 30 s after ctx.shutdown()"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        let log = std::fs::read_to_string(sb.root().join("probe.log")).unwrap_or_default();
+        (r, status.code(), log)
+    };
+    let (pi_r, pi_code, pi_log) = run(true);
+    let (r, code, log) = run(false);
+    assert_eq!(r["data"], json!({"disposition": "handled"}));
+    assert_eq!(r, pi_r);
+    assert_eq!(code, pi_code, "exit code");
+    assert_eq!(log, pi_log, "one session_shutdown {{reason: quit}}");
+    assert_eq!(log.lines().count(), 1);
+}

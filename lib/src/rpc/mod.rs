@@ -84,6 +84,10 @@ pub struct RpcOptions {
     pub commands: Vec<Value>,
     /// The extensions' UI, answered by this client (§1.8).
     pub ui: Option<Arc<ui::RpcUi>>,
+    /// Whether an extension asked to end the process (`ctx.shutdown()`):
+    /// checked while idle, after each command and once a run settled, as
+    /// pi 1.6.0 does; then the server ends as on EOF (exit 0).
+    pub shutdown_requested: Option<Arc<dyn Fn() -> bool + Send + Sync>>,
 }
 
 /// The server's own state next to the agent.
@@ -173,6 +177,9 @@ pub async fn serve(
     };
     let mut backlog: std::collections::VecDeque<String> = Default::default();
     loop {
+        if ctl.opts.shutdown_requested.as_ref().is_some_and(|f| f()) {
+            return 0;
+        }
         let next = match backlog.pop_front() {
             Some(l) => Input::Line(l),
             None => match input.recv().await {
