@@ -1421,17 +1421,16 @@ fn probe_log(sb: &Sandbox, records: &[Value]) -> Vec<Value> {
         .collect()
 }
 
-fn replacement_run(
-    o: &Oracle,
-    pi: bool,
-    cancel: &str,
-    commands: &[Value],
-) -> (
+/// A replacement drive's records, the probe's log, the session files and
+/// the HTML files written.
+type ReplacementRun = (
     Vec<Value>,
     Vec<Value>,
     Vec<(bool, Vec<String>)>,
     Vec<String>,
-) {
+);
+
+fn replacement_run(o: &Oracle, pi: bool, cancel: &str, commands: &[Value]) -> ReplacementRun {
     let sb = Sandbox::new();
     let server = Server::start(vec![text_turn("Answer one."), text_turn("Answer two.")]);
     configure(&sb.agent(), server.port, &[]);
@@ -1608,4 +1607,167 @@ fn rpc_extension_shutdown_ends_the_process_after_the_command_as_pi() {
     assert_eq!(code, pi_code, "exit code");
     assert_eq!(log, pi_log, "one session_shutdown {{reason: quit}}");
     assert_eq!(log.lines().count(), 1);
+}
+
+#[test]
+fn rpc_read_commands_answer_at_once_while_a_run_streams_as_pi() {
+    let Some(o) = Oracle::find("rpc answers while streaming side by side") else {
+        return;
+    };
+    let run = |pi: bool| {
+        let sb = Sandbox::new();
+        let slow = Turn {
+            slow: true,
+            ..text_turn("A long answer that streams in many small pieces, slowly.")
+        };
+        let server = Server::start(vec![text_turn("First answer."), slow]);
+        configure(&sb.agent(), server.port, &[]);
+        let mut client = Client::spawn(if pi {
+            theirs(&o, &sb, true)
+        } else {
+            ours(&sb, true)
+        });
+        client.send(&json!({"id": "p0", "type": "prompt", "message": "first"}));
+        client.wait_count("settled", 1, &|v| v["type"] == "agent_settled");
+        let delta = |v: &Value| v["assistantMessageEvent"]["type"] == "text_delta";
+        let before = client.seen.iter().filter(|v| delta(v)).count();
+        client.send(&json!({"id": "p1", "type": "prompt", "message": "second"}));
+        client.wait_count("a text delta of the second reply", before + 1, &delta);
+        for (id, t) in [
+            ("gm", "get_messages"),
+            ("lt", "get_last_assistant_text"),
+            ("gs", "get_state"),
+            ("gc", "get_commands"),
+        ] {
+            client.send(&json!({"id": id, "type": t}));
+            client.response(id);
+        }
+        client.wait_count("settled", 2, &|v| v["type"] == "agent_settled");
+        let (code, seen, err) = client.finish();
+        assert_eq!(code, Some(0), "{err}");
+        // Where each answer came: before the streamed reply ended.
+        let end = seen
+            .iter()
+            .rposition(|v| v["type"] == "message_end" && v["message"]["role"] == "assistant")
+            .unwrap();
+        for id in ["gm", "lt", "gs", "gc"] {
+            let at = seen.iter().position(|v| v["id"] == id).unwrap();
+            assert!(at < end, "pi: {pi}: {id} answered while streaming");
+        }
+        seen
+    };
+    let pi = run(true);
+    let got = run(false);
+    let pick = |r: &[Value]| -> Vec<Value> {
+        r.iter()
+            .filter(|v| v["type"] == "response" && v["id"] != "p0" && v["id"] != "p1")
+            .cloned()
+            .collect()
+    };
+    let problems = compare("while streaming (pi 1.6.0 live)", &pick(&pi), &pick(&got));
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+    let gm = got.iter().find(|v| v["id"] == "gm").unwrap();
+    let roles: Vec<&str> = gm["data"]["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|m| m["role"].as_str())
+        .collect();
+    assert_eq!(
+        roles,
+        ["system", "user", "assistant", "user"],
+        "the context so far: {gm}"
+    );
+    let gs = got.iter().find(|v| v["id"] == "gs").unwrap();
+    assert_eq!(gs["data"]["isStreaming"], true);
+    let lt = got.iter().find(|v| v["id"] == "lt").unwrap();
+    assert_eq!(lt["data"]["text"], "First answer.");
+}
+
+/// pi 1.6.0 answers a `get_state` sent at `compaction_start` (after a run
+/// and between turns) only once the compaction ended, `isCompacting`
+/// false; pi-run the same.
+#[test]
+fn rpc_get_state_during_compactions_matches_pi() {
+    let Some(o) = Oracle::find("rpc isCompacting side by side") else {
+        return;
+    };
+    let run = |pi: bool, between: bool| {
+        let sb = Sandbox::new();
+        // The second reply's usage passes the threshold (window 16500
+        // minus the 16384 reserve): a threshold compaction follows, whose
+        // summary streams slowly.
+        // Between turns: the big reply is a tool call, and the run goes on
+        // after the compaction.
+        let big = if between {
+            Turn {
+                text: None,
+                calls: vec![(
+                    "call_1".into(),
+                    "bash".into(),
+                    json!({"command": "echo hi"}).to_string(),
+                )],
+                usage: (400, 20),
+                slow: false,
+            }
+        } else {
+            Turn {
+                usage: (400, 20),
+                ..text_turn("An answer.")
+            }
+        };
+        let summary = Turn {
+            slow: true,
+            ..text_turn("SUMMARY: one question was answered, slowly summarised.")
+        };
+        let server = Server::start(vec![
+            text_turn("First answer."),
+            big,
+            summary.clone(),
+            summary,
+        ]);
+        configure(&sb.agent(), server.port, &[]);
+        std::fs::write(
+            sb.agent().join("settings.json"),
+            r#"{"defaultProvider":"mock","defaultModel":"mock-1","compaction":{"keepRecentTokens":1}}"#,
+        )
+        .unwrap();
+        let models = sb.agent().join("models.json");
+        let text = std::fs::read_to_string(&models)
+            .unwrap()
+            .replace("128000", "16500");
+        std::fs::write(&models, text).unwrap();
+        let mut client = Client::spawn(if pi {
+            theirs(&o, &sb, true)
+        } else {
+            ours(&sb, true)
+        });
+        client.send(&json!({"id": "p0", "type": "prompt", "message": "first question"}));
+        client.wait_count("settled", 1, &|v| v["type"] == "agent_settled");
+        client.send(&json!({"id": "p", "type": "prompt", "message": "a question"}));
+        client.wait_count("compaction_start", 1, &|v| v["type"] == "compaction_start");
+        client.send(&json!({"id": "gs", "type": "get_state"}));
+        let gs = client.response("gs");
+        client.wait_count("settled", 2, &|v| v["type"] == "agent_settled");
+        client.send(&json!({"id": "gs2", "type": "get_state"}));
+        let gs2 = client.response("gs2");
+        let (code, seen, err) = client.finish();
+        assert_eq!(code, Some(0), "{err}");
+        let at = |pred: &dyn Fn(&Value) -> bool| seen.iter().position(pred).unwrap();
+        let answered = at(&|v| v["id"] == "gs");
+        let ended = at(&|v| v["type"] == "compaction_end");
+        (
+            answered < ended,
+            gs["data"]["isCompacting"].clone(),
+            gs2["data"]["isCompacting"].clone(),
+        )
+    };
+    for between in [false, true] {
+        let pi = run(true, between);
+        let got = run(false, between);
+        assert_eq!(
+            got, pi,
+            "between turns: {between}: (answered during the compaction, isCompacting then, after)"
+        );
+    }
 }

@@ -7,9 +7,11 @@
 //! the state, model, session and queue commands from the library's own
 //! types, and ends cleanly on stdin EOF, SIGTERM or SIGHUP with every entry
 //! already on disk. Session replacement and `export_html` are in
-//! [`replace`]. Commands that need the whole agent (`get_messages`,
-//! `bash`, `set_model`, …) sent while a run streams are answered as soon
-//! as it settles, in the order they came.
+//! [`replace`]. While a run streams, `get_state`, `get_messages`,
+//! `get_last_assistant_text` and `get_commands` are answered at once from
+//! what the run began with and the messages it ended since; commands that
+//! need the whole agent (`bash`, `set_model`, `get_entries`, …) are
+//! answered as soon as it settles, in the order they came.
 
 pub mod io;
 mod replace;
@@ -18,7 +20,6 @@ pub mod ui;
 use std::future::Future;
 use std::path::PathBuf;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use serde_json::{json, Map, Value};
@@ -391,18 +392,35 @@ impl Ctl {
         let cancel = CancellationToken::new();
         agent.cancel = cancel.clone();
         let queue = Arc::clone(&agent.queue);
-        let base = agent.store.session.context(None).messages.len();
-        let ended = Arc::new(AtomicUsize::new(0));
+        // What read-only commands answer while the run streams (pi answers
+        // them at once from the agent's state): the context as the run
+        // began and the messages it ended since.
+        let base: Vec<AgentMessage> = agent
+            .store
+            .session
+            .context(None)
+            .messages
+            .iter()
+            .map(|(_, m)| (**m).clone())
+            .collect();
+        let ended: Arc<std::sync::Mutex<Vec<AgentMessage>>> = Arc::default();
         let snapshot = self.state(agent, true);
         let mut aborts: Vec<Option<Value>> = Vec::new();
         let mut exit = None;
         {
             let out = self.out.clone();
-            let counter = Arc::clone(&ended);
+            let live = Arc::clone(&ended);
             let stop = cancel.clone();
             let mut emit = move |v: &Value| {
                 if v.get("type").and_then(Value::as_str) == Some("message_end") {
-                    counter.fetch_add(1, Ordering::Relaxed);
+                    if let Some(m) = v
+                        .get("message")
+                        .and_then(|m| serde_json::from_value::<AgentMessage>(m.clone()).ok())
+                    {
+                        if let Ok(mut l) = live.lock() {
+                            l.push(m);
+                        }
+                    }
                 }
                 // Nobody reads the stream any more: stop the run (the
                 // session keeps what was written).
@@ -452,7 +470,7 @@ impl Ctl {
                                 }
                                 RpcCommand::GetState => {
                                     let mut st = snapshot.clone();
-                                    st.message_count = base + ended.load(Ordering::Relaxed);
+                                    st.message_count = base.len() + ended.lock().map_or(0, |l| l.len());
                                     st.pending_message_count = queue.pending_count();
                                     let (s, f) = queue.modes();
                                     st.steering_mode = mode_name(s);
@@ -469,6 +487,18 @@ impl Ctl {
                                 }
                                 RpcCommand::AbortRetry | RpcCommand::AbortBash => {
                                     self.respond(id, &kind, Ok(None));
+                                }
+                                RpcCommand::GetMessages | RpcCommand::GetLastAssistantText => {
+                                    let l = ended.lock().map(|l| l.clone()).unwrap_or_default();
+                                    let msgs: Vec<&AgentMessage> = base.iter().chain(l.iter()).collect();
+                                    let data = match cmd {
+                                        RpcCommand::GetMessages => json!({ "messages": msgs }),
+                                        _ => last_assistant_text(msgs.into_iter()),
+                                    };
+                                    self.respond(id, &kind, Ok(Some(data)));
+                                }
+                                RpcCommand::GetCommands => {
+                                    self.respond(id, &kind, Ok(Some(json!({ "commands": self.opts.commands }))));
                                 }
                                 // A replacement aborts the run first (pi
                                 // does), then goes on once it settled.
@@ -777,16 +807,9 @@ impl Ctl {
             }
             RpcCommand::GetLastAssistantText => {
                 let ctx = agent.store.session.context(None);
-                for (_, m) in ctx.messages.iter().rev() {
-                    if let AgentMessage::Assistant(a) = &**m {
-                        let text = crate::format::message::blocks_text(&a.content, "");
-                        if text.trim().is_empty() && a.stop_reason != "stop" {
-                            continue;
-                        }
-                        return Ok(Some(json!({ "text": text })));
-                    }
-                }
-                Ok(Some(json!({})))
+                Ok(Some(last_assistant_text(
+                    ctx.messages.iter().map(|(_, m)| &**m),
+                )))
             }
             RpcCommand::SetSessionName { name } => {
                 let name = name.trim();
@@ -919,6 +942,22 @@ impl Ctl {
         self.respond(id.clone(), "bash", Ok(serde_json::to_value(result).ok()));
         Ok(exit)
     }
+}
+
+/// `get_last_assistant_text` over the context's messages: the last
+/// assistant text, skipping blank ones that did not stop normally; `{}`
+/// when there is none.
+fn last_assistant_text<'a>(messages: impl DoubleEndedIterator<Item = &'a AgentMessage>) -> Value {
+    for m in messages.rev() {
+        if let AgentMessage::Assistant(a) = m {
+            let text = crate::format::message::blocks_text(&a.content, "");
+            if text.trim().is_empty() && a.stop_reason != "stop" {
+                continue;
+            }
+            return json!({ "text": text });
+        }
+    }
+    json!({})
 }
 
 /// `get_commands`' list: extension commands, then prompt templates, then
