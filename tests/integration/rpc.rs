@@ -683,17 +683,20 @@ fn theirs(o: &Oracle, sb: &Sandbox, persisted: bool) -> Command {
 /// with the oracle installed, also replayed against pi 1.6.0 and compared
 /// with that run.
 fn check_capture(name: &str) {
-    check_capture_with(name, false)
+    check_capture_with(name, None)
 }
 
-/// `counting`: the capture's mock chose each reply by the number of
-/// assistant messages in the request (its compaction requests have none
-/// and got turn 0); the script is then the replies before the first
-/// compaction, served the same way. The compaction's `firstKeptEntryId`
-/// (a random id; its position is checked by `rpc_compact_matches_pi`) and
+/// `keep_recent` (the compaction captures, run with that
+/// `compaction.keepRecentTokens`, reference §3.4): the capture's mock chose
+/// each reply by the number of assistant messages in the request (its
+/// summarization requests have none and got turn 0), so the script is the
+/// replies before the first compaction plus the new ones after it, served
+/// the same way. The compaction's `firstKeptEntryId` (a random id; its
+/// position is checked by `rpc_compact_matches_pi`) and
 /// `estimatedTokensAfter` (it counts the system prompt, whose text is this
 /// toolkit's own) are left out of the comparison.
-fn check_capture_with(name: &str, counting: bool) {
+fn check_capture_with(name: &str, keep_recent: Option<u64>) {
+    let counting = keep_recent.is_some();
     let Some(mut cap) = load_capture(name) else {
         return;
     };
@@ -726,7 +729,14 @@ fn check_capture_with(name: &str, counting: bool) {
                 d == "<" && m["type"] == "message_end" && m["message"]["role"] == "assistant"
             })
             .count();
-        turns.truncate(before);
+        // Replies first seen after a compaction were the script's next
+        // entries (the turn numbers the kept context reached).
+        let later = turns.split_off(before.min(turns.len()));
+        for t in later {
+            if !turns.iter().any(|k| k.text == t.text && k.calls == t.calls) {
+                turns.push(t);
+            }
+        }
     }
     let start = |t: Vec<Turn>| {
         if counting {
@@ -743,10 +753,12 @@ fn check_capture_with(name: &str, counting: bool) {
         if counting {
             std::fs::write(
                 sb.agent().join("settings.json"),
-                r#"{"defaultProvider":"mock","defaultModel":"mock-1","compaction":{"keepRecentTokens":5}}"#,
+                json!({"defaultProvider": "mock", "defaultModel": "mock-1",
+                    "compaction": {"keepRecentTokens": keep_recent}})
+                .to_string(),
             )
             .unwrap();
-            std::fs::write(sb.cwd().join("notes.txt"), "hello\n").unwrap();
+            std::fs::write(sb.cwd().join("notes.txt"), "hello notes\n").unwrap();
         }
     };
     let sb = Sandbox::new();
@@ -793,8 +805,13 @@ fn rpc_capture_03_abort_keeps_a_queued_follow_up() {
 }
 
 #[test]
+fn rpc_capture_04_compact_split_turn() {
+    check_capture_with("04-compact-split-turn.jsonl", Some(30));
+}
+
+#[test]
 fn rpc_capture_05_compact_repeat_then_fork_clone_new_switch() {
-    check_capture_with("05-compact-repeat-fork-clone-new.jsonl", true);
+    check_capture_with("05-compact-repeat-fork-clone-new.jsonl", Some(5));
 }
 
 #[test]
