@@ -103,6 +103,10 @@ pub async fn serve(
             setup.resources,
         ),
         ui: None,
+        shutdown_requested: Some({
+            let runner = Arc::clone(setup.runner);
+            Arc::new(move || runner.shutdown_requested())
+        }),
     };
     let out = Out::stdout();
     let ui = pi_lib::rpc::ui::RpcUi::new(out.clone());

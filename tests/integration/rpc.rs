@@ -52,19 +52,44 @@ fn chunk(delta: Value, finish: Option<&str>) -> String {
 }
 
 impl Server {
+    /// Answers the n-th request with `turns[n]`.
     fn start(turns: Vec<Turn>) -> Server {
+        Server::serve(turns, false)
+    }
+
+    /// Answers each request with the turn numbered by how many assistant
+    /// messages it holds, as the captures' mock did (so a summarization
+    /// request, which has none, gets turn 0).
+    fn start_counting(turns: Vec<Turn>) -> Server {
+        Server::serve(turns, true)
+    }
+
+    fn serve(turns: Vec<Turn>, counting: bool) -> Server {
         let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
         let port = listener.local_addr().unwrap().port();
         let requests = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
         let reqs = std::sync::Arc::clone(&requests);
+        let turns = std::sync::Arc::new(turns);
         std::thread::spawn(move || {
             let mut n = 0usize;
             for stream in listener.incoming() {
                 let Ok(stream) = stream else { continue };
-                let turn = turns.get(n).cloned().unwrap_or_else(|| text_turn("ok"));
+                let nth = n;
                 n += 1;
                 let reqs = std::sync::Arc::clone(&reqs);
-                std::thread::spawn(move || serve_one(stream, turn, reqs));
+                let turns = std::sync::Arc::clone(&turns);
+                std::thread::spawn(move || {
+                    serve_one(stream, reqs, &|body: &Value| {
+                        let i = if counting {
+                            body["messages"].as_array().map_or(0, |m| {
+                                m.iter().filter(|m| m["role"] == "assistant").count()
+                            })
+                        } else {
+                            nth
+                        };
+                        turns.get(i).cloned().unwrap_or_else(|| text_turn("ok"))
+                    })
+                });
             }
         });
         Server { port, requests }
@@ -77,8 +102,8 @@ impl Server {
 
 fn serve_one(
     mut stream: std::net::TcpStream,
-    turn: Turn,
     reqs: std::sync::Arc<std::sync::Mutex<Vec<Value>>>,
+    choose: &dyn Fn(&Value) -> Turn,
 ) {
     let mut reader = BufReader::new(stream.try_clone().unwrap());
     let mut len = 0usize;
@@ -97,9 +122,9 @@ fn serve_one(
     }
     let mut body = vec![0u8; len];
     let _ = reader.read_exact(&mut body);
-    reqs.lock()
-        .unwrap()
-        .push(serde_json::from_slice(&body).unwrap_or(Value::Null));
+    let body: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+    let turn = choose(&body);
+    reqs.lock().unwrap().push(body);
     let mut parts = vec![
         "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\nconnection: close\r\n\r\n"
             .to_string(),
@@ -434,7 +459,7 @@ fn replay(c: &Capture, cmd: Command) -> (Option<i32>, Vec<Value>) {
         if let Some(raw) = m.get("_raw").and_then(Value::as_str) {
             client.send_line(raw);
         } else {
-            client.send(m);
+            client.send(&remap(c, m, &client.seen));
         }
     }
     // Everything the capture got back must come (by key and count).
@@ -444,6 +469,47 @@ fn replay(c: &Capture, cmd: Command) -> (Option<i32>, Vec<Value>) {
     }
     let (code, seen, _) = client.finish();
     (code, seen)
+}
+
+/// A command naming something of pi's run (a `fork`'s entry id, a
+/// `switch_session` file) names the same thing of this run: what the
+/// response with the same id and position said here.
+fn remap(c: &Capture, m: &Value, seen: &[Value]) -> Value {
+    let mut m = m.clone();
+    let ours = |id: &Value| {
+        seen.iter()
+            .find(|r| r["type"] == "response" && &r["id"] == id)
+            .cloned()
+            .unwrap_or_default()
+    };
+    let captured = c
+        .records
+        .iter()
+        .filter(|(d, r)| d == "<" && r["type"] == "response");
+    if m["type"] == "fork" {
+        for (_, r) in captured {
+            let Some(list) = r.pointer("/data/messages").and_then(Value::as_array) else {
+                continue;
+            };
+            if r["command"] != "get_fork_messages" {
+                continue;
+            }
+            if let Some(i) = list.iter().position(|x| x["entryId"] == m["entryId"]) {
+                if let Some(e) = ours(&r["id"]).pointer(&format!("/data/messages/{i}/entryId")) {
+                    m["entryId"] = e.clone();
+                }
+                break;
+            }
+        }
+    } else if m["type"] == "switch_session" {
+        for (_, r) in captured {
+            if r["command"] == "get_state" && r["data"]["sessionFile"] == m["sessionPath"] {
+                m["sessionPath"] = ours(&r["id"])["data"]["sessionFile"].clone();
+                break;
+            }
+        }
+    }
+    m
 }
 
 /// Keys whose values are per run (ids, times, paths, host details) or this
@@ -617,28 +683,101 @@ fn theirs(o: &Oracle, sb: &Sandbox, persisted: bool) -> Command {
 /// with the oracle installed, also replayed against pi 1.6.0 and compared
 /// with that run.
 fn check_capture(name: &str) {
-    let Some(cap) = load_capture(name) else {
+    check_capture_with(name, None)
+}
+
+/// `keep_recent` (the compaction captures, run with that
+/// `compaction.keepRecentTokens`, reference §3.4): the capture's mock chose
+/// each reply by the number of assistant messages in the request (its
+/// summarization requests have none and got turn 0), so the script is the
+/// replies before the first compaction plus the new ones after it, served
+/// the same way. The compaction's `firstKeptEntryId` (a random id; its
+/// position is checked by `rpc_compact_matches_pi`) and
+/// `estimatedTokensAfter` (it counts the system prompt, whose text is this
+/// toolkit's own) are left out of the comparison.
+fn check_capture_with(name: &str, keep_recent: Option<u64>) {
+    let counting = keep_recent.is_some();
+    let Some(mut cap) = load_capture(name) else {
         return;
     };
+    let strip = |records: &mut dyn Iterator<Item = &mut Value>| {
+        for m in records {
+            for p in ["/data", "/result"] {
+                if let Some(o) = m.pointer_mut(p).and_then(Value::as_object_mut) {
+                    o.remove("firstKeptEntryId");
+                    o.remove("estimatedTokensAfter");
+                }
+            }
+        }
+    };
+    if counting {
+        strip(&mut cap.records.iter_mut().map(|(_, m)| m));
+    }
     let want: Vec<Value> = cap
         .records
         .iter()
         .filter(|(d, _)| d == "<")
         .map(|(_, m)| m.clone())
         .collect();
-    let turns = turns_of(&cap);
+    let mut turns = turns_of(&cap);
+    if counting {
+        let before = cap
+            .records
+            .iter()
+            .take_while(|(_, m)| m["type"] != "compaction_start")
+            .filter(|(d, m)| {
+                d == "<" && m["type"] == "message_end" && m["message"]["role"] == "assistant"
+            })
+            .count();
+        // Replies first seen after a compaction were the script's next
+        // entries (the turn numbers the kept context reached).
+        let later = turns.split_off(before.min(turns.len()));
+        for t in later {
+            if !turns.iter().any(|k| k.text == t.text && k.calls == t.calls) {
+                turns.push(t);
+            }
+        }
+    }
+    let start = |t: Vec<Turn>| {
+        if counting {
+            Server::start_counting(t)
+        } else {
+            Server::start(t)
+        }
+    };
     let keep = persisted(&cap);
+    // The compaction captures kept only the last exchange (reference §3.4:
+    // they set a small keepRecentTokens) and read a notes file.
+    let prepare = |sb: &Sandbox, port: u16| {
+        configure(&sb.agent(), port, &[]);
+        if counting {
+            std::fs::write(
+                sb.agent().join("settings.json"),
+                json!({"defaultProvider": "mock", "defaultModel": "mock-1",
+                    "compaction": {"keepRecentTokens": keep_recent}})
+                .to_string(),
+            )
+            .unwrap();
+            std::fs::write(sb.cwd().join("notes.txt"), "hello notes\n").unwrap();
+        }
+    };
     let sb = Sandbox::new();
-    let server = Server::start(turns.clone());
-    configure(&sb.agent(), server.port, &[]);
-    let (code, got) = replay(&cap, ours(&sb, keep));
+    let server = start(turns.clone());
+    prepare(&sb, server.port);
+    let (code, mut got) = replay(&cap, ours(&sb, keep));
+    if counting {
+        strip(&mut got.iter_mut());
+    }
     assert_eq!(code, Some(0), "{name}: pi-run exits 0 on stdin EOF");
     let mut problems = compare(&format!("{name} (capture)"), &want, &got);
     if let Some(o) = Oracle::find(&format!("rpc {name} side by side")) {
         let sb2 = Sandbox::new();
-        let server2 = Server::start(turns);
-        configure(&sb2.agent(), server2.port, &[]);
-        let (code2, live) = replay(&cap, theirs(&o, &sb2, keep));
+        let server2 = start(turns);
+        prepare(&sb2, server2.port);
+        let (code2, mut live) = replay(&cap, theirs(&o, &sb2, keep));
+        if counting {
+            strip(&mut live.iter_mut());
+        }
         assert_eq!(code2, Some(0), "{name}: pi exits 0 on stdin EOF");
         problems.extend(compare(&format!("{name} (pi 1.6.0 live)"), &live, &got));
         assert_eq!(
@@ -663,6 +802,16 @@ fn rpc_capture_02_steer_and_follow_up_queues() {
 #[test]
 fn rpc_capture_03_abort_keeps_a_queued_follow_up() {
     check_capture("03-abort.jsonl");
+}
+
+#[test]
+fn rpc_capture_04_compact_split_turn() {
+    check_capture_with("04-compact-split-turn.jsonl", Some(30));
+}
+
+#[test]
+fn rpc_capture_05_compact_repeat_then_fork_clone_new_switch() {
+    check_capture_with("05-compact-repeat-fork-clone-new.jsonl", Some(5));
 }
 
 #[test]
@@ -1148,4 +1297,494 @@ fn rpc_compact_matches_pi() {
     assert!(problems.is_empty(), "{}", problems.join("\n"));
     assert_eq!(pi_kept, got_kept, "firstKeptEntryId at the same entry");
     assert_eq!(pi_requests, got_requests, "model requests");
+}
+
+// ---------------------------------------------------------------------------
+// Session replacement (`fork`, `clone`, `switch_session`, `new_session`)
+// and `export_html`, side by side with pi 1.6.0.
+
+/// Logs the session events it gets (to `$PROBE_LOG`), cancels the one named
+/// by `$PROBE_CANCEL`, and sends a message from each `session_start`.
+const SESSION_PROBE: &str = r#"
+import * as fs from "node:fs";
+export default function (pi) {
+  const log = (o) => fs.appendFileSync(process.env.PROBE_LOG, JSON.stringify(o) + "\n");
+  for (const ev of ["session_start", "session_shutdown", "session_before_fork",
+                    "session_before_switch", "resources_discover"]) {
+    pi.on(ev, async (e) => {
+      log(e);
+      if (ev === "session_start") {
+        pi.sendMessage({ customType: "probe", content: "started " + e.reason, display: true });
+      }
+      if (process.env.PROBE_CANCEL === ev) return { cancel: true };
+    });
+  }
+}
+"#;
+
+/// `@<id>/<json pointer>` in a command: that part of response `<id>`.
+fn resolve_refs(v: &Value, seen: &[Value]) -> Value {
+    match v {
+        Value::String(s) if s.starts_with('@') => {
+            let (id, ptr) = s[1..].split_once('/').unwrap_or((&s[1..], ""));
+            let r = seen
+                .iter()
+                .find(|r| r["type"] == "response" && r["id"] == id)
+                .unwrap_or_else(|| panic!("no response {id} to take {s} from"));
+            r.pointer(&format!("/{ptr}"))
+                .cloned()
+                .unwrap_or_else(|| panic!("{s}: not in {r}"))
+        }
+        Value::Object(m) => Value::Object(
+            m.iter()
+                .map(|(k, x)| (k.clone(), resolve_refs(x, seen)))
+                .collect(),
+        ),
+        other => other.clone(),
+    }
+}
+
+/// [`drive`] with `@id/pointer` references resolved from earlier responses.
+fn drive_refs(cmd: Command, commands: &[Value]) -> Vec<Value> {
+    let mut client = Client::spawn(cmd);
+    let mut settled = 0;
+    for c in commands {
+        let c = resolve_refs(c, &client.seen);
+        client.send(&c);
+        let id = c["id"].as_str().unwrap_or("").to_string();
+        let r = client.response(&id);
+        if c["type"] == "prompt" && r["data"]["disposition"] == "started" {
+            settled += 1;
+            client.wait_count("agent_settled", settled, &|v| v["type"] == "agent_settled");
+        }
+    }
+    let (code, seen, err) = client.finish();
+    assert_eq!(code, Some(0), "exit on EOF; stderr:\n{err}");
+    seen
+}
+
+/// Every session file under the sandbox: `(has parentSession, entry types)`,
+/// sorted; and the first session's path.
+fn session_files(sb: &Sandbox) -> Vec<(bool, Vec<String>)> {
+    let mut out = Vec::new();
+    let mut stack = vec![sb.agent().join("sessions"), sb.cwd()];
+    while let Some(d) = stack.pop() {
+        let Ok(rd) = std::fs::read_dir(&d) else {
+            continue;
+        };
+        for e in rd.flatten() {
+            let p = e.path();
+            if p.is_dir() && !p.ends_with(".pi") {
+                stack.push(p);
+            } else if p.extension().is_some_and(|x| x == "jsonl") {
+                let lines: Vec<Value> = std::fs::read_to_string(&p)
+                    .unwrap()
+                    .lines()
+                    .map(|l| serde_json::from_str(l).unwrap())
+                    .collect();
+                let kinds = lines[1..]
+                    .iter()
+                    .map(|l| match l["message"]["role"].as_str() {
+                        Some(r) => format!("message:{r}"),
+                        None => l["type"].as_str().unwrap_or("?").to_string(),
+                    })
+                    .collect();
+                out.push((lines[0]["parentSession"].is_string(), kinds));
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+/// The probe's log with session files named by what they are (the first
+/// session, another one) and entry ids by the fork message they are.
+fn probe_log(sb: &Sandbox, records: &[Value]) -> Vec<Value> {
+    let first = records
+        .iter()
+        .find(|r| r["id"] == "s0")
+        .and_then(|r| r["data"]["sessionFile"].as_str())
+        .unwrap_or("")
+        .to_string();
+    let forks: Vec<String> = records
+        .iter()
+        .find(|r| r["id"] == "fm")
+        .and_then(|r| r["data"]["messages"].as_array())
+        .map(|a| {
+            a.iter()
+                .filter_map(|m| m["entryId"].as_str().map(str::to_string))
+                .collect()
+        })
+        .unwrap_or_default();
+    let text = std::fs::read_to_string(sb.root().join("probe.log")).unwrap_or_default();
+    text.lines()
+        .map(|l| {
+            let mut v: Value = serde_json::from_str(l).unwrap();
+            for (k, x) in v.as_object_mut().unwrap().iter_mut() {
+                let Some(s) = x.as_str() else { continue };
+                if k.ends_with("File") {
+                    *x = json!(if s == first { "<FIRST>" } else { "<OTHER>" });
+                } else if k == "entryId" {
+                    *x = json!(forks
+                        .iter()
+                        .position(|f| f == s)
+                        .map_or("<LEAF>".to_string(), |i| format!("<FORK {i}>")));
+                } else if k == "cwd" {
+                    *x = json!("<CWD>");
+                }
+            }
+            v
+        })
+        .collect()
+}
+
+/// A replacement drive's records, the probe's log, the session files and
+/// the HTML files written.
+type ReplacementRun = (
+    Vec<Value>,
+    Vec<Value>,
+    Vec<(bool, Vec<String>)>,
+    Vec<String>,
+);
+
+fn replacement_run(o: &Oracle, pi: bool, cancel: &str, commands: &[Value]) -> ReplacementRun {
+    let sb = Sandbox::new();
+    let server = Server::start(vec![text_turn("Answer one."), text_turn("Answer two.")]);
+    configure(&sb.agent(), server.port, &[]);
+    let ext = sb.root().join("probe.js");
+    std::fs::write(&ext, SESSION_PROBE).unwrap();
+    let mut cmd = if pi {
+        theirs(o, &sb, true)
+    } else {
+        ours(&sb, true)
+    };
+    cmd.args(["-e", ext.to_str().unwrap()])
+        .env("PI_NODE", &o.node22)
+        .env("PROBE_LOG", sb.root().join("probe.log"))
+        .env("PROBE_CANCEL", cancel);
+    let records = drive_refs(cmd, commands);
+    let log = probe_log(&sb, &records);
+    let html: Vec<String> = ["x.html", "pi-session-"]
+        .iter()
+        .filter(|n| {
+            std::fs::read_dir(sb.cwd()).unwrap().flatten().any(|e| {
+                let f = e.file_name().to_string_lossy().into_owned();
+                f.starts_with(*n) && f.ends_with(".html") && e.metadata().is_ok_and(|m| m.len() > 0)
+            })
+        })
+        .map(|n| n.to_string())
+        .collect();
+    (records, log, session_files(&sb), html)
+}
+
+#[test]
+fn rpc_fork_clone_switch_new_and_export_match_pi() {
+    let Some(o) = Oracle::find("rpc session replacement side by side") else {
+        return;
+    };
+    let commands = [
+        json!({"id": "p0", "type": "prompt", "message": "first question"}),
+        json!({"id": "p1", "type": "prompt", "message": "second question"}),
+        json!({"id": "s0", "type": "get_state"}),
+        json!({"id": "fm", "type": "get_fork_messages"}),
+        json!({"id": "fkbad", "type": "fork", "entryId": "nope"}),
+        json!({"id": "fk", "type": "fork", "entryId": "@fm/data/messages/1/entryId"}),
+        json!({"id": "s1", "type": "get_state"}),
+        json!({"id": "m1", "type": "get_messages"}),
+        json!({"id": "fk0", "type": "fork", "entryId": "@fm/data/messages/0/entryId"}),
+        json!({"id": "s2", "type": "get_state"}),
+        json!({"id": "sw", "type": "switch_session", "sessionPath": "@s0/data/sessionFile"}),
+        json!({"id": "s3", "type": "get_state"}),
+        json!({"id": "cl", "type": "clone"}),
+        json!({"id": "s4", "type": "get_state"}),
+        json!({"id": "ns", "type": "new_session"}),
+        json!({"id": "s5", "type": "get_state"}),
+        json!({"id": "cl2", "type": "clone"}),
+        json!({"id": "ex0", "type": "export_html"}),
+        json!({"id": "sw2", "type": "switch_session", "sessionPath": "@s0/data/sessionFile"}),
+        json!({"id": "ex1", "type": "export_html"}),
+        json!({"id": "ex2", "type": "export_html", "outputPath": "x.html"}),
+        json!({"id": "m2", "type": "get_messages"}),
+    ];
+    let (pi, pi_log, pi_files, pi_html) = replacement_run(&o, true, "", &commands);
+    let (got, log, files, html) = replacement_run(&o, false, "", &commands);
+    let problems = compare("replacement (pi 1.6.0 live)", &pi, &got);
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+    let ex1 = got.iter().find(|r| r["id"] == "ex1").unwrap();
+    assert!(
+        ex1["data"]["path"]
+            .as_str()
+            .is_some_and(|p| p.starts_with("pi-session-") && p.ends_with(".html")),
+        "pi's default export name, relative: {ex1}"
+    );
+    assert_eq!(log, pi_log, "the extensions see the same session events");
+    let seen = |t: &str, r: &str| {
+        log.iter()
+            .filter(|e| e["type"] == t && e["reason"] == r)
+            .count()
+    };
+    assert_eq!(
+        (
+            seen("session_shutdown", "fork"),
+            seen("session_start", "fork")
+        ),
+        (3, 3),
+        "two forks and a clone, each announced: {log:?}"
+    );
+    assert_eq!(seen("session_start", "resume"), 2);
+    assert_eq!(seen("session_start", "new"), 1);
+    assert_eq!(
+        files.iter().filter(|(parent, _)| *parent).count(),
+        2,
+        "the written forks name their parent: {files:?}"
+    );
+    assert_eq!(files, pi_files, "the same session files");
+    assert_eq!(html, pi_html, "the same HTML files");
+    assert_eq!(html.len(), 2);
+    let fk = got.iter().find(|r| r["id"] == "fk").unwrap();
+    assert_eq!(
+        fk["data"],
+        json!({"text": "second question", "cancelled": false})
+    );
+
+    // Cancelled by the extension: nothing is replaced.
+    let cancelled = [
+        json!({"id": "p0", "type": "prompt", "message": "first question"}),
+        json!({"id": "s0", "type": "get_state"}),
+        json!({"id": "fm", "type": "get_fork_messages"}),
+        json!({"id": "fkbad", "type": "fork", "entryId": "nope"}),
+        json!({"id": "fk", "type": "fork", "entryId": "@fm/data/messages/0/entryId"}),
+        json!({"id": "cl", "type": "clone"}),
+        json!({"id": "ns", "type": "new_session"}),
+        json!({"id": "sw", "type": "switch_session", "sessionPath": "@s0/data/sessionFile"}),
+        json!({"id": "s1", "type": "get_state"}),
+    ];
+    for hook in ["session_before_fork", "session_before_switch"] {
+        let (pi, pi_log, pi_files, _) = replacement_run(&o, true, hook, &cancelled);
+        let (got, log, files, _) = replacement_run(&o, false, hook, &cancelled);
+        let problems = compare(&format!("{hook} cancels (pi 1.6.0 live)"), &pi, &got);
+        assert!(problems.is_empty(), "{}", problems.join("\n"));
+        assert_eq!(log, pi_log, "{hook}: the same session events");
+        assert_eq!(files, pi_files, "{hook}: the same session files");
+    }
+}
+
+/// `/bye` calls `ctx.shutdown()`; `session_shutdown` is logged.
+const BYE_EXTENSION: &str = r#"
+import * as fs from "node:fs";
+export default function (pi) {
+  pi.registerCommand("bye", { description: "quit", handler: async (_a, ctx) => { ctx.shutdown(); } });
+  pi.on("session_shutdown", async (e) => {
+    fs.appendFileSync(process.env.PROBE_LOG, JSON.stringify(e) + "\n");
+  });
+}
+"#;
+
+#[test]
+fn rpc_extension_shutdown_ends_the_process_after_the_command_as_pi() {
+    let Some(o) = Oracle::find("rpc ctx.shutdown side by side") else {
+        return;
+    };
+    let run = |pi: bool| {
+        let sb = Sandbox::new();
+        let server = Server::start(vec![]);
+        configure(&sb.agent(), server.port, &[]);
+        let ext = sb.root().join("bye.js");
+        std::fs::write(&ext, BYE_EXTENSION).unwrap();
+        let mut cmd = if pi {
+            theirs(&o, &sb, false)
+        } else {
+            ours(&sb, false)
+        };
+        cmd.args(["-e", ext.to_str().unwrap()])
+            .env("PI_NODE", &o.node22)
+            .env("PROBE_LOG", sb.root().join("probe.log"));
+        let mut client = Client::spawn(cmd);
+        client.send(&json!({"id": "p", "type": "prompt", "message": "/bye"}));
+        let r = client.response("p");
+        // stdin stays open: the process ends by itself.
+        let deadline = Instant::now() + Duration::from_secs(30);
+        let status = loop {
+            if let Some(s) = client.child.try_wait().unwrap() {
+                break s;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "pi: {pi}: still running 30 s after ctx.shutdown()"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        let log = std::fs::read_to_string(sb.root().join("probe.log")).unwrap_or_default();
+        (r, status.code(), log)
+    };
+    let (pi_r, pi_code, pi_log) = run(true);
+    let (r, code, log) = run(false);
+    assert_eq!(r["data"], json!({"disposition": "handled"}));
+    assert_eq!(r, pi_r);
+    assert_eq!(code, pi_code, "exit code");
+    assert_eq!(log, pi_log, "one session_shutdown {{reason: quit}}");
+    assert_eq!(log.lines().count(), 1);
+}
+
+#[test]
+fn rpc_read_commands_answer_at_once_while_a_run_streams_as_pi() {
+    let Some(o) = Oracle::find("rpc answers while streaming side by side") else {
+        return;
+    };
+    let run = |pi: bool| {
+        let sb = Sandbox::new();
+        let slow = Turn {
+            slow: true,
+            ..text_turn("A long answer that streams in many small pieces, slowly.")
+        };
+        let server = Server::start(vec![text_turn("First answer."), slow]);
+        configure(&sb.agent(), server.port, &[]);
+        let mut client = Client::spawn(if pi {
+            theirs(&o, &sb, true)
+        } else {
+            ours(&sb, true)
+        });
+        client.send(&json!({"id": "p0", "type": "prompt", "message": "first"}));
+        client.wait_count("settled", 1, &|v| v["type"] == "agent_settled");
+        let delta = |v: &Value| v["assistantMessageEvent"]["type"] == "text_delta";
+        let before = client.seen.iter().filter(|v| delta(v)).count();
+        client.send(&json!({"id": "p1", "type": "prompt", "message": "second"}));
+        client.wait_count("a text delta of the second reply", before + 1, &delta);
+        for (id, t) in [
+            ("gm", "get_messages"),
+            ("lt", "get_last_assistant_text"),
+            ("gs", "get_state"),
+            ("gc", "get_commands"),
+        ] {
+            client.send(&json!({"id": id, "type": t}));
+            client.response(id);
+        }
+        client.wait_count("settled", 2, &|v| v["type"] == "agent_settled");
+        let (code, seen, err) = client.finish();
+        assert_eq!(code, Some(0), "{err}");
+        // Where each answer came: before the streamed reply ended.
+        let end = seen
+            .iter()
+            .rposition(|v| v["type"] == "message_end" && v["message"]["role"] == "assistant")
+            .unwrap();
+        for id in ["gm", "lt", "gs", "gc"] {
+            let at = seen.iter().position(|v| v["id"] == id).unwrap();
+            assert!(at < end, "pi: {pi}: {id} answered while streaming");
+        }
+        seen
+    };
+    let pi = run(true);
+    let got = run(false);
+    let pick = |r: &[Value]| -> Vec<Value> {
+        r.iter()
+            .filter(|v| v["type"] == "response" && v["id"] != "p0" && v["id"] != "p1")
+            .cloned()
+            .collect()
+    };
+    let problems = compare("while streaming (pi 1.6.0 live)", &pick(&pi), &pick(&got));
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+    let gm = got.iter().find(|v| v["id"] == "gm").unwrap();
+    let roles: Vec<&str> = gm["data"]["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|m| m["role"].as_str())
+        .collect();
+    assert_eq!(
+        roles,
+        ["system", "user", "assistant", "user"],
+        "the context so far: {gm}"
+    );
+    let gs = got.iter().find(|v| v["id"] == "gs").unwrap();
+    assert_eq!(gs["data"]["isStreaming"], true);
+    let lt = got.iter().find(|v| v["id"] == "lt").unwrap();
+    assert_eq!(lt["data"]["text"], "First answer.");
+}
+
+/// pi 1.6.0 answers a `get_state` sent at `compaction_start` (after a run
+/// and between turns) only once the compaction ended, `isCompacting`
+/// false; pi-run the same.
+#[test]
+fn rpc_get_state_during_compactions_matches_pi() {
+    let Some(o) = Oracle::find("rpc isCompacting side by side") else {
+        return;
+    };
+    let run = |pi: bool, between: bool| {
+        let sb = Sandbox::new();
+        // The second reply's usage passes the threshold (window 16500
+        // minus the 16384 reserve): a threshold compaction follows, whose
+        // summary streams slowly.
+        // Between turns: the big reply is a tool call, and the run goes on
+        // after the compaction.
+        let big = if between {
+            Turn {
+                text: None,
+                calls: vec![(
+                    "call_1".into(),
+                    "bash".into(),
+                    json!({"command": "echo hi"}).to_string(),
+                )],
+                usage: (400, 20),
+                slow: false,
+            }
+        } else {
+            Turn {
+                usage: (400, 20),
+                ..text_turn("An answer.")
+            }
+        };
+        let summary = Turn {
+            slow: true,
+            ..text_turn("SUMMARY: one question was answered, slowly summarised.")
+        };
+        let server = Server::start(vec![
+            text_turn("First answer."),
+            big,
+            summary.clone(),
+            summary,
+        ]);
+        configure(&sb.agent(), server.port, &[]);
+        std::fs::write(
+            sb.agent().join("settings.json"),
+            r#"{"defaultProvider":"mock","defaultModel":"mock-1","compaction":{"keepRecentTokens":1}}"#,
+        )
+        .unwrap();
+        let models = sb.agent().join("models.json");
+        let text = std::fs::read_to_string(&models)
+            .unwrap()
+            .replace("128000", "16500");
+        std::fs::write(&models, text).unwrap();
+        let mut client = Client::spawn(if pi {
+            theirs(&o, &sb, true)
+        } else {
+            ours(&sb, true)
+        });
+        client.send(&json!({"id": "p0", "type": "prompt", "message": "first question"}));
+        client.wait_count("settled", 1, &|v| v["type"] == "agent_settled");
+        client.send(&json!({"id": "p", "type": "prompt", "message": "a question"}));
+        client.wait_count("compaction_start", 1, &|v| v["type"] == "compaction_start");
+        client.send(&json!({"id": "gs", "type": "get_state"}));
+        let gs = client.response("gs");
+        client.wait_count("settled", 2, &|v| v["type"] == "agent_settled");
+        client.send(&json!({"id": "gs2", "type": "get_state"}));
+        let gs2 = client.response("gs2");
+        let (code, seen, err) = client.finish();
+        assert_eq!(code, Some(0), "{err}");
+        let at = |pred: &dyn Fn(&Value) -> bool| seen.iter().position(pred).unwrap();
+        let answered = at(&|v| v["id"] == "gs");
+        let ended = at(&|v| v["type"] == "compaction_end");
+        (
+            answered < ended,
+            gs["data"]["isCompacting"].clone(),
+            gs2["data"]["isCompacting"].clone(),
+        )
+    };
+    for between in [false, true] {
+        let pi = run(true, between);
+        let got = run(false, between);
+        assert_eq!(
+            got, pi,
+            "between turns: {between}: (answered during the compaction, isCompacting then, after)"
+        );
+    }
 }

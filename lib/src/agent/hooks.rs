@@ -276,6 +276,12 @@ pub trait Hooks: Send + Sync {
         ready(BoundaryOutcome::default())
     }
 
+    /// `session_before_switch` / `session_before_fork` (pi's payload):
+    /// `true` when a handler cancels (`{cancel: true}`). Never by default.
+    fn session_before(&self, _event: Value) -> BoxFuture<'_, bool> {
+        ready(false)
+    }
+
     /// Any other event (pi's payload); awaited, the answer ignored.
     fn notify(&self, _event: Value) -> BoxFuture<'_, ()> {
         ready(())

@@ -237,6 +237,19 @@ impl Agent {
         }
     }
 
+    /// Asks the hooks whether a session replacement (`session_before_*`)
+    /// may go on; `true`: a handler cancelled it.
+    pub async fn session_before(&mut self, event: Value, emit: Emit<'_>) -> bool {
+        let kind = event.get("type").and_then(Value::as_str).unwrap_or("");
+        let Some(h) = self.hooks_for(kind) else {
+            return false;
+        };
+        let fut = h.session_before(event);
+        let cancel = self.wait(&h, fut, emit).await;
+        self.settle_hook(emit);
+        cancel
+    }
+
     /// An extension command `/name args`: `false` when no hook has it.
     pub async fn command(&mut self, name: &str, args: &str, emit: Emit<'_>) -> bool {
         let Some(h) = self.ext.hooks.clone() else {

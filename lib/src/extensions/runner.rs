@@ -553,7 +553,9 @@ impl Runner {
     /// Every handler of a notification, in order.
     async fn notify_all(&self, event: Value) {
         let kind = event.get("type").and_then(Value::as_str).unwrap_or("");
-        if kind == "session_shutdown" {
+        // (A session replacement's `session_shutdown` is not the last one.)
+        if kind == "session_shutdown" && event.get("reason").and_then(Value::as_str) == Some("quit")
+        {
             self.shutdown_sent.store(true, Ordering::Relaxed);
         }
         for e in self.handlers(kind, false) {
@@ -1100,6 +1102,22 @@ impl Hooks for Runner {
 
     fn notify(&self, event: Value) -> BoxFuture<'_, ()> {
         Box::pin(self.notify_all(event))
+    }
+
+    /// The first `{cancel: true}` cancels; later handlers are not asked.
+    fn session_before(&self, event: Value) -> BoxFuture<'_, bool> {
+        Box::pin(async move {
+            let kind = event["type"].as_str().unwrap_or("").to_string();
+            for e in self.handlers(&kind, false) {
+                let Some(v) = self.send_reported(&e, &event).await else {
+                    continue;
+                };
+                if v.get("cancel").and_then(Value::as_bool) == Some(true) {
+                    return true;
+                }
+            }
+            false
+        })
     }
 
     /// pi's boundary chain: each handler sees the proposal so far; a

@@ -6,17 +6,20 @@
 //! loop's; `abort` cancels the run and answers once it settled), answers
 //! the state, model, session and queue commands from the library's own
 //! types, and ends cleanly on stdin EOF, SIGTERM or SIGHUP with every entry
-//! already on disk. Commands that need the whole agent (`get_messages`,
-//! `bash`, `set_model`, …) sent while a run streams are answered as soon
-//! as it settles, in the order they came.
+//! already on disk. Session replacement and `export_html` are in
+//! [`replace`]. While a run streams, `get_state`, `get_messages`,
+//! `get_last_assistant_text` and `get_commands` are answered at once from
+//! what the run began with and the messages it ended since; commands that
+//! need the whole agent (`bash`, `set_model`, `get_entries`, …) are
+//! answered as soon as it settles, in the order they came.
 
 pub mod io;
+mod replace;
 pub mod ui;
 
 use std::future::Future;
 use std::path::PathBuf;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use serde_json::{json, Map, Value};
@@ -82,6 +85,10 @@ pub struct RpcOptions {
     pub commands: Vec<Value>,
     /// The extensions' UI, answered by this client (§1.8).
     pub ui: Option<Arc<ui::RpcUi>>,
+    /// Whether an extension asked to end the process (`ctx.shutdown()`):
+    /// checked while idle, after each command and once a run settled, as
+    /// pi 1.6.0 does; then the server ends as on EOF (exit 0).
+    pub shutdown_requested: Option<Arc<dyn Fn() -> bool + Send + Sync>>,
 }
 
 /// The server's own state next to the agent.
@@ -171,6 +178,9 @@ pub async fn serve(
     };
     let mut backlog: std::collections::VecDeque<String> = Default::default();
     loop {
+        if ctl.opts.shutdown_requested.as_ref().is_some_and(|f| f()) {
+            return 0;
+        }
         let next = match backlog.pop_front() {
             Some(l) => Input::Line(l),
             None => match input.recv().await {
@@ -297,6 +307,24 @@ pub async fn serve(
                 ctl.out.record(&r);
                 continue;
             }
+            RpcCommand::NewSession { .. }
+            | RpcCommand::SwitchSession { .. }
+            | RpcCommand::Fork { .. }
+            | RpcCommand::Clone => {
+                let what = match cmd {
+                    RpcCommand::NewSession { parent_session } => replace::Replacement::New {
+                        parent: parent_session,
+                    },
+                    RpcCommand::SwitchSession { session_path } => {
+                        replace::Replacement::Switch { path: session_path }
+                    }
+                    RpcCommand::Fork { entry_id } => replace::Replacement::Fork { entry_id },
+                    _ => replace::Replacement::Clone,
+                };
+                let r = ctl.replace(agent, what).await;
+                ctl.respond(id, &kind, r);
+                continue;
+            }
             other => {
                 let r = match ctl.idle(agent, other) {
                     Ok(data) => RpcResponse::ok(id, &kind, data),
@@ -364,18 +392,35 @@ impl Ctl {
         let cancel = CancellationToken::new();
         agent.cancel = cancel.clone();
         let queue = Arc::clone(&agent.queue);
-        let base = agent.store.session.context(None).messages.len();
-        let ended = Arc::new(AtomicUsize::new(0));
+        // What read-only commands answer while the run streams (pi answers
+        // them at once from the agent's state): the context as the run
+        // began and the messages it ended since.
+        let base: Vec<AgentMessage> = agent
+            .store
+            .session
+            .context(None)
+            .messages
+            .iter()
+            .map(|(_, m)| (**m).clone())
+            .collect();
+        let ended: Arc<std::sync::Mutex<Vec<AgentMessage>>> = Arc::default();
         let snapshot = self.state(agent, true);
         let mut aborts: Vec<Option<Value>> = Vec::new();
         let mut exit = None;
         {
             let out = self.out.clone();
-            let counter = Arc::clone(&ended);
+            let live = Arc::clone(&ended);
             let stop = cancel.clone();
             let mut emit = move |v: &Value| {
                 if v.get("type").and_then(Value::as_str) == Some("message_end") {
-                    counter.fetch_add(1, Ordering::Relaxed);
+                    if let Some(m) = v
+                        .get("message")
+                        .and_then(|m| serde_json::from_value::<AgentMessage>(m.clone()).ok())
+                    {
+                        if let Ok(mut l) = live.lock() {
+                            l.push(m);
+                        }
+                    }
                 }
                 // Nobody reads the stream any more: stop the run (the
                 // session keeps what was written).
@@ -425,7 +470,7 @@ impl Ctl {
                                 }
                                 RpcCommand::GetState => {
                                     let mut st = snapshot.clone();
-                                    st.message_count = base + ended.load(Ordering::Relaxed);
+                                    st.message_count = base.len() + ended.lock().map_or(0, |l| l.len());
                                     st.pending_message_count = queue.pending_count();
                                     let (s, f) = queue.modes();
                                     st.steering_mode = mode_name(s);
@@ -442,6 +487,27 @@ impl Ctl {
                                 }
                                 RpcCommand::AbortRetry | RpcCommand::AbortBash => {
                                     self.respond(id, &kind, Ok(None));
+                                }
+                                RpcCommand::GetMessages | RpcCommand::GetLastAssistantText => {
+                                    let l = ended.lock().map(|l| l.clone()).unwrap_or_default();
+                                    let msgs: Vec<&AgentMessage> = base.iter().chain(l.iter()).collect();
+                                    let data = match cmd {
+                                        RpcCommand::GetMessages => json!({ "messages": msgs }),
+                                        _ => last_assistant_text(msgs.into_iter()),
+                                    };
+                                    self.respond(id, &kind, Ok(Some(data)));
+                                }
+                                RpcCommand::GetCommands => {
+                                    self.respond(id, &kind, Ok(Some(json!({ "commands": self.opts.commands }))));
+                                }
+                                // A replacement aborts the run first (pi
+                                // does), then goes on once it settled.
+                                RpcCommand::NewSession { .. }
+                                | RpcCommand::SwitchSession { .. }
+                                | RpcCommand::Fork { .. }
+                                | RpcCommand::Clone => {
+                                    cancel.cancel();
+                                    backlog.push_back(line);
                                 }
                                 // Everything else needs the agent: answered
                                 // once the run settled, in order.
@@ -644,10 +710,12 @@ impl Ctl {
                 let models: Vec<Value> = self
                     .models(agent)
                     .iter()
-                    .filter_map(|m| match self.opts.registry.as_ref().and_then(|r| r.pi_json(m)) {
-                        Some(raw) => Some(Value::Object(raw)),
-                        None => serde_json::to_value(m).ok(),
-                    })
+                    .filter_map(
+                        |m| match self.opts.registry.as_ref().and_then(|r| r.pi_json(m)) {
+                            Some(raw) => Some(Value::Object(raw)),
+                            None => serde_json::to_value(m).ok(),
+                        },
+                    )
                     .collect();
                 Ok(Some(json!({ "models": models })))
             }
@@ -739,16 +807,9 @@ impl Ctl {
             }
             RpcCommand::GetLastAssistantText => {
                 let ctx = agent.store.session.context(None);
-                for (_, m) in ctx.messages.iter().rev() {
-                    if let AgentMessage::Assistant(a) = &**m {
-                        let text = crate::format::message::blocks_text(&a.content, "");
-                        if text.trim().is_empty() && a.stop_reason != "stop" {
-                            continue;
-                        }
-                        return Ok(Some(json!({ "text": text })));
-                    }
-                }
-                Ok(Some(json!({})))
+                Ok(Some(last_assistant_text(
+                    ctx.messages.iter().map(|(_, m)| &**m),
+                )))
             }
             RpcCommand::SetSessionName { name } => {
                 let name = name.trim();
@@ -763,25 +824,14 @@ impl Ctl {
             }
             RpcCommand::GetSessionStats => Ok(serde_json::to_value(stats(agent)).ok()),
             RpcCommand::GetCommands => Ok(Some(json!({ "commands": self.opts.commands }))),
-            RpcCommand::NewSession { parent_session } => {
-                let cwd = agent.store.session.header.cwd.clone();
-                let store = match agent.store.path().and_then(|p| p.parent()) {
-                    Some(dir) => SessionStore::create(&cwd, Some(dir), parent_session),
-                    None => SessionStore::create(&cwd, None, parent_session),
-                };
-                agent.store = store;
-                agent.prepare_session()?;
-                Ok(Some(json!({ "cancelled": false })))
-            }
-            // Answered in the command loop (it awaits the summary calls).
-            RpcCommand::Compact { .. } => Ok(None),
-            RpcCommand::ExportHtml { .. } => Err(
-                "export_html is not available in pi-run --mode rpc; use pi-run --export FILE"
-                    .into(),
-            ),
-            RpcCommand::SwitchSession { .. } | RpcCommand::Fork { .. } | RpcCommand::Clone => {
-                Err("session switching (switch_session, fork, clone) is not available in pi-run --mode rpc yet".into())
-            }
+            RpcCommand::ExportHtml { output_path } => self.export_html(agent, output_path),
+            // Answered in the command loop (they await the model or the
+            // extensions).
+            RpcCommand::Compact { .. }
+            | RpcCommand::NewSession { .. }
+            | RpcCommand::SwitchSession { .. }
+            | RpcCommand::Fork { .. }
+            | RpcCommand::Clone => Ok(None),
         }
     }
 
@@ -892,6 +942,22 @@ impl Ctl {
         self.respond(id.clone(), "bash", Ok(serde_json::to_value(result).ok()));
         Ok(exit)
     }
+}
+
+/// `get_last_assistant_text` over the context's messages: the last
+/// assistant text, skipping blank ones that did not stop normally; `{}`
+/// when there is none.
+fn last_assistant_text<'a>(messages: impl DoubleEndedIterator<Item = &'a AgentMessage>) -> Value {
+    for m in messages.rev() {
+        if let AgentMessage::Assistant(a) = m {
+            let text = crate::format::message::blocks_text(&a.content, "");
+            if text.trim().is_empty() && a.stop_reason != "stop" {
+                continue;
+            }
+            return json!({ "text": text });
+        }
+    }
+    json!({})
 }
 
 /// `get_commands`' list: extension commands, then prompt templates, then

@@ -73,6 +73,37 @@ impl SessionStore {
         }
     }
 
+    /// A fork of `source` (pi's RPC `fork`/`clone`): a new session whose
+    /// entries are `source`'s path to `leaf` (none: empty), unchanged,
+    /// with `parentSession` naming `source`'s file. It is written under
+    /// `dir` at once when the copied path holds a user or assistant
+    /// message (pi writes such a fork at once), lazily otherwise; with no
+    /// `dir` it stays in memory (`--no-session`).
+    pub fn fork_of(
+        source: &Session,
+        leaf: Option<&str>,
+        dir: Option<&Path>,
+        parent: Option<String>,
+    ) -> io::Result<SessionStore> {
+        let mut store = SessionStore::create(&source.header.cwd, dir, parent);
+        let ids = leaf.map(|l| source.path_to(l)).unwrap_or_default();
+        let mut talk = false;
+        for i in ids {
+            let e = source.entries[i].clone();
+            talk |= matches!(
+                e.message(),
+                Some(AgentMessage::User(_)) | Some(AgentMessage::Assistant(_))
+            );
+            store.session.push(e);
+        }
+        if talk {
+            if let Some(path) = store.path.clone() {
+                store.write_all_buffered(&path)?;
+            }
+        }
+        Ok(store)
+    }
+
     /// Where the session is (or will be) written.
     pub fn path(&self) -> Option<&Path> {
         self.path.as_deref()
