@@ -399,7 +399,7 @@ mod tests {
         assert_eq!(read_run(&s).unwrap().status, RunStatus::Aborted);
         let (_d, s) = session(&[meta(), result("failed"), status("queued")]);
         let r = read_run(&s).unwrap();
-        assert_eq!((r.status, r.error), (RunStatus::Queued, None));
+        assert_eq!((r.status, r.error.clone()), (RunStatus::Queued, None));
         assert_eq!(live_view(&r, true).status, RunStatus::Queued);
         assert_eq!(live_view(&r, false).status, RunStatus::Interrupted);
         assert_eq!(

@@ -1108,3 +1108,40 @@ pub fn join_control_tools(
     }
     warnings
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn inherited_context_is_capped_in_utf16_units_and_marked() {
+        assert_eq!(cap_utf16("abc", 3), "abc");
+        assert_eq!(cap_utf16("abcd", 3), "abc\n[Parent context truncated]");
+        // "😀" is two UTF-16 units: never split.
+        assert_eq!(cap_utf16("a😀b", 2), "a\n[Parent context truncated]");
+        assert_eq!(cap_utf16("a😀b", 3), "a😀\n[Parent context truncated]");
+        let long = "x".repeat(CONTEXT_LIMIT + 10);
+        let capped = cap_utf16(&long, CONTEXT_LIMIT);
+        assert_eq!(
+            capped.len(),
+            CONTEXT_LIMIT + "\n[Parent context truncated]".len()
+        );
+    }
+
+    #[test]
+    fn parent_context_has_the_prefix_and_the_messages() {
+        let d = tempfile::tempdir().unwrap();
+        let missing = parent_context(&d.path().join("none.jsonl")).unwrap();
+        assert_eq!(missing, format!("{CONTEXT_PREFIX}\n[]"));
+        let p = d.path().join("p.jsonl");
+        std::fs::write(
+            &p,
+            "{\"type\":\"session\",\"version\":3,\"id\":\"s\",\"timestamp\":\"2026-01-01T00:00:00.000Z\",\"cwd\":\"/\"}\n\
+             {\"type\":\"message\",\"id\":\"a1\",\"parentId\":null,\"timestamp\":\"2026-01-01T00:00:01.000Z\",\"message\":{\"role\":\"user\",\"content\":\"MARK\",\"timestamp\":1}}\n",
+        )
+        .unwrap();
+        let c = parent_context(&p).unwrap();
+        assert!(c.starts_with(&format!("{CONTEXT_PREFIX}\n[{{")), "{c}");
+        assert!(c.contains("\"MARK\""), "{c}");
+    }
+}
