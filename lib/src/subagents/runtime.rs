@@ -799,12 +799,12 @@ pub fn cap_utf16(text: &str, limit: usize) -> String {
     text.to_string()
 }
 
+/// A child's tools and system-prompt sections.
+type ChildSetup = (Vec<Arc<dyn Tool>>, Vec<(String, String)>);
+
 /// The child's tools and system-prompt sections from its snapshot: the
 /// exact prompt alone, or pi's prompt for the tools with the append list.
-fn child_setup(
-    snap: &Snapshot,
-    cwd: &std::path::Path,
-) -> Result<(Vec<Arc<dyn Tool>>, Vec<(String, String)>), String> {
+fn child_setup(snap: &Snapshot, cwd: &std::path::Path) -> Result<ChildSetup, String> {
     let tools = crate::tools::select::builtin_tools(&snap.tools);
     let sections = match &snap.exact_system_prompt {
         Some(p) if p.is_empty() => Vec::new(),
@@ -949,11 +949,9 @@ fn run_child(
                 }
             };
             if let Err(e) = agent.prepare_session() {
-                drop(emit);
                 return (agent, None, Some(e), false, false);
             }
             let out = agent.run(user_message(&task), &mut emit).await;
-            drop(emit);
             let text = out
                 .last
                 .as_ref()
