@@ -408,7 +408,7 @@ fn run(
     });
     if let Some(c) = &subagents {
         for w in pi_lib::subagents::runtime::join_control_tools(&mut tools, c.tools(), &runner) {
-            pi_lib::cli::warn(PROG, &w);
+            eprintln!("{PROG}: {w}");
         }
     }
 

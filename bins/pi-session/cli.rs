@@ -98,7 +98,8 @@ pub struct SessionArg {
 #[derive(Subcommand, Debug)]
 pub enum Command {
     /// List sessions: id, name, cwd, created, modified, messages, first user
-    /// message, tokens and cost, newest first.
+    /// message, tokens and cost, newest first; a subagent child is marked
+    /// with its parent's id.
     Ls {
         /// Sessions of every working directory, not only the current one.
         #[arg(long, short = 'a')]
@@ -124,7 +125,8 @@ pub enum Command {
         #[command(flatten)]
         format: FormatArg,
     },
-    /// Draw the entry tree: labels, the active leaf and branch points.
+    /// Draw the entry tree: labels, the active leaf, branch points and the
+    /// entries that started or report on a subagent child.
     Tree {
         #[command(flatten)]
         session: SessionArg,

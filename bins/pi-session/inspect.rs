@@ -137,6 +137,7 @@ pub fn tree(s: &Session, format: Option<OutputFormat>) -> Result<i32, CliError> 
                     on_branch: r.on_branch,
                     leaf: r.is_leaf,
                     label: labels.get(e.id()).cloned(),
+                    subagent: pi_lib::subagents::runs::child_named_by(e),
                     summary: clip(&describe(e), 200),
                     timestamp: e.timestamp().to_string(),
                 })?;
@@ -155,6 +156,9 @@ pub fn tree(s: &Session, format: Option<OutputFormat>) -> Result<i32, CliError> 
                 }
                 if let Some(l) = labels.get(e.id()) {
                     marks.push_str(&format!(" [{l}]"));
+                }
+                if let Some(c) = pi_lib::subagents::runs::child_named_by(e) {
+                    marks.push_str(&format!(" ⇢ subagent {c}"));
                 }
                 let bullet = if r.on_branch { "●" } else { "○" };
                 let head = format!("{}{bullet} {} ", r.prefix, e.id());

@@ -80,6 +80,7 @@ fn record(s: &SessionSummary) -> SessionRecord {
         cwd: s.cwd.clone(),
         name: s.name.clone(),
         parent_session: s.parent_session.clone(),
+        subagent_of: s.subagent_of.clone(),
         created: s.created.clone(),
         modified: iso_from_ms(s.modified_ms),
         message_count: s.message_count,
@@ -175,7 +176,16 @@ pub fn ls(
                     row.push_str(&cell(&clip_left(&s.cwd, cwd_w), cwd_w));
                     row.push(' ');
                 }
-                row.push_str(&clip(&s.first_message, first_w));
+                // A subagent child is marked with its parent's id.
+                let first = match &s.subagent_of {
+                    Some(p) => format!(
+                        "[subagent of {}] {}",
+                        p.chars().take(8).collect::<String>(),
+                        s.first_message
+                    ),
+                    None => s.first_message.clone(),
+                };
+                row.push_str(&clip(&first, first_w));
                 out.line(row.trim_end())?;
             }
         }

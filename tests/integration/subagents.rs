@@ -188,6 +188,49 @@ fn last_user_text(body: &Value) -> String {
     }
 }
 
+fn first_user_text(body: &Value) -> String {
+    let msgs = body["messages"].as_array().cloned().unwrap_or_default();
+    match msgs
+        .iter()
+        .find(|m| m["role"] == "user")
+        .map(|m| &m["content"])
+    {
+        Some(Value::String(s)) => s.clone(),
+        Some(Value::Array(parts)) => parts
+            .iter()
+            .filter_map(|p| p["text"].as_str())
+            .collect::<Vec<_>>()
+            .join("\n"),
+        _ => String::new(),
+    }
+}
+
+/// The child id the last tool result names (`Subagent <id> …` or
+/// `Session ID: <id>.`).
+fn last_child_id(body: &Value) -> String {
+    let msgs = body["messages"].as_array().cloned().unwrap_or_default();
+    let Some(m) = msgs.iter().rev().find(|m| m["role"] == "tool") else {
+        return String::new();
+    };
+    let text = match &m["content"] {
+        Value::String(s) => s.clone(),
+        Value::Array(parts) => parts
+            .iter()
+            .filter_map(|p| p["text"].as_str())
+            .collect::<Vec<_>>()
+            .join("\n"),
+        _ => String::new(),
+    };
+    if let Some(i) = text.find("Session ID: ") {
+        let rest = &text[i + 12..];
+        return rest.split(['.', ' ']).next().unwrap_or("").to_string();
+    }
+    text.strip_prefix("Subagent ")
+        .and_then(|r| r.split(' ').next())
+        .unwrap_or("")
+        .to_string()
+}
+
 impl Mock {
     fn start(parent_calls: Vec<(&'static str, String)>) -> Mock {
         Mock::start_with(parent_calls, None)
@@ -197,6 +240,18 @@ impl Mock {
     /// arrives (the switch turned off mid-run).
     fn start_with(
         parent_calls: Vec<(&'static str, String)>,
+        remove_on_first: Option<std::path::PathBuf>,
+    ) -> Mock {
+        Mock::start_steps(vec![parent_calls], remove_on_first)
+    }
+
+    /// The parent's answer to its n-th request (n = the assistant messages
+    /// it already has) calls `steps[n]`; `$ID` in the arguments becomes the
+    /// child id the last tool result named. A child whose task says `LOOP`
+    /// answers "working" and calls `ls` every time; one whose task says
+    /// `DIRTY` first writes `new.txt`.
+    fn start_steps(
+        steps: Vec<Vec<(&'static str, String)>>,
         remove_on_first: Option<std::path::PathBuf>,
     ) -> Mock {
         use std::io::{BufRead, BufReader, Read, Write};
@@ -211,7 +266,7 @@ impl Mock {
             for stream in listener.incoming() {
                 let Ok(mut stream) = stream else { continue };
                 let (reqs, maxc, active) = (reqs.clone(), maxc.clone(), active.clone());
-                let calls = parent_calls.clone();
+                let steps = steps.clone();
                 let remove = remove_on_first.clone();
                 std::thread::spawn(move || {
                     let mut reader = BufReader::new(stream.try_clone().unwrap());
@@ -233,19 +288,24 @@ impl Mock {
                     let _ = reader.read_exact(&mut body);
                     let body: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
                     let parent = has_tool(&body, "Agent");
-                    let first = parent
-                        && !body["messages"]
-                            .as_array()
-                            .is_some_and(|m| m.iter().any(|m| m["role"] == "tool"));
+                    let msgs = body["messages"].as_array().cloned().unwrap_or_default();
+                    let step = msgs.iter().filter(|m| m["role"] == "assistant").count();
+                    let first = parent && step == 0;
                     reqs.lock().unwrap().push(body.clone());
                     if first {
                         if let Some(f) = &remove {
                             let _ = std::fs::remove_file(f);
                         }
                     }
-                    let sse = if first && !calls.is_empty() {
+                    let calls = steps.get(step).cloned().unwrap_or_default();
+                    let sse = if parent && !calls.is_empty() {
+                        let id = last_child_id(&body);
+                        let c: Vec<(&str, String)> = calls
+                            .iter()
+                            .map(|(n, a)| (*n, a.replace("$ID", &id)))
+                            .collect();
                         let c: Vec<(&str, &str)> =
-                            calls.iter().map(|(n, a)| (*n, a.as_str())).collect();
+                            c.iter().map(|(n, a)| (*n, a.as_str())).collect();
                         sse_tools(&c)
                     } else if parent {
                         sse_text("ack")
@@ -255,11 +315,23 @@ impl Mock {
                         // Long enough for parallel children to overlap.
                         std::thread::sleep(std::time::Duration::from_millis(150));
                         active.fetch_sub(1, Ordering::SeqCst);
-                        let task = last_user_text(&body);
-                        sse_text(&format!(
-                            "child says: {}",
-                            task.lines().next().unwrap_or("")
-                        ))
+                        let task = first_user_text(&body);
+                        let child_steps = msgs.iter().filter(|m| m["role"] == "assistant").count();
+                        if task.contains("LOOP") {
+                            let t = sse_tools(&[("ls", "{}")]);
+                            let chunk = serde_json::json!({"id": "chatcmpl-test", "object": "chat.completion.chunk", "created": 1, "model": "mock-model",
+                                "choices": [{"index": 0, "delta": {"content": "working"}, "finish_reason": null}]});
+                            let cut = t.find("\n\n").map_or(0, |i| i + 2);
+                            format!("{}data: {chunk}\n\n{}", &t[..cut], &t[cut..])
+                        } else if task.contains("DIRTY") && child_steps == 0 {
+                            sse_tools(&[("write", r#"{"path":"new.txt","content":"x"}"#)])
+                        } else {
+                            let task = last_user_text(&body);
+                            sse_text(&format!(
+                                "child says: {}",
+                                task.lines().next().unwrap_or("")
+                            ))
+                        }
                     };
                     let _ = stream.write_all(
                         format!("HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\nconnection: close\r\n\r\n{sse}").as_bytes(),
@@ -540,6 +612,31 @@ fn switch_off_registers_nothing_and_chat_only_child_gets_exactly_its_prompt() {
     for name in pi_names() {
         assert!(has_tool(parent, name), "{name}");
     }
+    // The hidden inline extension's tools come last, in registration
+    // order, in the request and in the recorded system message.
+    let names = tool_names(parent);
+    assert_eq!(names[names.len() - 3..], pi_names(), "{names:?}");
+    let recorded: Vec<String> = session_files(&sb)
+        .iter()
+        .flat_map(|f| read_jsonl(f))
+        .filter(|e| e["message"]["role"] == "system")
+        .filter_map(|e| e["message"]["toolsAdded"].as_array().cloned())
+        .map(|t| {
+            t.iter()
+                .map(|t| t["name"].as_str().unwrap_or("").to_string())
+                .collect::<Vec<_>>()
+        })
+        .find(|t| t.iter().any(|n| n == "Agent"))
+        .expect("a system message adding Agent");
+    assert_eq!(recorded, names);
+    // Hidden: no listing names it.
+    let out = sb
+        .cmd("pi-resources")
+        .args(["--format", "jsonl"])
+        .output()
+        .unwrap();
+    ok(&out);
+    assert!(!String::from_utf8_lossy(&out.stdout).contains("pi-web-subagents"));
     let child = reqs
         .iter()
         .find(|r| !has_tool(r, "Agent"))
@@ -724,6 +821,428 @@ fn legacy_pi_subagents_is_suppressed_only_while_the_built_in_is_on() {
     .unwrap();
     let (body, err) = run(true, &look);
     assert_eq!(agents_of(&body), ["LOOKALIKE agent"]);
-    assert!(err.contains("Tool \"Agent\" conflicts with"), "{err}");
-    assert!(has_tool(&body, "get_subagent_result"));
+    // The built-in is the inline extension loaded after the file ones: the
+    // conflict is reported on it, naming the first owner, as pi does.
+    assert!(
+        err.contains(&format!(
+            "pi-run: extension <inline:pi-web-subagents>: Tool \"Agent\" conflicts with {}; skipped",
+            look.display()
+        )),
+        "{err}"
+    );
+    let names = tool_names(&body);
+    assert_eq!(
+        names[names.len() - 3..],
+        ["Agent", "get_subagent_result", "steer_subagent"],
+        "the built-in's tools follow the file extension's: {names:?}"
+    );
+}
+
+fn tool_result_texts(entries: &[Value]) -> Vec<(String, bool)> {
+    entries
+        .iter()
+        .filter(|e| e["message"]["role"] == "toolResult")
+        .map(|e| {
+            (
+                e["message"]["content"][0]["text"]
+                    .as_str()
+                    .unwrap_or("")
+                    .to_string(),
+                e["message"]["isError"] == true,
+            )
+        })
+        .collect()
+}
+
+fn tool_names(body: &Value) -> Vec<String> {
+    body["tools"]
+        .as_array()
+        .map(|t| {
+            t.iter()
+                .map(|t| t["function"]["name"].as_str().unwrap_or("").to_string())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+fn parent_and_children(sb: &Sandbox) -> (std::path::PathBuf, Vec<std::path::PathBuf>) {
+    let (parents, children): (Vec<_>, Vec<_>) = session_files(sb)
+        .into_iter()
+        .partition(|f| read_jsonl(f)[0].get("parentSession").is_none());
+    assert_eq!(parents.len(), 1, "{parents:?}");
+    (parents[0].clone(), children)
+}
+
+/// `resume` continues the same child file with its snapshot's tools; a
+/// `running` record left by a killed parent reads as interrupted and can be
+/// resumed; an invalid snapshot leaves a normal session (pi-web's rule);
+/// `model` cannot change on resume.
+#[test]
+fn resume_continues_the_child_and_a_dead_running_child_reads_as_interrupted() {
+    let sb = Sandbox::new();
+    let call = |v: Value| agent_call(v);
+    let mock = Mock::start_steps(
+        vec![
+            vec![call(
+                serde_json::json!({"subagent_type": "explore", "prompt": "first task", "description": "Look"}),
+            )],
+            vec![call(
+                serde_json::json!({"resume": "$ID", "prompt": "continue this", "description": ""}),
+            )],
+        ],
+        None,
+    );
+    mock.configure(&sb.agent());
+    enable(&sb, 4);
+    ok(&sb.cmd("pi-run").args(["-p", "delegate"]).output().unwrap());
+    let (parent, children) = parent_and_children(&sb);
+    assert_eq!(children.len(), 1, "resume reuses the child: {children:?}");
+    let child = &children[0];
+    let entries = read_jsonl(child);
+    let id = entries[0]["id"].as_str().unwrap().to_string();
+    let texts = tool_result_texts(&read_jsonl(&parent));
+    assert_eq!(
+        texts[1],
+        (
+            format!("Subagent {id} completed.\n\nchild says: continue this"),
+            false
+        )
+    );
+    let kinds: Vec<String> = entries
+        .iter()
+        .filter(|e| e["type"] == "custom")
+        .map(|e| {
+            format!(
+                "{}:{}",
+                e["customType"].as_str().unwrap(),
+                e["data"]["status"].as_str().unwrap_or("")
+            )
+        })
+        .collect();
+    assert_eq!(
+        kinds,
+        [
+            "pi-web:subagent:",
+            "pi-web:subagent-status:queued",
+            "pi-web:subagent-status:running",
+            "pi-web:subagent-result:completed",
+            "pi-web:subagent-status:queued",
+            "pi-web:subagent-status:running",
+            "pi-web:subagent-result:completed",
+        ]
+    );
+    let reqs = mock.requests.lock().unwrap().clone();
+    let child_reqs: Vec<&Value> = reqs.iter().filter(|r| !has_tool(r, "Agent")).collect();
+    assert_eq!(child_reqs.len(), 2);
+    assert_eq!(tool_names(child_reqs[1]), ["read", "grep", "find", "ls"]);
+    assert_eq!(last_user_text(child_reqs[1]), "continue this");
+    assert!(
+        child_reqs[1].to_string().contains("child says: first task"),
+        "the resumed child keeps its conversation"
+    );
+
+    // Listings mark the family: `ls` names the child's parent, the
+    // parent's tree marks the entries naming the child.
+    let parent_id = read_jsonl(&parent)[0]["id"].as_str().unwrap().to_string();
+    let out = sb
+        .cmd("pi-session")
+        .args(["ls", "--format", "jsonl"])
+        .output()
+        .unwrap();
+    ok(&out);
+    let recs = jsonl(&out);
+    let child_rec = recs.iter().find(|r| r["id"] == id.as_str()).unwrap();
+    assert_eq!(child_rec["subagentOf"], parent_id.as_str());
+    let parent_rec = recs.iter().find(|r| r["id"] == parent_id.as_str()).unwrap();
+    assert!(parent_rec.get("subagentOf").is_none());
+    let out = sb
+        .cmd("pi-session")
+        .args(["ls", "--format", "text"])
+        .output()
+        .unwrap();
+    ok(&out);
+    assert!(
+        String::from_utf8_lossy(&out.stdout)
+            .contains(&format!("[subagent of {}]", &parent_id[..8])),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    let out = sb
+        .cmd("pi-session")
+        .args(["tree", parent.to_str().unwrap(), "--format", "jsonl"])
+        .output()
+        .unwrap();
+    ok(&out);
+    let marked: Vec<Value> = jsonl(&out)
+        .into_iter()
+        .filter(|r| r.get("subagent").is_some())
+        .collect();
+    assert_eq!(marked.len(), 2, "both Agent results name the child");
+    assert!(marked
+        .iter()
+        .all(|r| r["subagent"] == id.as_str() && r["role"] == "toolResult"));
+    let out = sb
+        .cmd("pi-session")
+        .args(["tree", parent.to_str().unwrap(), "--format", "text"])
+        .output()
+        .unwrap();
+    assert!(String::from_utf8_lossy(&out.stdout).contains(&format!("⇢ subagent {id}")));
+
+    // The parent was killed while the child ran: its last record is
+    // `running`. The snapshot is damaged (a control tool in it).
+    let mut lines: Vec<Value> = read_jsonl(child);
+    lines[1]["data"]["resourceSnapshot"]["tools"] = serde_json::json!(["read", "Agent"]);
+    let last = lines.last().unwrap()["id"].as_str().unwrap().to_string();
+    lines.push(
+        serde_json::json!({"type": "custom", "id": "deadbeef", "parentId": last,
+        "timestamp": "2026-01-01T00:00:00.000Z", "customType": "pi-web:subagent-status",
+        "data": {"version": 1, "status": "running"}}),
+    );
+    let text: String = lines.iter().map(|l| format!("{l}\n")).collect();
+    std::fs::write(child, text).unwrap();
+
+    let mock2 = Mock::start_steps(
+        vec![
+            vec![],
+            vec![],
+            vec![],
+            vec![(
+                "get_subagent_result",
+                serde_json::json!({"agent_id": id}).to_string(),
+            )],
+            vec![call(
+                serde_json::json!({"resume": id, "prompt": "again", "description": "Again"}),
+            )],
+            vec![
+                call(
+                    serde_json::json!({"resume": id, "prompt": "x", "description": "d", "model": "mock/mock-model"}),
+                ),
+                call(serde_json::json!({"resume": "nope", "prompt": "x", "description": "d"})),
+            ],
+        ],
+        None,
+    );
+    mock2.configure(&sb.agent());
+    ok(&sb
+        .cmd("pi-run")
+        .args(["--session", parent.to_str().unwrap(), "-p", "check"])
+        .output()
+        .unwrap());
+    let texts = tool_result_texts(&read_jsonl(&parent));
+    assert_eq!(
+        &texts[2..],
+        [
+            (
+                format!("Subagent {id} was interrupted before completion."),
+                false
+            ),
+            (
+                format!("Subagent {id} completed.\n\nchild says: again"),
+                false
+            ),
+            (
+                "Agent resume keeps the subagent's model; model cannot be given".into(),
+                true
+            ),
+            ("Subagent not found: nope".into(), true),
+        ]
+    );
+    let reqs = mock2.requests.lock().unwrap().clone();
+    let child_req = reqs.iter().find(|r| !has_tool(r, "Agent")).unwrap();
+    // The invalid snapshot: a normal session's default tools.
+    assert_eq!(tool_names(child_req), ["read", "bash", "edit", "write"]);
+    let e = read_jsonl(child);
+    let result = e.last().unwrap();
+    assert_eq!(result["customType"], "pi-web:subagent-result");
+    assert_eq!(result["data"]["status"], "completed");
+    assert_eq!(e[0]["id"], id.as_str());
+}
+
+/// `max_turns` is two-phase: after N turns the child is told to wrap up,
+/// after one more it is stopped, and the run is completed
+/// (`wrappedAtTurnLimit`) with its last text. `inherit_context` puts the
+/// parent's context into the child's system prompt; `model` picks another
+/// model of the registry.
+#[test]
+fn turn_limit_inherited_context_and_model_override() {
+    let sb = Sandbox::new();
+    let mock = Mock::start(vec![
+        agent_call(
+            serde_json::json!({"prompt": "LOOP forever", "description": "Loop", "max_turns": 2}),
+        ),
+        agent_call(
+            serde_json::json!({"prompt": "with context", "description": "Ctx", "inherit_context": true, "model": "other-model"}),
+        ),
+        agent_call(
+            serde_json::json!({"prompt": "x", "description": "Bad", "model": "nowhere/none"}),
+        ),
+    ]);
+    mock.configure(&sb.agent());
+    let models = serde_json::json!({"providers": {"mock": {
+        "baseUrl": format!("http://127.0.0.1:{}/v1", mock.port),
+        "api": "openai-completions", "apiKey": "test",
+        "models": [
+            {"id": "mock-model", "name": "Mock", "reasoning": false, "input": ["text"],
+             "contextWindow": 128000, "maxTokens": 4096},
+            {"id": "other-model", "name": "Other", "reasoning": false, "input": ["text"],
+             "contextWindow": 128000, "maxTokens": 4096}]
+    }}});
+    std::fs::write(sb.agent().join("models.json"), models.to_string()).unwrap();
+    enable(&sb, 1);
+    ok(&sb
+        .cmd("pi-run")
+        .args(["-p", "PARENT-MARKER question"])
+        .output()
+        .unwrap());
+    let (parent, children) = parent_and_children(&sb);
+    let texts = tool_result_texts(&read_jsonl(&parent));
+    assert_eq!(
+        texts[2],
+        ("Subagent model not found: nowhere/none".into(), true)
+    );
+    let reqs = mock.requests.lock().unwrap().clone();
+    let loop_reqs: Vec<&Value> = reqs
+        .iter()
+        .filter(|r| !has_tool(r, "Agent") && first_user_text(r).contains("LOOP"))
+        .collect();
+    // Turn 1, turn 2 (then the wrap-up steer), turn 3 (then the abort).
+    assert_eq!(loop_reqs.len(), 3);
+    assert_eq!(
+        last_user_text(loop_reqs[2]),
+        "You have reached your turn limit. Wrap up immediately and provide your final answer now."
+    );
+    let loop_child = children
+        .iter()
+        .find(|c| read_jsonl(c)[1]["data"]["task"] == "LOOP forever")
+        .unwrap();
+    let result = read_jsonl(loop_child)
+        .into_iter()
+        .find(|e| e["customType"] == "pi-web:subagent-result")
+        .unwrap();
+    assert_eq!(result["data"]["status"], "completed", "{result}");
+    assert_eq!(result["data"]["wrappedAtTurnLimit"], true);
+    assert_eq!(result["data"]["result"], "working");
+    assert!(texts[0].0.ends_with("completed.\n\nworking"), "{texts:?}");
+
+    let ctx_req = reqs
+        .iter()
+        .find(|r| !has_tool(r, "Agent") && first_user_text(r) == "with context")
+        .unwrap();
+    assert_eq!(ctx_req["model"], "other-model");
+    let system = ctx_req["messages"][0]["content"].as_str().unwrap_or("");
+    assert!(system.contains("The following is the active conversation context from the parent session. Use it only as background for the delegated task:\n["), "{system}");
+    assert!(system.contains("PARENT-MARKER question"), "{system}");
+}
+
+/// `isolation: "worktree"`: the child runs in a fresh worktree of the
+/// parent's repository on branch `pi-web-agent-<uuid>`; a clean one is
+/// removed afterwards (the branch stays), a dirty one is kept and the
+/// reason recorded as `worktreeCleanupError`.
+#[test]
+fn worktree_isolation_creates_removes_and_keeps_a_dirty_tree() {
+    let sb = Sandbox::new();
+    let git = |args: &[&str]| {
+        let out = std::process::Command::new("git")
+            .arg("-C")
+            .arg(sb.cwd())
+            .args(args)
+            .output();
+        match out {
+            Ok(o) if o.status.success() => Some(String::from_utf8_lossy(&o.stdout).to_string()),
+            _ => None,
+        }
+    };
+    if git(&["init", "-q"]).is_none() {
+        if std::env::var("CI").is_ok_and(|v| v == "true") {
+            panic!("git is required");
+        }
+        eprintln!("SKIP worktree_isolation: git is not available");
+        return;
+    }
+    std::fs::write(sb.cwd().join("tracked.txt"), "t").unwrap();
+    git(&["add", "tracked.txt"]).unwrap();
+    git(&[
+        "-c",
+        "user.email=t@t",
+        "-c",
+        "user.name=t",
+        "commit",
+        "-qm",
+        "init",
+    ])
+    .unwrap();
+    let mock = Mock::start(vec![
+        agent_call(
+            serde_json::json!({"prompt": "clean work", "description": "Clean", "isolation": "worktree"}),
+        ),
+        agent_call(
+            serde_json::json!({"prompt": "DIRTY work", "description": "Dirty", "isolation": "worktree"}),
+        ),
+        agent_call(
+            serde_json::json!({"prompt": "not isolated", "description": "Plain", "isolation": "elsewhere"}),
+        ),
+    ]);
+    mock.configure(&sb.agent());
+    enable(&sb, 1);
+    ok(&sb.cmd("pi-run").args(["-p", "go"]).output().unwrap());
+    let (parent, children) = parent_and_children(&sb);
+    assert_eq!(children.len(), 3);
+    let root = std::fs::canonicalize(sb.cwd()).unwrap();
+    let base = root.with_file_name(format!(
+        "{}-worktrees",
+        root.file_name().unwrap().to_string_lossy()
+    ));
+    let by_task = |t: &str| {
+        let c = children
+            .iter()
+            .find(|c| read_jsonl(c)[1]["data"]["task"] == t)
+            .unwrap();
+        read_jsonl(c)
+    };
+    let results = read_jsonl(&parent)
+        .into_iter()
+        .filter(|e| e["message"]["role"] == "toolResult")
+        .collect::<Vec<_>>();
+    for (i, task) in ["clean work", "DIRTY work"].iter().enumerate() {
+        let e = by_task(task);
+        let meta = &e[1]["data"];
+        let path = meta["worktreePath"].as_str().unwrap();
+        let branch = meta["worktreeBranch"].as_str().unwrap();
+        assert!(branch.starts_with("pi-web-agent-"), "{branch}");
+        assert_eq!(std::path::Path::new(path), base.join(branch));
+        assert_eq!(e[0]["cwd"], path, "the child's cwd is the worktree");
+        assert!(git(&["show-ref", "--verify", &format!("refs/heads/{branch}")]).is_some());
+        let result = e
+            .iter()
+            .find(|x| x["customType"] == "pi-web:subagent-result")
+            .unwrap();
+        let details = &results[i]["message"]["details"];
+        assert_eq!(details["worktreePath"], path);
+        assert_eq!(details["worktreeBranch"], branch);
+        if i == 0 {
+            assert!(
+                !std::path::Path::new(path).exists(),
+                "a clean worktree is removed"
+            );
+            assert!(result["data"].get("worktreeCleanupError").is_none());
+        } else {
+            assert!(
+                std::path::Path::new(path).join("new.txt").is_file(),
+                "the dirty tree is kept"
+            );
+            let err = result["data"]["worktreeCleanupError"].as_str().unwrap();
+            assert!(
+                err.starts_with(&format!("Worktree retained at {path}: ")),
+                "{err}"
+            );
+            assert_eq!(details["worktreeCleanupError"], err);
+        }
+    }
+    let plain = by_task("not isolated");
+    assert!(plain[1]["data"].get("worktreePath").is_none());
+    assert_eq!(
+        std::fs::canonicalize(plain[0]["cwd"].as_str().unwrap()).unwrap(),
+        root
+    );
+    let _ = std::fs::remove_dir_all(&base);
 }

@@ -16,6 +16,9 @@ pub struct SessionRecord {
     pub name: Option<String>,
     #[serde(rename = "parentSession", skip_serializing_if = "Option::is_none")]
     pub parent_session: Option<String>,
+    /// A built-in subagent's child: its parent's session id.
+    #[serde(rename = "subagentOf", skip_serializing_if = "Option::is_none")]
+    pub subagent_of: Option<String>,
     pub created: String,
     pub modified: String,
     #[serde(rename = "messageCount")]
@@ -73,6 +76,10 @@ pub struct TreeNodeRecord {
     pub leaf: bool,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub label: Option<String>,
+    /// The subagent child this entry started or reports on (an `Agent`
+    /// tool result, a background completion).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub subagent: Option<String>,
     pub summary: String,
     pub timestamp: String,
 }

@@ -33,6 +33,9 @@ pub struct SessionSummary {
     pub cwd: String,
     pub name: Option<String>,
     pub parent_session: Option<String>,
+    /// A built-in subagent's child: the parent session id its
+    /// `pi-web:subagent` metadata entry names.
+    pub subagent_of: Option<String>,
     /// Header timestamp (ISO).
     pub created: String,
     /// Epoch ms of the last activity: the latest message timestamp, else the
@@ -376,6 +379,14 @@ impl Summarizer {
                 Ok((v, _)) => set_name(s, &v),
                 Err(_) => s.bad_line(no),
             },
+            Some(b"custom")
+                if s.subagent_of.is_none()
+                    && memmem::find(line, b"\"pi-web:subagent\"").is_some() =>
+            {
+                if let Ok((v, _)) = parse_json(line) {
+                    s.subagent_of = crate::subagents::runs::metadata_parent(&v);
+                }
+            }
             Some(b"usage") | Some(b"compaction") | Some(b"branch_summary") => {
                 add_usage(s, line, finder);
             }

@@ -3,8 +3,9 @@
 //! ([`settings`]), the agent profiles a parent may delegate to ([`profiles`]),
 //! the model-facing control tools' definitions and result texts
 //! ([`tools`]), the `input_files` preparation ([`input`]) and the
-//! suppression of the legacy `pi-subagents` extension ([`legacy`]); the
-//! child-session runtime is still to come. It sits above `agent/`,
+//! suppression of the legacy `pi-subagents` extension ([`legacy`]), the
+//! child runtime ([`runtime`]), reading children back ([`runs`]) and
+//! worktree isolation ([`worktree`]). It sits above `agent/`,
 //! `extensions/` and `session/` and writes pi-web-compatible files, so pi-web
 //! and the toolkit can read each other's settings and profiles; the binaries
 //! only parse flags and print what this module decides.
@@ -16,6 +17,7 @@ pub mod runs;
 pub mod runtime;
 pub mod settings;
 pub mod tools;
+pub mod worktree;
 
 /// The control tools the built-in registers, in registration order. No
 /// child ever gets them (no nested delegation), and a legacy extension

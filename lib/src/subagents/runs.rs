@@ -48,13 +48,7 @@ fn string(v: &Value, k: &str) -> Option<String> {
 
 /// The run a session records, or `None` when it is not a child.
 pub fn read_run(s: &Session) -> Option<PersistedRun> {
-    let meta = s
-        .entries
-        .iter()
-        .find_map(|e| custom(e, "pi-web:subagent"))?;
-    if meta.get("version") != Some(&Value::from(1)) {
-        return None;
-    }
+    let meta = metadata(s)?;
     let parent_session_id = string(meta, "parentSessionId")?;
     let parent_session_path = string(meta, "parentSessionPath")?;
     let last = s.entries.iter().rev().find_map(|e| {
@@ -100,6 +94,165 @@ pub fn read_run(s: &Session) -> Option<PersistedRun> {
         worktree_branch: string(meta, "worktreeBranch"),
         worktree_cleanup_error: from_result("worktreeCleanupError"),
     })
+}
+
+/// A child's `resourceSnapshot` (what its session was built from), when
+/// valid: version 1, `appendSystemPrompt` all strings, and every tool a
+/// non-empty name that is no control tool and is a built-in unless the
+/// child loads extensions. One bad item invalidates the whole snapshot.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Snapshot {
+    pub append_system_prompt: Vec<String>,
+    pub tools: Vec<String>,
+    pub load_skills: bool,
+    pub load_extensions: bool,
+    pub exact_system_prompt: Option<String>,
+}
+
+/// The parent session id of a raw `pi-web:subagent` custom entry (version
+/// 1), for listings that scan lines without loading the session.
+pub fn metadata_parent(entry: &Value) -> Option<String> {
+    if entry.get("type").and_then(Value::as_str) != Some("custom")
+        || entry.get("customType").and_then(Value::as_str) != Some("pi-web:subagent")
+    {
+        return None;
+    }
+    let data = entry.get("data")?;
+    if data.get("version") != Some(&Value::from(1)) {
+        return None;
+    }
+    data.get("parentSessionId")
+        .and_then(Value::as_str)
+        .map(str::to_string)
+}
+
+/// The child an entry of a parent names: an `Agent` tool result or a
+/// background completion, whose details are `kind: "pi-web-subagent"`.
+pub fn child_named_by(e: &Entry) -> Option<String> {
+    let details = match e {
+        Entry::Message(m) => match &m.message {
+            crate::format::AgentMessage::ToolResult(t) => t.details.as_ref(),
+            _ => None,
+        },
+        Entry::CustomMessage(c) => c.details.as_ref(),
+        _ => None,
+    }?;
+    if details.get("kind").and_then(Value::as_str) != Some("pi-web-subagent") {
+        return None;
+    }
+    details
+        .get("sessionId")
+        .and_then(Value::as_str)
+        .map(str::to_string)
+}
+
+/// The child's metadata entry (the first `pi-web:subagent`, version 1).
+pub fn metadata(s: &Session) -> Option<&Value> {
+    s.entries
+        .iter()
+        .find_map(|e| custom(e, "pi-web:subagent"))
+        .filter(|m| m.get("version") == Some(&Value::from(1)))
+}
+
+/// The validated snapshot of a child's metadata (pi-web's
+/// `readSubagentSessionResources`), `None` when absent or invalid.
+pub fn read_snapshot(meta: &Value) -> Option<Snapshot> {
+    let snap = meta.get("resourceSnapshot")?;
+    if snap.get("version") != Some(&Value::from(1)) {
+        return None;
+    }
+    let append = snap
+        .get("appendSystemPrompt")?
+        .as_array()?
+        .iter()
+        .map(|v| v.as_str().map(str::to_string))
+        .collect::<Option<Vec<String>>>()?;
+    let load_skills = snap.get("loadSkills") == Some(&Value::Bool(true));
+    let load_extensions = snap.get("loadExtensions") == Some(&Value::Bool(true));
+    let mut tools: Vec<String> = Vec::new();
+    for t in snap.get("tools")?.as_array()? {
+        let t = t.as_str().filter(|t| !t.is_empty())?;
+        if super::is_control_tool(t)
+            || !(load_extensions || crate::tools::BUILTIN_TOOLS.contains(&t))
+        {
+            return None;
+        }
+        if !tools.iter().any(|x| x == t) {
+            tools.push(t.to_string());
+        }
+    }
+    Some(Snapshot {
+        append_system_prompt: append,
+        tools,
+        load_skills,
+        load_extensions,
+        exact_system_prompt: snap
+            .get("exactSystemPrompt")
+            .and_then(Value::as_str)
+            .map(str::to_string),
+    })
+}
+
+/// The session file of child `id` in `dir` (pi's `<ts>_<id>.jsonl` names).
+pub fn find_in_dir(dir: &Path, id: &str) -> Option<PathBuf> {
+    if id.is_empty() || id.contains(['/', '\\']) {
+        return None;
+    }
+    let suffix = format!("_{id}.jsonl");
+    std::fs::read_dir(dir)
+        .ok()?
+        .flatten()
+        .map(|e| e.path())
+        .find(|p| {
+            p.file_name()
+                .and_then(|n| n.to_str())
+                .is_some_and(|n| n.ends_with(&suffix))
+        })
+}
+
+impl Snapshot {
+    /// The snapshot as stored in the metadata entry (pi-web's key order).
+    pub fn to_json(&self) -> Value {
+        let mut m = serde_json::Map::new();
+        m.insert("version".into(), Value::from(1));
+        m.insert(
+            "appendSystemPrompt".into(),
+            Value::from(self.append_system_prompt.clone()),
+        );
+        m.insert("tools".into(), Value::from(self.tools.clone()));
+        m.insert("loadSkills".into(), Value::Bool(self.load_skills));
+        m.insert("loadExtensions".into(), Value::Bool(self.load_extensions));
+        if let Some(p) = &self.exact_system_prompt {
+            m.insert("exactSystemPrompt".into(), Value::from(p.clone()));
+        }
+        Value::Object(m)
+    }
+}
+
+/// A persisted run as the tools report it. `live` says whether a process
+/// still runs it; when not, a `queued` or `running` record reads as
+/// `interrupted` (the process that ran it is gone).
+pub fn live_view(r: &PersistedRun, live: bool) -> super::tools::RunInfo {
+    let status = match r.status {
+        RunStatus::Queued | RunStatus::Running | RunStatus::Starting if !live => {
+            RunStatus::Interrupted
+        }
+        s => s,
+    };
+    super::tools::RunInfo {
+        session_id: r.session_id.clone(),
+        profile: r.profile.clone(),
+        description: r.description.clone(),
+        status,
+        run_in_background: r.run_in_background,
+        created_at: r.created_at.clone(),
+        completed_at: r.completed_at.clone(),
+        result: r.result.clone(),
+        error: r.error.clone(),
+        worktree_path: r.worktree_path.clone(),
+        worktree_branch: r.worktree_branch.clone(),
+        worktree_cleanup_error: r.worktree_cleanup_error.clone(),
+    }
 }
 
 /// Whether a file's first lines look like a child of `parent` (its header's
@@ -193,6 +346,41 @@ mod tests {
     }
 
     #[test]
+    fn a_snapshot_is_valid_all_or_nothing() {
+        let meta = |snap: Value| serde_json::json!({"version": 1, "resourceSnapshot": snap});
+        let ok = read_snapshot(&meta(serde_json::json!({"version": 1,
+            "appendSystemPrompt": ["Look."], "tools": ["read", "grep", "read"],
+            "exactSystemPrompt": "X"})))
+        .unwrap();
+        assert_eq!(ok.tools, ["read", "grep"]);
+        assert_eq!(ok.append_system_prompt, ["Look."]);
+        assert_eq!(ok.exact_system_prompt.as_deref(), Some("X"));
+        assert!(!ok.load_skills && !ok.load_extensions);
+        for bad in [
+            serde_json::json!({"version": 2, "appendSystemPrompt": [], "tools": []}),
+            serde_json::json!({"version": 1, "appendSystemPrompt": [1], "tools": []}),
+            serde_json::json!({"version": 1, "appendSystemPrompt": [], "tools": ["read", "Agent"]}),
+            serde_json::json!({"version": 1, "appendSystemPrompt": [], "tools": ["read", ""]}),
+            serde_json::json!({"version": 1, "appendSystemPrompt": [], "tools": ["web_search"]}),
+            serde_json::json!({"version": 1, "appendSystemPrompt": [], "tools": "read"}),
+        ] {
+            assert_eq!(read_snapshot(&meta(bad.clone())), None, "{bad}");
+        }
+        let ext = read_snapshot(&meta(
+            serde_json::json!({"version": 1, "appendSystemPrompt": [],
+            "tools": ["read", "web_search"], "loadExtensions": true, "loadSkills": "yes"}),
+        ))
+        .unwrap();
+        assert_eq!(ext.tools, ["read", "web_search"]);
+        assert!(ext.load_extensions && !ext.load_skills);
+        assert!(read_snapshot(&meta(
+            serde_json::json!({"version": 1, "appendSystemPrompt": [],
+            "tools": ["steer_subagent"], "loadExtensions": true})
+        ))
+        .is_none());
+    }
+
+    #[test]
     fn the_last_status_or_result_decides() {
         let (_d, s) = session(&[meta()]);
         assert_eq!(read_run(&s).unwrap().status, RunStatus::Interrupted);
@@ -211,7 +399,13 @@ mod tests {
         assert_eq!(read_run(&s).unwrap().status, RunStatus::Aborted);
         let (_d, s) = session(&[meta(), result("failed"), status("queued")]);
         let r = read_run(&s).unwrap();
-        assert_eq!((r.status, r.error), (RunStatus::Queued, None));
+        assert_eq!((r.status, r.error.clone()), (RunStatus::Queued, None));
+        assert_eq!(live_view(&r, true).status, RunStatus::Queued);
+        assert_eq!(live_view(&r, false).status, RunStatus::Interrupted);
+        assert_eq!(
+            live_view(&r, false).final_text(),
+            "Subagent child-session was interrupted before completion."
+        );
         let (_d, s) = session(&[meta(), status("bogus")]);
         assert_eq!(read_run(&s).unwrap().status, RunStatus::Interrupted);
         let mut v2 = meta();

@@ -7,6 +7,12 @@
 //! (FIFO). Foreground calls wait for the child; background calls return at
 //! once and the parent receives the completion as a follow-up custom message.
 //! A child that fails or panics becomes a `failed` run, never a parent crash.
+//! `resume` reopens a finished (or dead) child's file and continues it with
+//! the tools and prompt its `resourceSnapshot` recorded; a `queued` or
+//! `running` record no live run owns reads as `interrupted`. `max_turns` is
+//! pi-web's two-phase limit (a wrap-up steer at N turns, an abort at N+1,
+//! recorded as completed), `isolation: "worktree"` runs the child in a
+//! fresh git worktree ([`super::worktree`]).
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -17,6 +23,7 @@ use serde_json::{json, Value};
 use tokio_util::sync::CancellationToken;
 
 use super::profiles::{self, Profile};
+use super::runs::{self, Snapshot};
 use super::settings;
 use super::tools::{self as st, RunInfo, RunStatus};
 use crate::agent::queue::{DeliverAs, MessageQueue};
@@ -50,7 +57,12 @@ pub struct ParentContext {
 
 struct RunState {
     info: Mutex<RunInfo>,
+    /// The child's session file.
+    session_path: Option<PathBuf>,
     done: tokio::sync::watch::Sender<bool>,
+    /// Sent after `done` once a background run's report is queued for the
+    /// parent (a one-shot run waits for this, not for `done`).
+    settled: tokio::sync::watch::Sender<bool>,
     queue: Arc<MessageQueue>,
     cancel: CancellationToken,
 }
@@ -61,7 +73,9 @@ pub struct Controller {
     profiles: Vec<Profile>,
     slots: Arc<tokio::sync::Semaphore>,
     runs: Mutex<HashMap<String, Arc<RunState>>>,
-    consumed: Mutex<Vec<String>>,
+    /// Background results read through `get_subagent_result`: `(session
+    /// id, completedAt)`, so a resumed run's report is not dropped.
+    consumed: Mutex<Vec<(String, String)>>,
     parent_queue: Mutex<Option<Arc<MessageQueue>>>,
     background: Mutex<Vec<tokio::sync::watch::Receiver<bool>>>,
 }
@@ -161,14 +175,11 @@ impl Controller {
             return text_output(e, None, true);
         }
         let s = |k: &str| args.get(k).and_then(Value::as_str).map(str::to_string);
-        if let Some(id) = s("resume").filter(|r| !r.trim().is_empty()) {
-            let id = id.trim().to_string();
-            return match self.run(&id) {
-                None => text_output(format!("Subagent not found: {id}"), None, true),
-                Some(_) => text_output("Subagent resume is not supported yet".into(), None, true),
-            };
-        }
-        match self.start(&args, &tc).await {
+        let started = match s("resume").filter(|r| !r.trim().is_empty()) {
+            Some(id) => self.resume(id.trim(), &args, &tc),
+            None => self.start(&args, &tc),
+        };
+        match started {
             Err(e) => text_output(e, None, true),
             Ok((id, state, background)) => {
                 if background {
@@ -204,8 +215,9 @@ impl Controller {
         }
     }
 
-    /// Validates a start, writes the child's first entries and queues it.
-    async fn start(
+    /// Validates a start, creates the child's session (and worktree) and
+    /// queues it.
+    fn start(
         self: &Arc<Self>,
         args: &Value,
         tc: &ToolContext,
@@ -224,6 +236,23 @@ impl Controller {
             .get("run_in_background")
             .and_then(Value::as_bool)
             .unwrap_or(profile.run_in_background);
+        // Isolation: the profile's `off` wins, else the request's exact
+        // `worktree`, else the profile's.
+        let isolated = profile.isolation.as_deref() != Some("off")
+            && (s("isolation").as_deref() == Some("worktree")
+                || profile.isolation.as_deref() == Some("worktree"));
+        let inherit = args
+            .get("inherit_context")
+            .and_then(Value::as_bool)
+            .unwrap_or(profile.inherit_context);
+        let max_turns = match args.get("max_turns").and_then(Value::as_f64) {
+            Some(n) if !n.is_finite() || n < 0.0 => {
+                return Err("max_turns must be a non-negative number".into())
+            }
+            // 0 means "not given" (the profile's limit applies).
+            Some(n) if n != 0.0 => (n >= 1.0).then(|| n.floor() as u64),
+            _ => profile.max_turns,
+        };
         let thinking = match s("thinking")
             .filter(|t| !t.is_empty())
             .or(profile.thinking.clone())
@@ -232,21 +261,19 @@ impl Controller {
                 .ok_or_else(|| format!("Invalid subagent thinking level: {t}"))?,
             None => ctx.thinking,
         };
-        let max_turns = match args.get("max_turns").and_then(Value::as_f64) {
-            Some(n) if !n.is_finite() || n < 0.0 => {
-                return Err("max_turns must be a non-negative number".into())
-            }
-            Some(n) if n >= 1.0 => Some(n.floor() as u64),
-            _ => profile.max_turns,
+        let (model, api_key) = match s("model")
+            .filter(|m| !m.trim().is_empty())
+            .or(profile.model.clone())
+        {
+            Some(m) => self.child_model(m.trim())?,
+            None => (ctx.model.clone(), ctx.api_key.clone()),
         };
-        if let Some(m) = s("model").filter(|m| !m.trim().is_empty()) {
-            let m = m.trim();
-            let same = m == ctx.model.id || m == format!("{}/{}", ctx.model.provider, ctx.model.id);
-            if !same {
-                return Err(format!("Subagent model not found: {m}"));
-            }
-        }
         let task = s("prompt").unwrap_or_default();
+        let context = if inherit {
+            Some(parent_context(&parent_path)?)
+        } else {
+            None
+        };
         let files: Vec<String> = args
             .get("input_files")
             .and_then(Value::as_array)
@@ -257,120 +284,318 @@ impl Controller {
             })
             .unwrap_or_default();
         let docs = super::input::load(&ctx.cwd, &files)?;
-        let delegated = super::input::append_documents(&task, &docs);
+        let mut delegated = super::input::append_documents(&task, &docs);
         let description = s("description")
             .map(|d| d.trim().to_string())
             .filter(|d| !d.is_empty())
             .unwrap_or_else(|| profile.display_name.clone());
 
-        // The child's tools: its profile's built-ins (never a control tool).
-        let tools = crate::tools::select::builtin_tools(&profile.tools);
-        let exact = profile.is_chat_only() || profile.prompt_mode == profiles::PromptMode::Replace;
-        let sections = if exact {
-            if profile.prompt.is_empty() {
-                Vec::new()
+        // The prompt plan: inherited context joins the system prompt of a
+        // child with tools, the task of a Chat-only one.
+        let chat_only = profile.is_chat_only();
+        let mut append = vec![profile.prompt.clone()];
+        if let Some(c) = &context {
+            if chat_only {
+                delegated = format!("{delegated}\n\n{c}");
             } else {
-                vec![("preamble".to_string(), profile.prompt.clone())]
+                append.push(c.clone());
             }
-        } else {
-            let plan = crate::prompt::plan::PlanOptions {
-                cwd: ctx.cwd.display().to_string(),
-                tools: crate::agent::prompt_tools(&tools),
-                system_prompt: None,
-                append: vec![profile.prompt.clone()]
-                    .into_iter()
-                    .filter(|p| !p.is_empty())
-                    .collect(),
-                docs: None,
-                chat_only: false,
-            };
-            crate::prompt::plan::plan_sections(&plan, &crate::resources::Resources::default())?
-        };
-        let tool_names: Vec<String> = tools.iter().map(|t| t.definition().name).collect();
-        let mut snapshot = serde_json::Map::new();
-        snapshot.insert("version".into(), json!(1));
-        snapshot.insert("appendSystemPrompt".into(), json!([profile.prompt]));
-        snapshot.insert("tools".into(), json!(tool_names));
-        snapshot.insert("loadSkills".into(), json!(false));
-        snapshot.insert("loadExtensions".into(), json!(false));
-        if exact {
-            snapshot.insert("exactSystemPrompt".into(), json!(profile.prompt));
         }
+        let exact = (chat_only || profile.prompt_mode == profiles::PromptMode::Replace)
+            .then(|| profile.prompt.clone());
+        let snapshot = Snapshot {
+            append_system_prompt: append,
+            // The child's tools: its profile's built-ins (never a control tool).
+            tools: profile
+                .tools
+                .iter()
+                .filter(|t| !super::is_control_tool(t))
+                .cloned()
+                .collect(),
+            load_skills: false,
+            load_extensions: false,
+            exact_system_prompt: exact,
+        };
+        let worktree = if isolated {
+            Some(super::worktree::create(&ctx.cwd)?)
+        } else {
+            None
+        };
+        let cwd = worktree
+            .as_ref()
+            .map_or(ctx.cwd.clone(), |w| w.path.clone());
+        let built = child_setup(&snapshot, &cwd);
+        let (tools, sections) = match built {
+            Ok(b) => b,
+            Err(e) => {
+                if let Some(w) = &worktree {
+                    let _ = super::worktree::remove(w);
+                }
+                return Err(e);
+            }
+        };
         let created_at = crate::timefmt::now_iso();
         let mut store = SessionStore::create(
-            &ctx.cwd.display().to_string(),
+            &cwd.display().to_string(),
             ctx.session_dir.as_deref(),
             Some(parent_path.display().to_string()),
         );
         let id = store.session.header.id.clone();
-        let meta = json!({
-            "version": 1,
-            "parentSessionId": ctx.parent_session_id,
-            "parentSessionPath": parent_path,
-            "parentToolCallId": tc.tool_call_id,
-            "profile": profile.name,
-            "description": description,
-            "task": task,
-            "runInBackground": background,
-            "createdAt": created_at,
-            "resourceSnapshot": snapshot,
-        });
-        let append = |store: &mut SessionStore, e| {
-            store
-                .append(e)
-                .map(|_| ())
-                .map_err(|e| format!("cannot write the subagent session: {e}"))
+        let mut meta = serde_json::Map::new();
+        meta.insert("version".into(), json!(1));
+        meta.insert("parentSessionId".into(), json!(ctx.parent_session_id));
+        meta.insert("parentSessionPath".into(), json!(parent_path));
+        meta.insert("parentToolCallId".into(), json!(tc.tool_call_id));
+        meta.insert("profile".into(), json!(profile.name));
+        meta.insert("description".into(), json!(description));
+        meta.insert("task".into(), json!(task));
+        meta.insert("runInBackground".into(), json!(background));
+        meta.insert("createdAt".into(), json!(created_at));
+        meta.insert("resourceSnapshot".into(), snapshot.to_json());
+        if let Some(w) = &worktree {
+            meta.insert("worktreePath".into(), json!(w.path));
+            meta.insert("worktreeBranch".into(), json!(w.branch));
+        }
+        let written = (|| {
+            let e = store.session.new_custom(
+                store.session.leaf_id(),
+                "pi-web:subagent",
+                Value::Object(meta),
+            );
+            append_entry(&mut store, e)?;
+            let e = store.session.new_session_info(&description);
+            append_entry(&mut store, e)
+        })();
+        if let Err(e) = written {
+            if let Some(w) = &worktree {
+                let _ = super::worktree::remove(w);
+            }
+            return Err(e);
+        }
+        let info = RunInfo {
+            session_id: id.clone(),
+            profile: profile.name.clone(),
+            description,
+            status: RunStatus::Queued,
+            run_in_background: background,
+            created_at,
+            completed_at: None,
+            result: None,
+            error: None,
+            worktree_path: worktree.as_ref().map(|w| w.path.display().to_string()),
+            worktree_branch: worktree.as_ref().map(|w| w.branch.clone()),
+            worktree_cleanup_error: None,
         };
-        let e = store
-            .session
-            .new_custom(store.session.leaf_id(), "pi-web:subagent", meta);
-        append(&mut store, e)?;
-        let e = store.session.new_session_info(&description);
-        append(&mut store, e)?;
+        let opts = AgentOptions {
+            model,
+            api_key,
+            thinking,
+            tools,
+            cwd,
+            sections,
+            forced_prompt: None,
+            max_turns: None,
+            idle_timeout: ctx.idle_timeout,
+            auto_resize_images: ctx.auto_resize_images,
+            retry: ctx.retry,
+        };
+        let state = self.launch(Launch {
+            store,
+            opts,
+            task: delegated,
+            info,
+            max_turns,
+            worktree,
+        });
+        Ok((id, state, background))
+    }
+
+    /// A model other than the parent's (pi-web's `parseSubagentModel`):
+    /// `provider/id` exactly, or a bare id that names exactly one model.
+    fn child_model(&self, m: &str) -> Result<(Model, Option<String>), String> {
+        let ctx = &self.ctx;
+        let parent = &ctx.model;
+        if m == format!("{}/{}", parent.provider, parent.id) || m == parent.id {
+            return Ok((parent.clone(), ctx.api_key.clone()));
+        }
+        let not_found = || format!("Subagent model not found: {m}");
+        let registry =
+            crate::model::ModelRegistry::load(&ctx.agent_dir).map_err(|e| e.to_string())?;
+        let found = match m.find('/') {
+            Some(i) if i > 0 => {
+                let (p, id) = (&m[..i], &m[i + 1..]);
+                registry
+                    .all()
+                    .iter()
+                    .find(|x| x.provider == p && x.id == id)
+                    .cloned()
+                    .ok_or_else(not_found)?
+            }
+            _ => {
+                let hits: Vec<&Model> = registry.all().iter().filter(|x| x.id == m).collect();
+                match hits.as_slice() {
+                    [one] => (*one).clone(),
+                    [] => return Err(not_found()),
+                    _ => {
+                        return Err(format!(
+                            "Subagent model is ambiguous; use provider/modelId: {m}"
+                        ))
+                    }
+                }
+            }
+        };
+        let key = registry
+            .api_key(&found.provider, None)
+            .map_err(|e| e.to_string())?;
+        let model = registry
+            .resolve_headers(&found, key.as_deref())
+            .map_err(|e| e.to_string())?;
+        Ok((model, key))
+    }
+
+    /// Continues an existing child (pi-web's resume): same session id and
+    /// file, the tools and prompt its snapshot recorded, the new prompt as
+    /// the task exactly (no documents, no inherited context, no turn limit,
+    /// no worktree). `model` and `isolation` cannot change on resume.
+    fn resume(
+        self: &Arc<Self>,
+        id: &str,
+        args: &Value,
+        _tc: &ToolContext,
+    ) -> Result<(String, Arc<RunState>, bool), String> {
+        let ctx = &self.ctx;
+        let s = |k: &str| args.get(k).and_then(Value::as_str).map(str::to_string);
+        if s("model").is_some_and(|m| !m.trim().is_empty()) {
+            return Err(RESUME_MODEL.into());
+        }
+        if s("isolation").is_some_and(|m| !m.trim().is_empty()) {
+            return Err(RESUME_ISOLATION.into());
+        }
+        let live = self.run(id);
+        let path = match &live {
+            Some(st) => st.session_path.clone(),
+            None => ctx
+                .session_dir
+                .as_deref()
+                .and_then(|d| runs::find_in_dir(d, id)),
+        }
+        .ok_or_else(|| format!("Subagent not found: {id}"))?;
+        if live
+            .as_ref()
+            .is_some_and(|st| !lock(&st.info).status.is_terminal())
+        {
+            return Err("Subagent is already running".into());
+        }
+        let session = crate::session::Session::load(&path)
+            .map_err(|_| format!("Subagent session file not found: {id}"))?;
+        let persisted =
+            runs::read_run(&session).ok_or_else(|| format!("Subagent not found: {id}"))?;
+        if persisted.parent_session_id != ctx.parent_session_id {
+            return Err("Subagent does not belong to this parent session".into());
+        }
+        // A snapshot that does not validate leaves a normal session (pi-web
+        // treats it so): the default tools, pi's own prompt.
+        let snapshot = runs::metadata(&session)
+            .and_then(runs::read_snapshot)
+            .unwrap_or_else(|| Snapshot {
+                append_system_prompt: Vec::new(),
+                tools: crate::tools::DEFAULT_TOOLS
+                    .iter()
+                    .map(|t| t.to_string())
+                    .collect(),
+                load_skills: false,
+                load_extensions: false,
+                exact_system_prompt: None,
+            });
+        let cwd = PathBuf::from(&session.header.cwd);
+        let (tools, sections) = child_setup(&snapshot, &cwd)?;
+        // The child keeps its own model and thinking level.
+        let context = session.context(None);
+        let (model, api_key) = match &context.model {
+            Some((p, m)) => self.child_model(&format!("{p}/{m}"))?,
+            None => (ctx.model.clone(), ctx.api_key.clone()),
+        };
+        let thinking = ThinkingLevel::parse(&context.thinking_level).unwrap_or(ctx.thinking);
+        let description = s("description")
+            .map(|d| d.trim().to_string())
+            .filter(|d| !d.is_empty())
+            .unwrap_or(persisted.description.clone());
+        let background = args
+            .get("run_in_background")
+            .and_then(Value::as_bool)
+            .unwrap_or(persisted.run_in_background);
+        let info = RunInfo {
+            session_id: id.to_string(),
+            profile: persisted.profile.clone(),
+            description,
+            status: RunStatus::Queued,
+            run_in_background: background,
+            created_at: persisted.created_at.clone(),
+            completed_at: None,
+            result: None,
+            error: None,
+            worktree_path: persisted.worktree_path.clone(),
+            worktree_branch: persisted.worktree_branch.clone(),
+            worktree_cleanup_error: None,
+        };
+        let opts = AgentOptions {
+            model,
+            api_key,
+            thinking,
+            tools,
+            cwd,
+            sections,
+            forced_prompt: None,
+            max_turns: None,
+            idle_timeout: ctx.idle_timeout,
+            auto_resize_images: ctx.auto_resize_images,
+            retry: ctx.retry,
+        };
+        let state = self.launch(Launch {
+            store: SessionStore::open(session),
+            opts,
+            task: s("prompt").unwrap_or_default(),
+            info,
+            max_turns: None,
+            worktree: None,
+        });
+        Ok((id.to_string(), state, background))
+    }
+
+    /// Queues a prepared child: the `queued` entry, the run record, then a
+    /// task that waits for a slot (FIFO), writes `running`, runs the child
+    /// on its own thread and records the result.
+    fn launch(self: &Arc<Self>, l: Launch) -> Arc<RunState> {
+        let Launch {
+            mut store,
+            opts,
+            task,
+            info,
+            max_turns,
+            worktree,
+        } = l;
         let e = store.session.new_custom(
             store.session.leaf_id(),
             "pi-web:subagent-status",
             json!({"version": 1, "status": "queued"}),
         );
-        append(&mut store, e)?;
-
-        let (done, rx) = tokio::sync::watch::channel(false);
+        let _ = store.append(e);
+        let background = info.run_in_background;
+        let id = info.session_id.clone();
+        let (done, _) = tokio::sync::watch::channel(false);
+        let (settled, rx) = tokio::sync::watch::channel(false);
         let state = Arc::new(RunState {
-            info: Mutex::new(RunInfo {
-                session_id: id.clone(),
-                profile: profile.name.clone(),
-                description,
-                status: RunStatus::Queued,
-                run_in_background: background,
-                created_at,
-                completed_at: None,
-                result: None,
-                error: None,
-                worktree_path: None,
-                worktree_branch: None,
-                worktree_cleanup_error: None,
-            }),
+            info: Mutex::new(info),
+            session_path: store.path().map(|p| p.to_path_buf()),
             done,
+            settled,
             queue: Arc::new(MessageQueue::default()),
             cancel: CancellationToken::new(),
         });
-        lock(&self.runs).insert(id.clone(), Arc::clone(&state));
+        lock(&self.runs).insert(id, Arc::clone(&state));
         if background {
             lock(&self.background).push(rx);
         }
-        let opts = AgentOptions {
-            model: ctx.model.clone(),
-            api_key: ctx.api_key.clone(),
-            thinking,
-            tools,
-            cwd: ctx.cwd.clone(),
-            sections,
-            forced_prompt: None,
-            max_turns: max_turns.map(|n| u32::try_from(n).unwrap_or(u32::MAX)),
-            idle_timeout: ctx.idle_timeout,
-            auto_resize_images: ctx.auto_resize_images,
-            retry: ctx.retry,
-        };
         let me = Arc::clone(self);
         let st2 = Arc::clone(&state);
         let slots = Arc::clone(&self.slots);
@@ -380,8 +605,18 @@ impl Controller {
                 p = slots.acquire_owned() => p.ok(),
                 _ = st2.cancel.cancelled() => None,
             };
-            let (status, result, error) = if permit.is_none() {
-                (RunStatus::Aborted, None, None)
+            let end = if permit.is_none() {
+                // Stopped while queued: recorded as aborted, never started.
+                let cleanup = worktree.as_ref().and_then(super::worktree::cleanup);
+                let end = ChildEnd {
+                    status: RunStatus::Aborted,
+                    text: None,
+                    error: None,
+                    cleanup_error: cleanup,
+                    wrapped: false,
+                };
+                write_result(&mut store, &end);
+                end
             } else {
                 let e = store.session.new_custom(
                     store.session.leaf_id(),
@@ -393,40 +628,46 @@ impl Controller {
                 let (tx, rx) = tokio::sync::oneshot::channel();
                 let q = Arc::clone(&st2.queue);
                 let cancel = st2.cancel.clone();
+                // The child's future is not `Send`: it runs on a thread of
+                // its own, driven through the parent's runtime, so its HTTP
+                // connections live (and are pooled) where the parent's do.
+                let handle = tokio::runtime::Handle::current();
                 std::thread::spawn(move || {
-                    let out = run_child(opts, store, q, cancel, delegated);
+                    let out = run_child(&handle, opts, store, q, cancel, task, max_turns, worktree);
                     let _ = tx.send(out);
                 });
                 match rx.await {
                     Ok(r) => r,
-                    Err(_) => (
-                        RunStatus::Failed,
-                        None,
-                        Some("the subagent crashed".to_string()),
-                    ),
+                    Err(_) => ChildEnd::failed("the subagent crashed".into()),
                 }
             };
             drop(permit);
             {
                 let mut info = lock(&st2.info);
-                info.status = status;
-                info.result = result;
-                info.error = error;
+                info.status = end.status;
+                info.result = end.text;
+                info.error = end.error;
+                info.worktree_cleanup_error = end.cleanup_error;
                 info.completed_at = Some(crate::timefmt::now_iso());
             }
-            let _ = st2.done.send(true);
+            st2.done.send_replace(true);
             if background {
                 me.notify_parent(&st2);
             }
+            st2.settled.send_replace(true);
         });
-        Ok((id, state, background))
+        state
     }
 
     fn notify_parent(&self, state: &RunState) {
         let info = lock(&state.info).clone();
         {
             let mut consumed = lock(&self.consumed);
-            if let Some(i) = consumed.iter().position(|c| *c == info.session_id) {
+            let key = (
+                info.session_id.clone(),
+                info.completed_at.clone().unwrap_or_default(),
+            );
+            if let Some(i) = consumed.iter().position(|c| *c == key) {
                 consumed.remove(i);
                 return;
             }
@@ -452,7 +693,12 @@ impl Controller {
             .unwrap_or("")
             .to_string();
         let Some(state) = self.run(&id) else {
-            return text_output(format!("Subagent not found: {id}"), None, true);
+            // Not run by this process: the file decides, and a `queued` or
+            // `running` record nobody runs any more was interrupted.
+            return match self.persisted(&id) {
+                Some(info) => text_output(info.final_text(), Some(info.details()), info.is_error()),
+                None => text_output(format!("Subagent not found: {id}"), None, true),
+            };
         };
         if args.get("wait").and_then(Value::as_bool) == Some(true) {
             let mut rx = state.done.subscribe();
@@ -463,9 +709,20 @@ impl Controller {
         }
         let info = lock(&state.info).clone();
         if info.run_in_background && info.status.is_terminal() {
-            lock(&self.consumed).push(info.session_id.clone());
+            lock(&self.consumed).push((
+                info.session_id.clone(),
+                info.completed_at.clone().unwrap_or_default(),
+            ));
         }
         text_output(info.final_text(), Some(info.details()), info.is_error())
+    }
+
+    /// A child of this parent that no live run owns, read from its file.
+    fn persisted(&self, id: &str) -> Option<RunInfo> {
+        let path = runs::find_in_dir(self.ctx.session_dir.as_deref()?, id)?;
+        let s = crate::session::Session::load(&path).ok()?;
+        let r = runs::read_run(&s).filter(|r| r.parent_session_id == self.ctx.parent_session_id)?;
+        Some(runs::live_view(&r, false))
     }
 
     fn steer(&self, args: Value) -> ToolOutput {
@@ -497,43 +754,215 @@ fn user_message(text: &str) -> AgentMessage {
     })
 }
 
-/// Runs one child to its end on the current thread; writes its result
-/// entry. A panic inside is caught and reported as `failed`.
+/// `Agent` resume refusals: both are fixed when the child was created.
+pub const RESUME_MODEL: &str = "Agent resume keeps the subagent's model; model cannot be given";
+pub const RESUME_ISOLATION: &str =
+    "Agent resume keeps the subagent's isolation; isolation cannot be given";
+
+/// The prefix of inherited parent context and its cap (characters of the
+/// serialized messages, counted as JavaScript counts: UTF-16 units).
+pub const CONTEXT_PREFIX: &str = "The following is the active conversation context from the parent session. Use it only as background for the delegated task:";
+pub const CONTEXT_LIMIT: usize = 50_000;
+
+/// The parent's active context (after compaction) as `inherit_context`
+/// hands it over: the prefix, a newline, the messages as JSON, cut at
+/// [`CONTEXT_LIMIT`] with `\n[Parent context truncated]`.
+pub fn parent_context(parent_path: &std::path::Path) -> Result<String, String> {
+    let session = match crate::session::Session::load(parent_path) {
+        Ok(s) => s,
+        // Not written yet: an empty context.
+        Err(_) if !parent_path.exists() => {
+            return Ok(format!("{CONTEXT_PREFIX}\n[]"));
+        }
+        Err(e) => return Err(format!("cannot read the parent session: {e}")),
+    };
+    let ctx = session.context(None);
+    let msgs: Vec<&crate::format::message::MessageRef> =
+        ctx.messages.iter().map(|(_, m)| m).collect();
+    let json = serde_json::to_string(&msgs).map_err(|e| e.to_string())?;
+    Ok(format!(
+        "{CONTEXT_PREFIX}\n{}",
+        cap_utf16(&json, CONTEXT_LIMIT)
+    ))
+}
+
+/// `text` cut to at most `limit` UTF-16 units (never inside a character),
+/// marked when cut.
+pub fn cap_utf16(text: &str, limit: usize) -> String {
+    let mut units = 0;
+    for (i, c) in text.char_indices() {
+        units += c.len_utf16();
+        if units > limit {
+            return format!("{}\n[Parent context truncated]", &text[..i]);
+        }
+    }
+    text.to_string()
+}
+
+/// A child's tools and system-prompt sections.
+type ChildSetup = (Vec<Arc<dyn Tool>>, Vec<(String, String)>);
+
+/// The child's tools and system-prompt sections from its snapshot: the
+/// exact prompt alone, or pi's prompt for the tools with the append list.
+fn child_setup(snap: &Snapshot, cwd: &std::path::Path) -> Result<ChildSetup, String> {
+    let tools = crate::tools::select::builtin_tools(&snap.tools);
+    let sections = match &snap.exact_system_prompt {
+        Some(p) if p.is_empty() => Vec::new(),
+        Some(p) => vec![("preamble".to_string(), p.clone())],
+        None => {
+            let plan = crate::prompt::plan::PlanOptions {
+                cwd: cwd.display().to_string(),
+                tools: crate::agent::prompt_tools(&tools),
+                system_prompt: None,
+                append: snap
+                    .append_system_prompt
+                    .iter()
+                    .filter(|p| !p.is_empty())
+                    .cloned()
+                    .collect(),
+                docs: None,
+                chat_only: false,
+            };
+            crate::prompt::plan::plan_sections(&plan, &crate::resources::Resources::default())?
+        }
+    };
+    Ok((tools, sections))
+}
+
+fn append_entry(store: &mut SessionStore, e: crate::format::Entry) -> Result<(), String> {
+    store
+        .append(e)
+        .map(|_| ())
+        .map_err(|e| format!("cannot write the subagent session: {e}"))
+}
+
+/// A child ready to be queued.
+struct Launch {
+    store: SessionStore,
+    opts: AgentOptions,
+    task: String,
+    info: RunInfo,
+    max_turns: Option<u64>,
+    worktree: Option<super::worktree::Worktree>,
+}
+
+/// How a child run ended.
+struct ChildEnd {
+    status: RunStatus,
+    text: Option<String>,
+    error: Option<String>,
+    cleanup_error: Option<String>,
+    /// Ended by the turn limit (the wrap-up steer was sent).
+    wrapped: bool,
+}
+
+impl ChildEnd {
+    fn failed(error: String) -> ChildEnd {
+        ChildEnd {
+            status: RunStatus::Failed,
+            text: None,
+            error: Some(error),
+            cleanup_error: None,
+            wrapped: false,
+        }
+    }
+}
+
+/// Appends the `pi-web:subagent-result` entry (optional keys omitted).
+fn write_result(store: &mut SessionStore, end: &ChildEnd) {
+    let mut data = serde_json::Map::new();
+    data.insert("version".into(), json!(1));
+    data.insert("status".into(), json!(end.status.as_str()));
+    data.insert("completedAt".into(), json!(crate::timefmt::now_iso()));
+    if let Some(t) = end.text.as_ref().filter(|t| !t.is_empty()) {
+        data.insert("result".into(), json!(t));
+    }
+    if let Some(e) = end.error.as_ref().filter(|e| !e.is_empty()) {
+        data.insert("error".into(), json!(e));
+    }
+    if let Some(e) = &end.cleanup_error {
+        data.insert("worktreeCleanupError".into(), json!(e));
+    }
+    if end.wrapped {
+        data.insert("wrappedAtTurnLimit".into(), json!(true));
+    }
+    let e = store.session.new_custom(
+        store.session.leaf_id(),
+        "pi-web:subagent-result",
+        Value::Object(data),
+    );
+    let _ = store.append(e);
+}
+
+/// Runs one child to its end on the current thread: the turn limiter
+/// (a wrap-up steer when `max_turns` turns have ended, an abort after one
+/// more, recorded as completed), the worktree's removal, the result entry.
+/// A panic inside is caught and reported as `failed`.
+#[allow(clippy::too_many_arguments)]
 fn run_child(
+    rt: &tokio::runtime::Handle,
     opts: AgentOptions,
     store: SessionStore,
     queue: Arc<MessageQueue>,
     cancel: CancellationToken,
     task: String,
-) -> (RunStatus, Option<String>, Option<String>) {
-    let rt = match tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-    {
-        Ok(rt) => rt,
-        Err(e) => {
-            return (
-                RunStatus::Failed,
-                None,
-                Some(format!("cannot start the subagent: {e}")),
-            )
-        }
-    };
+    max_turns: Option<u64>,
+    worktree: Option<super::worktree::Worktree>,
+) -> ChildEnd {
     let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         rt.block_on(async {
             let mut agent = Agent::new(opts, store, cancel.clone());
-            agent.queue = queue;
-            let mut emit = |_: &Value| {};
+            agent.queue = Arc::clone(&queue);
+            let mut turns = 0u64;
+            let mut wrapped = false;
+            let mut limit_hit = false;
+            let mut last_text: Option<String> = None;
+            let mut emit = |v: &Value| {
+                if v.get("type").and_then(Value::as_str) != Some("turn_end") {
+                    return;
+                }
+                if let Some(m) = v.get("message").filter(|m| m["role"] == "assistant") {
+                    let t: String = m["content"]
+                        .as_array()
+                        .map(|c| {
+                            c.iter()
+                                .filter(|b| b["type"] == "text")
+                                .filter_map(|b| b["text"].as_str())
+                                .collect()
+                        })
+                        .unwrap_or_default();
+                    if !t.trim().is_empty() {
+                        last_text = Some(t.trim().to_string());
+                    }
+                }
+                turns += 1;
+                match max_turns {
+                    Some(n) if turns == n => {
+                        wrapped = true;
+                        queue.steer(user_message(st::TURN_LIMIT_STEER));
+                    }
+                    Some(n) if turns > n && wrapped && !limit_hit => {
+                        limit_hit = true;
+                        cancel.cancel();
+                    }
+                    _ => {}
+                }
+            };
             if let Err(e) = agent.prepare_session() {
-                return (agent, None, Some(e), false);
+                return (agent, None, Some(e), false, false);
             }
             let out = agent.run(user_message(&task), &mut emit).await;
-            let text = out.last.as_ref().map(|m| {
-                AgentMessage::Assistant(Box::new(m.clone()))
-                    .text()
-                    .trim()
-                    .to_string()
-            });
+            let text = out
+                .last
+                .as_ref()
+                .map(|m| {
+                    AgentMessage::Assistant(Box::new(m.clone()))
+                        .text()
+                        .trim()
+                        .to_string()
+                })
+                .filter(|t| !t.is_empty())
+                .or(if limit_hit { last_text } else { None });
             let provider_error = out
                 .last
                 .as_ref()
@@ -544,12 +973,19 @@ fn run_child(
                         .filter(|e| !e.is_empty())
                         .unwrap_or_else(|| "Provider returned an error".into())
                 });
-            let aborted = out.aborted || cancel.is_cancelled();
-            (agent, text, out.error.or(provider_error), aborted)
+            let aborted = (out.aborted || cancel.is_cancelled()) && !limit_hit;
+            let error = if limit_hit {
+                None
+            } else {
+                out.error.or(provider_error)
+            };
+            (agent, text, error, aborted, wrapped && limit_hit)
         })
     }));
-    let Ok((mut agent, text, error, aborted)) = outcome else {
-        return (RunStatus::Failed, None, Some("the subagent crashed".into()));
+    let Ok((mut agent, text, error, aborted, wrapped)) = outcome else {
+        let mut end = ChildEnd::failed("the subagent crashed".into());
+        end.cleanup_error = worktree.as_ref().and_then(super::worktree::cleanup);
+        return end;
     };
     let status = if aborted {
         RunStatus::Aborted
@@ -558,28 +994,15 @@ fn run_child(
     } else {
         RunStatus::Completed
     };
-    let mut data = serde_json::Map::new();
-    data.insert("version".into(), json!(1));
-    data.insert("status".into(), json!(status.as_str()));
-    data.insert("completedAt".into(), json!(crate::timefmt::now_iso()));
-    if let Some(t) = text.as_ref().filter(|t| !t.is_empty()) {
-        data.insert("result".into(), json!(t));
-    }
-    if let Some(e) = error.as_ref().filter(|_| status == RunStatus::Failed) {
-        data.insert("error".into(), json!(e));
-    }
-    let e = agent.store.session.new_custom(
-        agent.store.session.leaf_id(),
-        "pi-web:subagent-result",
-        Value::Object(data),
-    );
-    let _ = agent.store.append(e);
-    let error = if status == RunStatus::Failed {
-        error
-    } else {
-        None
+    let end = ChildEnd {
+        status,
+        text,
+        error: error.filter(|_| status == RunStatus::Failed),
+        cleanup_error: worktree.as_ref().and_then(super::worktree::cleanup),
+        wrapped,
     };
-    (status, text, error)
+    write_result(&mut agent.store, &end);
+    end
 }
 
 /// One of the three control tools.
@@ -617,8 +1040,11 @@ impl Tool for ControlTool {
 /// Joins the built-in's control tools to a run's tool set: a legacy
 /// `pi-subagents` extension's tools leave it (seed 001 §4); an unrelated
 /// extension that registered a control-tool name keeps it, the built-in's
-/// tool of that name is left out, and the collision is returned as a
-/// warning (`Tool "<name>" conflicts with <path>`, as pi reports it).
+/// tool of that name is left out, and the collision is returned as the
+/// same line a file extension's conflict gives (`extension
+/// <inline:pi-web-subagents>: Tool "<name>" conflicts with <path>;
+/// skipped`): the built-in behaves as pi-web's hidden inline extension,
+/// loaded after the file extensions, so its tools come after theirs.
 pub fn join_control_tools(
     tools: &mut Vec<Arc<dyn Tool>>,
     control: Vec<Arc<dyn Tool>>,
@@ -660,7 +1086,13 @@ pub fn join_control_tools(
         }
         for name in e.tools.iter().filter(|t| super::is_control_tool(t)) {
             if !taken.contains(name) {
-                warnings.push(format!("Tool \"{name}\" conflicts with {}", e.path));
+                // pi's conflict error lands on the later extension, and
+                // the inline one loads after every file extension.
+                warnings.push(format!(
+                    "extension {}: Tool \"{name}\" conflicts with {}; skipped",
+                    st::EXTENSION_PATH,
+                    e.path
+                ));
                 taken.push(name.clone());
             }
         }
@@ -673,4 +1105,41 @@ pub fn join_control_tools(
         }
     }
     warnings
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn inherited_context_is_capped_in_utf16_units_and_marked() {
+        assert_eq!(cap_utf16("abc", 3), "abc");
+        assert_eq!(cap_utf16("abcd", 3), "abc\n[Parent context truncated]");
+        // "😀" is two UTF-16 units: never split.
+        assert_eq!(cap_utf16("a😀b", 2), "a\n[Parent context truncated]");
+        assert_eq!(cap_utf16("a😀b", 3), "a😀\n[Parent context truncated]");
+        let long = "x".repeat(CONTEXT_LIMIT + 10);
+        let capped = cap_utf16(&long, CONTEXT_LIMIT);
+        assert_eq!(
+            capped.len(),
+            CONTEXT_LIMIT + "\n[Parent context truncated]".len()
+        );
+    }
+
+    #[test]
+    fn parent_context_has_the_prefix_and_the_messages() {
+        let d = tempfile::tempdir().unwrap();
+        let missing = parent_context(&d.path().join("none.jsonl")).unwrap();
+        assert_eq!(missing, format!("{CONTEXT_PREFIX}\n[]"));
+        let p = d.path().join("p.jsonl");
+        std::fs::write(
+            &p,
+            "{\"type\":\"session\",\"version\":3,\"id\":\"s\",\"timestamp\":\"2026-01-01T00:00:00.000Z\",\"cwd\":\"/\"}\n\
+             {\"type\":\"message\",\"id\":\"a1\",\"parentId\":null,\"timestamp\":\"2026-01-01T00:00:01.000Z\",\"message\":{\"role\":\"user\",\"content\":\"MARK\",\"timestamp\":1}}\n",
+        )
+        .unwrap();
+        let c = parent_context(&p).unwrap();
+        assert!(c.starts_with(&format!("{CONTEXT_PREFIX}\n[{{")), "{c}");
+        assert!(c.contains("\"MARK\""), "{c}");
+    }
 }
