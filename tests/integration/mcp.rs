@@ -596,3 +596,240 @@ fn mcp_roots_answer_is_the_session_cwd() {
         json!({"roots": [{"uri": format!("file://{}", sb.cwd().display()), "name": "cwd"}]})
     );
 }
+
+/// The `tool_execution_update` events of a `--mode json` run, without
+/// timing.
+fn updates(out: &Output) -> Vec<Value> {
+    jsonl(out)
+        .into_iter()
+        .filter(|e| e["type"] == "tool_execution_update")
+        .collect()
+}
+
+/// Waits (at most 60 s) until `file` holds a line containing `what`.
+fn wait_for_line(file: &Path, what: &str) {
+    let t0 = Instant::now();
+    while t0.elapsed() < Duration::from_secs(60) {
+        if std::fs::read_to_string(file).is_ok_and(|s| s.contains(what)) {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    panic!("no {what:?} in {} after 60 s", file.display());
+}
+
+/// The fixture's record: the lines of MARKER as JSON (the first line,
+/// `started`, is not JSON).
+fn marker_lines(file: &Path) -> Vec<Value> {
+    std::fs::read_to_string(file)
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect()
+}
+
+#[test]
+fn mcp_progress_is_forwarded_as_tool_execution_update_like_pi() {
+    let Some(o) = Oracle::find("mcp_progress_is_forwarded_as_tool_execution_update_like_pi") else {
+        return;
+    };
+    let mcp = json!({"mcpServers": {"fx": stdio("slow", "direct")}});
+    let turns = json!([
+        {"tool_calls": [{"name": "mcp__fx__progress", "arguments": {}}]},
+        {"text": "done"}
+    ]);
+    let (pi, ours) = both(&o, &mcp, &turns, &[]);
+    let want = updates(&pi.out);
+    // With a message, progress alone, progress with a total (pi's texts).
+    assert_eq!(want.len(), 3, "pi sent three updates: {want:?}");
+    assert_eq!(updates(&ours.out), want);
+    assert_eq!(ours.results, pi.results, "the final result");
+}
+
+/// A child on piped stdin/stdout whose stdout lines are collected by a
+/// thread.
+struct Rpc {
+    child: std::process::Child,
+    lines: std::sync::mpsc::Receiver<Value>,
+    seen: Vec<Value>,
+}
+
+impl Rpc {
+    fn spawn(mut cmd: Command) -> Rpc {
+        use std::io::BufRead;
+        let mut child = cmd
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let out = child.stdout.take().unwrap();
+        let (tx, lines) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for l in std::io::BufReader::new(out).lines().map_while(Result::ok) {
+                if let Ok(v) = serde_json::from_str::<Value>(&l) {
+                    if tx.send(v).is_err() {
+                        break;
+                    }
+                }
+            }
+        });
+        Rpc {
+            child,
+            lines,
+            seen: Vec::new(),
+        }
+    }
+
+    fn send(&mut self, v: Value) {
+        use std::io::Write;
+        let stdin = self.child.stdin.as_mut().unwrap();
+        writeln!(stdin, "{v}").unwrap();
+        stdin.flush().unwrap();
+    }
+
+    /// Waits (at most 60 s) for a record matching `pred`.
+    fn wait(&mut self, what: &str, pred: &dyn Fn(&Value) -> bool) -> Value {
+        let t0 = Instant::now();
+        loop {
+            if let Some(v) = self.seen.iter().find(|v| pred(v)) {
+                return v.clone();
+            }
+            let left = Duration::from_secs(60).saturating_sub(t0.elapsed());
+            match self.lines.recv_timeout(left) {
+                Ok(v) => self.seen.push(v),
+                Err(_) => panic!("no {what} within 60 s; seen {:?}", self.seen),
+            }
+        }
+    }
+
+    fn finish(mut self) -> std::process::ExitStatus {
+        drop(self.child.stdin.take());
+        self.child.wait().unwrap()
+    }
+}
+
+/// What one abort of a running MCP call left: the end event of the call
+/// and the `notifications/cancelled` the server got for it.
+fn abort_call(o: &Oracle, ours: bool) -> (Value, Value) {
+    let sb = Sandbox::new();
+    let turns =
+        json!([{"tool_calls": [{"name": "mcp__fx__wait", "arguments": {}}]}, {"text": "done"}]);
+    let mock = MockLlm::start(o, sb.root(), &turns);
+    mock.configure(&sb.agent());
+    let marker = sb.root().join("marker");
+    let mut fx = stdio("slow", "direct");
+    fx["args"] = json!([fixture(), "slow", marker]);
+    std::fs::write(
+        sb.agent().join("mcp.json"),
+        json!({"mcpServers": {"fx": fx}}).to_string(),
+    )
+    .unwrap();
+    let mut cmd = if ours { sb.cmd("pi-run") } else { o.pi160(&sb) };
+    cmd.args(["--mode", "rpc", "--no-session"]);
+    let mut rpc = Rpc::spawn(cmd);
+    rpc.send(json!({"id": "1", "type": "prompt", "message": "go"}));
+    wait_for_line(&marker, "waiting");
+    rpc.send(json!({"id": "2", "type": "abort"}));
+    rpc.wait("abort response", &|v| v["id"] == "2");
+    let end = rpc.wait("tool_execution_end", &|v| v["type"] == "tool_execution_end");
+    wait_for_line(&marker, "notifications/cancelled");
+    let st = rpc.finish();
+    assert!(st.success(), "{st:?}");
+    let lines = marker_lines(&marker);
+    let waiting = lines.iter().find(|l| l.get("waiting").is_some()).unwrap();
+    let cancelled = lines
+        .iter()
+        .find(|l| l["method"] == "notifications/cancelled")
+        .unwrap()
+        .clone();
+    assert_eq!(
+        cancelled["params"]["requestId"], waiting["waiting"],
+        "the cancel names the running call"
+    );
+    drop(mock);
+    (end, cancelled)
+}
+
+#[test]
+fn mcp_abort_cancels_the_running_call_like_pi() {
+    let Some(o) = Oracle::find("mcp_abort_cancels_the_running_call_like_pi") else {
+        return;
+    };
+    let (pi_end, pi_cancel) = abort_call(&o, false);
+    let (end, cancel) = abort_call(&o, true);
+    let strip = |mut v: Value| {
+        if let Value::Object(m) = &mut v {
+            m.remove("durationMs");
+        }
+        v
+    };
+    assert_eq!(strip(end), strip(pi_end), "the call's end");
+    assert_eq!(
+        cancel["params"]["reason"], pi_cancel["params"]["reason"],
+        "the reason"
+    );
+    assert_eq!(
+        pi_cancel["params"]["requestId"].is_number(),
+        cancel["params"]["requestId"].is_number()
+    );
+}
+
+/// SIGINT in print mode: the server is told the call is cancelled, the
+/// aborted call is recorded in the session and the exit code is pi's 130.
+#[test]
+fn mcp_sigint_in_print_mode_cancels_the_call() {
+    let sb = Sandbox::new();
+    let server = ScriptServer::start(vec![Reply::Sse(sse_tools(&[("mcp__fx__wait", "{}")]))]);
+    server.configure(&sb.agent());
+    let marker = sb.root().join("marker");
+    let mut fx = stdio("slow", "direct");
+    fx["args"] = json!([fixture(), "slow", marker]);
+    std::fs::write(
+        sb.agent().join("mcp.json"),
+        json!({"mcpServers": {"fx": fx}}).to_string(),
+    )
+    .unwrap();
+    let mut child = sb
+        .cmd("pi-run")
+        .args(["-p", "go"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    wait_for_line(&marker, "waiting");
+    let st = Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(st.success());
+    let t0 = Instant::now();
+    let code = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s.code();
+        }
+        assert!(
+            t0.elapsed() < Duration::from_secs(30),
+            "pi-run did not stop"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert_eq!(code, Some(130));
+    let lines = marker_lines(&marker);
+    let cancelled = lines
+        .iter()
+        .find(|l| l["method"] == "notifications/cancelled")
+        .unwrap_or_else(|| panic!("no cancel in {lines:?}"));
+    assert_eq!(
+        cancelled["params"]["reason"],
+        "AbortError: This operation was aborted"
+    );
+    let sessions = jsonl(&sb.session(&["ls", "--all", "--format", "jsonl"]));
+    let text = std::fs::read_to_string(sessions[0]["path"].as_str().unwrap()).unwrap();
+    assert!(
+        text.contains(
+            r#""toolName":"mcp__fx__wait","content":[{"type":"text","text":"MCP request aborted"}]"#
+        ),
+        "{text}"
+    );
+}
