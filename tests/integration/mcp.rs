@@ -833,3 +833,157 @@ fn mcp_sigint_in_print_mode_cancels_the_call() {
         "{text}"
     );
 }
+
+/// The metadata cache: after a run that connected, the next run declares
+/// the server's tools from `<agentDir>/mcp-cache.json` without waiting for
+/// it — here a server that never answers `initialize` — with the same
+/// declarations pi 1.6.0 makes for the live server, and the held server
+/// is stopped when the run ends.
+#[test]
+fn mcp_cached_tools_need_no_wait_and_match_pi() {
+    let Some(o) = Oracle::find("mcp_cached_tools_need_no_wait_and_match_pi") else {
+        return;
+    };
+    let marker = |sb: &Sandbox| sb.root().join("marker");
+    let mcp = |sb: &Sandbox| {
+        let mut fx = stdio("ok", "direct");
+        fx["args"] = json!([fixture(), "ok", marker(sb)]);
+        json!({"mcpServers": {"fx": fx}})
+    };
+    let turns = |_: &Sandbox| json!([{"text": "done"}]);
+    let (pi, _) = both_in(&o, &mcp, &turns, &[]);
+    let sb = Sandbox::new();
+    std::fs::write(sb.agent().join("mcp.json"), mcp(&sb).to_string()).unwrap();
+    let run = |sb: &Sandbox| {
+        let mock = MockLlm::start(&o, sb.root(), &json!([{"text": "done"}]));
+        mock.configure(&sb.agent());
+        let out = sb
+            .cmd("pi-run")
+            .args(["--mode", "json", "go"])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", stderr(&out));
+        drop(mock);
+        out
+    };
+    let first = run(&sb);
+    assert!(
+        sb.agent().join("mcp-cache.json").is_file(),
+        "the cache is written"
+    );
+    // The server now hangs on initialize: only the cache can declare it.
+    std::fs::write(sb.root().join("marker.hold"), "").unwrap();
+    let t0 = Instant::now();
+    let second = run(&sb);
+    assert!(
+        t0.elapsed() < Duration::from_secs(9),
+        "the second run did not wait for the held server (10 s limit)"
+    );
+    assert!(
+        !stderr(&second).contains("still connecting"),
+        "{}",
+        stderr(&second)
+    );
+    let sessions = jsonl(&sb.session(&["ls", "--all", "--format", "jsonl"]));
+    assert_eq!(sessions.len(), 2, "{}", stderr(&first));
+    for s in &sessions {
+        let text = std::fs::read_to_string(s["path"].as_str().unwrap()).unwrap();
+        let system = text
+            .lines()
+            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+            .find(|e| e["message"]["role"] == "system")
+            .map(|e| e["message"].clone())
+            .unwrap();
+        let ours = Recorded {
+            system,
+            results: Vec::new(),
+            out: first.clone(),
+        };
+        assert_same_tools(&pi, &ours, "cached run");
+        for sec in ["tools", "rules", "mcp_servers"] {
+            assert_eq!(
+                section(&ours.system, sec),
+                section(&pi.system, sec),
+                "section {sec}"
+            );
+        }
+    }
+    // The held server was stopped with the run: no process names the
+    // marker any more.
+    let m = marker(&sb).display().to_string();
+    let running = || {
+        std::fs::read_dir("/proc")
+            .into_iter()
+            .flatten()
+            .flatten()
+            .filter_map(|e| std::fs::read(e.path().join("cmdline")).ok())
+            .any(|c| String::from_utf8_lossy(&c).contains(&m))
+    };
+    let t0 = Instant::now();
+    while running() {
+        assert!(
+            t0.elapsed() < Duration::from_secs(10),
+            "the held server still runs"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// `pi-prompt system` shows the MCP tools and the `mcp_servers` section
+/// exactly as `pi-run` sends them in its first request.
+#[test]
+fn mcp_pi_prompt_shows_what_pi_run_sends() {
+    let sb = Sandbox::new();
+    let server = ScriptServer::start(vec![Reply::Sse(sse_text("done"))]);
+    server.configure(&sb.agent());
+    let mut described = stdio("ok", "deferred");
+    described["description"] = json!("Deferred fixture");
+    let mcp = json!({"mcpServers": {"fx": stdio("ok", "direct"), "dx": described}});
+    std::fs::write(sb.agent().join("mcp.json"), mcp.to_string()).unwrap();
+    let out = sb.cmd("pi-run").args(["-p", "go"]).output().unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let body = server.requests.lock().unwrap()[0].clone();
+    let sent_tools: Vec<Value> = body["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| {
+            let f = &t["function"];
+            json!({"name": f["name"], "description": f["description"], "parameters": f["parameters"]})
+        })
+        .collect();
+    let system = body["messages"][0]["content"].as_str().unwrap().to_string();
+    let shown = sb
+        .cmd("pi-prompt")
+        .args(["system", "--format", "jsonl"])
+        .output()
+        .unwrap();
+    assert!(shown.status.success(), "{}", stderr(&shown));
+    let records = jsonl(&shown);
+    let shown_tools: Vec<Value> = records
+        .iter()
+        .filter(|r| r["type"] == "tool")
+        .map(|t| json!({"name": t["name"], "description": t["description"], "parameters": t["parameters"]}))
+        .collect();
+    assert_eq!(shown_tools, sent_tools, "tools");
+    assert!(
+        shown_tools.iter().any(|t| t["name"] == "mcp__fx__add"),
+        "{shown_tools:?}"
+    );
+    let text: Vec<&str> = records
+        .iter()
+        .filter(|r| r["type"] == "section")
+        .filter_map(|r| r["text"].as_str())
+        .filter(|t| !t.is_empty())
+        .collect();
+    assert_eq!(text.join("\n\n"), system, "the system prompt");
+    assert!(system.contains("<mcp_servers>"), "{system}");
+    // --no-mcp: neither.
+    let none = sb
+        .cmd("pi-prompt")
+        .args(["system", "--format", "jsonl", "--no-mcp"])
+        .output()
+        .unwrap();
+    let s = stdout(&none);
+    assert!(!s.contains("mcp__") && !s.contains("mcp_servers"), "{s}");
+}

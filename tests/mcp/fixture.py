@@ -10,15 +10,21 @@ usage: fixture.py MODE [MARKER]
   roots        asks the client for roots/list and writes the answer to MARKER
   slow         also tools "progress" (three notifications/progress, then "finished") and
                "wait" (never answers; a notifications/cancelled for it is appended to MARKER)
-MARKER: a file created at start (trust tests).
+MARKER: a file created at start (trust tests). When MARKER.hold exists the server records
+{"held": <pid>} in MARKER and never answers initialize (cache tests).
 """
 import json
+import os
 import sys
 import time
 
 mode = sys.argv[1] if len(sys.argv) > 1 else "ok"
 if len(sys.argv) > 2:
     open(sys.argv[2], "w").write("started\n")
+    if os.path.exists(sys.argv[2] + ".hold"):
+        with open(sys.argv[2], "a") as f:
+            f.write(json.dumps({"held": os.getpid()}) + "\n")
+        mode = "hang"
 if mode == "exit":
     sys.stderr.write("fixture: refusing to start\n")
     sys.exit(3)
