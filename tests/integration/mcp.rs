@@ -563,7 +563,9 @@ fn mcp_conformance_client_scenarios_pass() {
         bin("pi-run").display(),
         bin("pi-resources").display()
     );
-    for scenario in ["initialize", "tools_call"] {
+    // The other client scenarios need elicitation or OAuth, which pi 1.6.0
+    // does not offer here either (its client declares only `roots`).
+    for scenario in ["initialize", "tools_call", "sse-retry"] {
         let out = Command::new(&o.node22)
             .arg(&suite)
             .args(["client", "--command", &client, "--scenario", scenario])
