@@ -86,6 +86,10 @@ struct Common {
     /// Output format [default: text on a terminal, jsonl otherwise].
     #[arg(long, value_enum, global = true)]
     format: Option<OutputFormat>,
+    /// Start no MCP server (as pi-run --no-mcp): the prompt has no MCP
+    /// tools and no mcp_servers section.
+    #[arg(long, global = true)]
+    no_mcp: bool,
 }
 
 #[derive(Subcommand, Debug)]
@@ -136,6 +140,66 @@ fn out_err(e: std::io::Error) -> CliError {
 struct Loaded {
     res: Resources,
     tools: ToolSet,
+    mcp: McpPart,
+}
+
+/// What MCP adds, as pi-run's first request has it.
+#[derive(Default)]
+struct McpPart {
+    tools: Vec<Arc<dyn Tool>>,
+    section: Option<String>,
+}
+
+impl Loaded {
+    /// The declared tools: built-ins, then the MCP tools of the set.
+    fn declared(&self) -> Vec<Arc<dyn Tool>> {
+        pi_lib::mcp::declared_tools(&self.tools.names, &self.mcp.tools)
+    }
+}
+
+/// Starts the configured MCP servers (through the library path pi-run
+/// takes: the same wait, cache, tools and section), then stops them.
+fn mcp_part(
+    c: &Common,
+    cwd: &std::path::Path,
+    agent_dir: &std::path::Path,
+    trusted: bool,
+) -> McpPart {
+    if c.no_mcp {
+        return McpPart::default();
+    }
+    let rt = match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            pi_lib::cli::warn(PROG, &format!("MCP servers not started: {e}"));
+            return McpPart::default();
+        }
+    };
+    let mcp = {
+        let _rt = rt.enter();
+        pi_lib::mcp::Mcp::start_cached(
+            pi_lib::mcp::config::load(agent_dir, cwd, trusted),
+            cwd,
+            Some(pi_lib::mcp::cache::Cache::new(agent_dir)),
+        )
+    };
+    let first = rt.block_on(mcp.first_request());
+    if let Some(n) = first.notice {
+        pi_lib::cli::note(PROG, n);
+    }
+    for d in &first.diagnostics {
+        pi_lib::cli::warn(PROG, d);
+    }
+    let section = mcp.servers_section();
+    rt.block_on(mcp.shutdown());
+    McpPart {
+        tools: first.tools,
+        section,
+    }
 }
 
 /// Resources from piped `pi-resources` JSONL (with its `tool_set`, unless
@@ -144,20 +208,28 @@ struct Loaded {
 fn load(c: &Common, cwd: &std::path::Path, pinned: Option<&Pinned>) -> Result<Loaded, CliError> {
     let flags = c.tool_args.flags();
     let agent_dir = pi_lib::paths::agent_dir();
-    let resolve = |trusted: bool| -> Result<ToolSet, CliError> {
+    // As pi-run: a set without tools starts no MCP server; otherwise the
+    // servers' tools join what the resolver may pick.
+    let resolve = |trusted: bool| -> Result<(ToolSet, McpPart), CliError> {
         let settings =
             Settings::load(&agent_dir, cwd, trusted).map_err(|e| CliError::input(e.to_string()))?;
-        let set = select::resolve(
-            &flags,
-            &settings.default_tools(),
-            pinned,
-            &select::builtin_available(),
-        )
-        .map_err(|e| CliError::input(e.to_string()))?;
+        let pick = |available: &[select::AvailableTool]| {
+            select::resolve(&flags, &settings.default_tools(), pinned, available)
+                .map_err(|e| CliError::input(e.to_string()))
+        };
+        let first = pick(&select::builtin_available())?;
+        let mcp = if first.chat_only {
+            McpPart::default()
+        } else {
+            mcp_part(c, cwd, &agent_dir, trusted)
+        };
+        let mut available = select::builtin_available();
+        available.extend(pi_lib::mcp::Mcp::available(&mcp.tools));
+        let set = pick(&available)?;
         for w in &set.warnings {
             pi_lib::cli::warn(PROG, w);
         }
-        Ok(set)
+        Ok((set, mcp))
     };
     let stdin = std::io::stdin();
     if !c.no_stdin && !stdin.is_terminal() {
@@ -183,17 +255,29 @@ fn load(c: &Common, cwd: &std::path::Path, pinned: Option<&Pinned>) -> Result<Lo
             });
             let (res, trust) = Resources::from_records(records);
             let trusted = trust.map(|t| t.trusted).unwrap_or(false);
-            let tools = match piped_tools {
-                Some(t) if !flags.any() && pinned.is_none() => ToolSet {
-                    names: t.tools,
-                    chat_only: t.chat_only,
-                    source: ToolSource::Default,
-                    persist: None,
-                    warnings: Vec::new(),
-                },
+            let (tools, mcp) = match piped_tools {
+                Some(t) if !flags.any() && pinned.is_none() => {
+                    // Without tool options every MCP tool is active, as
+                    // the resolver has it.
+                    let mcp = if t.chat_only {
+                        McpPart::default()
+                    } else {
+                        mcp_part(c, cwd, &agent_dir, trusted)
+                    };
+                    let mut names = t.tools;
+                    names.extend(mcp.tools.iter().map(|t| t.definition().name));
+                    let set = ToolSet {
+                        names,
+                        chat_only: t.chat_only,
+                        source: ToolSource::Default,
+                        persist: None,
+                        warnings: Vec::new(),
+                    };
+                    (set, mcp)
+                }
                 _ => resolve(trusted)?,
             };
-            return Ok(Loaded { res, tools });
+            return Ok(Loaded { res, tools, mcp });
         }
     }
     let cli_trust = if c.approve {
@@ -206,7 +290,7 @@ fn load(c: &Common, cwd: &std::path::Path, pinned: Option<&Pinned>) -> Result<Lo
     let trusted = pi_lib::trust::decide(cwd, &agent_dir, cli_trust, None, false)
         .map_err(|e| CliError::input(e.to_string()))?
         .trusted;
-    let tools = resolve(trusted)?;
+    let (tools, mcp) = resolve(trusted)?;
     let mut opts = DiscoverOptions::for_cwd(cwd);
     opts.agent_dir = agent_dir.clone();
     c.resource_args.apply(&mut opts);
@@ -216,7 +300,7 @@ fn load(c: &Common, cwd: &std::path::Path, pinned: Option<&Pinned>) -> Result<Lo
         pi_lib::resources::discover(&opts, trusted)
     }
     .map_err(|e| CliError::input(e.to_string()))?;
-    Ok(Loaded { res, tools })
+    Ok(Loaded { res, tools, mcp })
 }
 
 fn sections(
@@ -225,6 +309,7 @@ fn sections(
     res: &Resources,
     tools: &[Arc<dyn Tool>],
     chat_only: bool,
+    mcp_section: Option<&String>,
 ) -> Result<Vec<(String, String)>, CliError> {
     let plan = PlanOptions {
         cwd: cwd.display().to_string(),
@@ -234,7 +319,9 @@ fn sections(
         docs: Some(toolkit_docs()),
         chat_only,
     };
-    plan_sections(&plan, res).map_err(CliError::input)
+    let mut secs = plan_sections(&plan, res).map_err(CliError::input)?;
+    pi_lib::mcp::push_section(&mut secs, mcp_section);
+    Ok(secs)
 }
 
 fn cwd_of(c: &Common) -> Result<PathBuf, CliError> {
@@ -263,9 +350,16 @@ fn run(cli: Cli) -> Result<i32, CliError> {
     match command {
         Command::System { common } => {
             let cwd = cwd_of(&common)?;
-            let Loaded { res, tools: set } = load(&common, &cwd, None)?;
-            let tools = select::builtin_tools(&set.names);
-            let secs = sections(&common, &cwd, &res, &tools, set.chat_only)?;
+            let loaded = load(&common, &cwd, None)?;
+            let tools = loaded.declared();
+            let secs = sections(
+                &common,
+                &cwd,
+                &loaded.res,
+                &tools,
+                loaded.tools.chat_only,
+                loaded.mcp.section.as_ref(),
+            )?;
             match resolve_format(common.format) {
                 OutputFormat::Jsonl => {
                     for (name, text) in &secs {
@@ -296,7 +390,12 @@ fn run(cli: Cli) -> Result<i32, CliError> {
         }
         Command::Expand { input, common } => {
             let cwd = cwd_of(&common)?;
-            let Loaded { res, .. } = load(&common, &cwd, None)?;
+            // An expansion needs no tools: no MCP server is started.
+            let quiet = Common {
+                no_mcp: true,
+                ..common.clone()
+            };
+            let Loaded { res, .. } = load(&quiet, &cwd, None)?;
             let e = expand_input(&input, &res.skills, &res.prompts, &mut NoHooks);
             if let Some(w) = &e.warning {
                 pi_lib::cli::warn(PROG, w);
@@ -337,12 +436,19 @@ fn run(cli: Cli) -> Result<i32, CliError> {
             let sel = s.run_selection();
             let mut c2 = common.clone();
             c2.resource_args.no_context_files |= !sel.context_files;
-            let Loaded { res, tools: set } = load(&c2, &cwd, sel.pinned().as_ref())?;
-            let tools = select::builtin_tools(&set.names);
+            let loaded = load(&c2, &cwd, sel.pinned().as_ref())?;
+            let tools = loaded.declared();
             let secs = match &sel.exact_prompt {
                 Some(p) if !p.is_empty() => vec![("preamble".to_string(), p.clone())],
                 Some(_) => Vec::new(),
-                None => sections(&c2, &cwd, &res, &tools, set.chat_only)?,
+                None => sections(
+                    &c2,
+                    &cwd,
+                    &loaded.res,
+                    &tools,
+                    loaded.tools.chat_only,
+                    loaded.mcp.section.as_ref(),
+                )?,
             };
             let ctx = s.context(None);
             let state = PromptState::replay(ctx.messages.iter().map(|(_, m)| &**m));

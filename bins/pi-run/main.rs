@@ -268,22 +268,28 @@ fn run(
     });
     let resolved = models::resolve(&cli, &agent_dir, &settings, restore.as_ref())?;
     // MCP servers connect in parallel; the first request waits (at most
-    // pi's limit) only for servers with direct tools.
+    // pi's limit) only for servers with direct tools that the metadata
+    // cache does not describe.
     let mcp = (!cli.no_mcp && !chat_only_first).then(|| {
         let _rt = rt.enter();
-        pi_lib::mcp::Mcp::start(pi_lib::mcp::config::load(&agent_dir, &cwd, trusted), &cwd)
+        pi_lib::mcp::Mcp::start_cached(
+            pi_lib::mcp::config::load(&agent_dir, &cwd, trusted),
+            &cwd,
+            Some(pi_lib::mcp::cache::Cache::new(&agent_dir)),
+        )
     });
     let mcp_tools = match &mcp {
-        Some(m) if !m.is_empty() || !m.config.errors.is_empty() => {
-            if let Some(notice) = rt.block_on(m.wait_direct(pi_lib::mcp::FIRST_REQUEST_WAIT)) {
+        Some(m) => {
+            let first = rt.block_on(m.first_request());
+            if let Some(notice) = first.notice {
                 pi_lib::cli::note(PROG, notice);
             }
-            for d in m.diagnostics() {
-                pi_lib::cli::warn(PROG, &d);
+            for d in &first.diagnostics {
+                pi_lib::cli::warn(PROG, d);
             }
-            m.direct_tools()
+            first.tools
         }
-        _ => Vec::new(),
+        None => Vec::new(),
     };
     let mut available = select::builtin_available();
     available.extend(pi_lib::mcp::Mcp::available(&mcp_tools));
@@ -299,13 +305,7 @@ fn run(
         pi_lib::cli::warn(PROG, w);
     }
     let chat_only = tool_set.chat_only;
-    let mut tools = select::builtin_tools(&tool_set.names);
-    tools.extend(
-        mcp_tools
-            .iter()
-            .filter(|t| tool_set.names.contains(&t.definition().name))
-            .cloned(),
-    );
+    let mut tools = pi_lib::mcp::declared_tools(&tool_set.names, &mcp_tools);
     for e in &cli.resource_args.extensions {
         let p = cwd.join(e);
         if !p.exists() {
@@ -432,9 +432,7 @@ fn run(
         let mut sections = plan_sections(&plan, &resources).map_err(CliError::input)?;
         // A deferred MCP server's listing is its own section (pi's mcp_servers).
         let mcp_section = mcp.as_ref().and_then(|m| m.servers_section());
-        if let Some(section) = &mcp_section {
-            sections.push(("mcp_servers".into(), section.clone()));
-        }
+        pi_lib::mcp::push_section(&mut sections, mcp_section.as_ref());
         if has_exts {
             // setActiveTools and late registrations rebuild the sections.
             let res = resources.clone();
@@ -444,9 +442,7 @@ fn run(
                     ..plan.clone()
                 };
                 let mut sections = plan_sections(&plan, &res)?;
-                if let Some(section) = &mcp_section {
-                    sections.push(("mcp_servers".into(), section.clone()));
-                }
+                pi_lib::mcp::push_section(&mut sections, mcp_section.as_ref());
                 Ok(sections)
             })));
         }

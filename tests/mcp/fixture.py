@@ -8,14 +8,23 @@ usage: fixture.py MODE [MARKER]
   rpcerror     tools/call answers a JSON-RPC error
   die          exits in the middle of tools/call
   roots        asks the client for roots/list and writes the answer to MARKER
-MARKER: a file created at start (trust tests).
+  slow         also tools "progress" (three notifications/progress, then "finished") and
+               "wait" (never answers; a notifications/cancelled for it is appended to MARKER)
+MARKER: a file created at start (trust tests). When MARKER.hold exists the server records
+{"held": <pid>} in MARKER and never answers initialize (cache tests).
 """
 import json
+import os
 import sys
+import time
 
 mode = sys.argv[1] if len(sys.argv) > 1 else "ok"
 if len(sys.argv) > 2:
     open(sys.argv[2], "w").write("started\n")
+    if os.path.exists(sys.argv[2] + ".hold"):
+        with open(sys.argv[2], "a") as f:
+            f.write(json.dumps({"held": os.getpid()}) + "\n")
+        mode = "hang"
 if mode == "exit":
     sys.stderr.write("fixture: refusing to start\n")
     sys.exit(3)
@@ -29,6 +38,13 @@ TOOLS = [
     {"name": "big-text", "description": "Returns N characters.",
      "inputSchema": {"type": "object", "properties": {"n": {"type": "integer"}}}},
 ]
+if mode == "slow":
+    TOOLS += [
+        {"name": "progress", "description": "Reports progress three times, then finishes.",
+         "inputSchema": {"type": "object", "properties": {}}},
+        {"name": "wait", "description": "Waits until cancelled.",
+         "inputSchema": {"type": "object", "properties": {}}},
+    ]
 
 
 def send(obj):
@@ -46,6 +62,9 @@ for line in sys.stdin:
         send({"jsonrpc": "2.0", "id": "roots-1", "method": "roots/list"})
     if method is None and mid == "roots-1" and len(sys.argv) > 2:
         open(sys.argv[2], "w").write(json.dumps(msg) + "\n")
+    if method == "notifications/cancelled" and len(sys.argv) > 2:
+        with open(sys.argv[2], "a") as f:
+            f.write(json.dumps(msg) + "\n")
     if mid is None or method is None:
         continue
     if method == "initialize":
@@ -65,6 +84,21 @@ for line in sys.stdin:
             send({"jsonrpc": "2.0", "id": mid, "error": {"code": -32602, "message": "Unknown tool: " + name}})
         elif mode == "die":
             sys.exit(4)
+        elif name == "progress":
+            token = (msg["params"].get("_meta") or {}).get("progressToken")
+            # With total and message, progress alone, total without message.
+            steps = [{"progress": 1, "total": 3, "message": "step 1 of 3"}, {"progress": 2},
+                     {"progress": 3, "total": 3}]
+            for p in steps:
+                if token is not None:
+                    send({"jsonrpc": "2.0", "method": "notifications/progress",
+                          "params": dict(p, progressToken=token)})
+                time.sleep(0.05)
+            send({"jsonrpc": "2.0", "id": mid, "result": {"content": [{"type": "text", "text": "finished"}]}})
+        elif name == "wait":
+            if len(sys.argv) > 2:
+                with open(sys.argv[2], "a") as f:
+                    f.write(json.dumps({"waiting": mid}) + "\n")
         elif name == "add":
             s = args.get("a", 0) + args.get("b", 0)
             send({"jsonrpc": "2.0", "id": mid, "result": {

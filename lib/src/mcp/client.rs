@@ -2,15 +2,17 @@
 //! process in its own process group (stdio) or a streamable HTTP endpoint,
 //! the `initialize` → `notifications/initialized` → `tools/list` handshake
 //! within the server's timeout, and `tools/call` with a progress token
-//! (progress resets the timeout) that is cancelled on abort.
+//! (progress resets the timeout and reaches the caller as [`Progress`])
+//! that is cancelled with `notifications/cancelled` on abort.
 
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use rmcp::model::{
     CallToolRequest, CallToolRequestParams, CancelledNotificationParam, ClientCapabilities,
-    ClientConfig, ClientRequest, Implementation, ProtocolVersion, RootsCapabilities, ServerResult,
+    ClientConfig, ClientRequest, Implementation, ProgressNotificationParam, ProgressToken,
+    ProtocolVersion, RootsCapabilities, ServerResult,
 };
 // Roots are deprecated in the newest protocol drafts; pi 1.6.0 (protocol
 // 2025-11-25) still offers them, and servers such as server-filesystem use
@@ -53,6 +55,100 @@ impl StderrTail {
     }
 }
 
+/// One `notifications/progress` of a request.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Progress {
+    pub progress: f64,
+    pub total: Option<f64>,
+    pub message: Option<String>,
+}
+
+impl Progress {
+    /// pi's text for it: the message, else `Progress <n>` or
+    /// `Progress <n>/<total>` (numbers as JavaScript prints them).
+    pub fn text(&self) -> String {
+        if let Some(m) = self.message.as_deref().filter(|m| !m.is_empty()) {
+            return m.to_string();
+        }
+        let num = |x: f64| {
+            if x.fract() == 0.0 && x.abs() < 1e15 {
+                format!("{}", x as i64)
+            } else {
+                format!("{x}")
+            }
+        };
+        match self.total {
+            Some(t) => format!("Progress {}/{}", num(self.progress), num(t)),
+            None => format!("Progress {}", num(self.progress)),
+        }
+    }
+}
+
+/// Routes each progress notification to the request whose token it
+/// carries. A notification may overtake the registration (the request is
+/// on the wire before its handle returns): those wait in `early`
+/// (bounded) until their request registers.
+#[derive(Clone, Default)]
+struct ProgressRoutes(Arc<Mutex<Routes>>);
+
+#[derive(Default)]
+struct Routes {
+    live: HashMap<ProgressToken, tokio::sync::mpsc::UnboundedSender<Progress>>,
+    early: VecDeque<(ProgressToken, Progress)>,
+}
+
+impl ProgressRoutes {
+    const EARLY_MAX: usize = 64;
+
+    fn deliver(&self, p: ProgressNotificationParam) {
+        let Ok(mut r) = self.0.lock() else { return };
+        let item = Progress {
+            progress: p.progress,
+            total: p.total,
+            message: p.message,
+        };
+        match r.live.get(&p.progress_token) {
+            Some(tx) => {
+                let _ = tx.send(item);
+            }
+            None => {
+                r.early.push_back((p.progress_token, item));
+                while r.early.len() > Self::EARLY_MAX {
+                    r.early.pop_front();
+                }
+            }
+        }
+    }
+
+    fn register(&self, token: &ProgressToken) -> tokio::sync::mpsc::UnboundedReceiver<Progress> {
+        let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+        if let Ok(mut r) = self.0.lock() {
+            let early = std::mem::take(&mut r.early);
+            for (t, p) in early {
+                if &t == token {
+                    let _ = tx.send(p);
+                } else {
+                    r.early.push_back((t, p));
+                }
+            }
+            r.live.insert(token.clone(), tx);
+        }
+        rx
+    }
+
+    fn remove(&self, token: &ProgressToken) {
+        if let Ok(mut r) = self.0.lock() {
+            r.live.remove(token);
+        }
+    }
+}
+
+/// pi's result text for a call cut short by an abort.
+pub const ABORTED: &str = "MCP request aborted";
+
+/// The reason `notifications/cancelled` gives on abort (pi's).
+const CANCEL_REASON: &str = "AbortError: This operation was aborted";
+
 /// A live session with a server.
 pub struct Connection {
     peer: Peer<RoleClient>,
@@ -62,6 +158,7 @@ pub struct Connection {
     pub has_resources: bool,
     pub stderr: StderrTail,
     timeout: Duration,
+    routes: ProgressRoutes,
 }
 
 /// What the client tells and answers a server: pi's handshake
@@ -70,10 +167,11 @@ pub struct Connection {
 pub struct Client {
     info: ClientConfig,
     cwd: std::path::PathBuf,
+    routes: ProgressRoutes,
 }
 
 impl Client {
-    fn new(cwd: &std::path::Path) -> Client {
+    fn new(cwd: &std::path::Path, routes: &ProgressRoutes) -> Client {
         let mut info = ClientConfig::default();
         info.protocol_version = ProtocolVersion::V_2025_11_25;
         let mut caps = ClientCapabilities::default();
@@ -83,6 +181,7 @@ impl Client {
         Client {
             info,
             cwd: cwd.to_path_buf(),
+            routes: routes.clone(),
         }
     }
 }
@@ -106,6 +205,15 @@ impl rmcp::ClientHandler for Client {
         let root = Root::new(format!("file://{}", self.cwd.display())).with_name(name);
         std::future::ready(Ok(ListRootsResult::new(vec![root])))
     }
+
+    fn on_progress(
+        &self,
+        params: ProgressNotificationParam,
+        _context: rmcp::service::NotificationContext<RoleClient>,
+    ) -> impl std::future::Future<Output = ()> + Send + '_ {
+        self.routes.deliver(params);
+        std::future::ready(())
+    }
 }
 
 /// A failed call or connection, as one line.
@@ -115,11 +223,15 @@ fn err_text(e: impl std::fmt::Display) -> String {
 
 /// Connects and lists the tools, all within `cfg.timeout`; `cwd` is the
 /// session's, offered as the root.
+/// A stdio server's process group is noted in `group` as soon as it is
+/// spawned, so a run that ends while it still connects can stop it.
 pub async fn connect(
     cfg: &ServerConfig,
     session_cwd: &std::path::Path,
+    group: &std::sync::atomic::AtomicU32,
 ) -> Result<Connection, String> {
     let stderr = StderrTail::default();
+    let routes = ProgressRoutes::default();
     let running = match &cfg.transport {
         Transport::Stdio {
             command,
@@ -139,6 +251,9 @@ pub async fn connect(
                 .stderr(std::process::Stdio::piped())
                 .spawn()
                 .map_err(|e| format!("cannot start {command}: {e}"))?;
+            if let Some(pid) = transport.id() {
+                group.store(pid, std::sync::atomic::Ordering::SeqCst);
+            }
             if let Some(mut err) = err {
                 let tail = stderr.clone();
                 tokio::spawn(async move {
@@ -152,11 +267,21 @@ pub async fn connect(
                     }
                 });
             }
-            handshake(Client::new(session_cwd).serve(transport), cfg, &stderr).await?
+            handshake(
+                Client::new(session_cwd, &routes).serve(transport),
+                cfg,
+                &stderr,
+            )
+            .await?
         }
         Transport::Http { url, headers } => {
             let transport = super::http::transport(url, headers)?;
-            handshake(Client::new(session_cwd).serve(transport), cfg, &stderr).await?
+            handshake(
+                Client::new(session_cwd, &routes).serve(transport),
+                cfg,
+                &stderr,
+            )
+            .await?
         }
     };
     let peer = running.peer().clone();
@@ -182,6 +307,7 @@ pub async fn connect(
         has_resources,
         stderr,
         timeout: cfg.timeout,
+        routes,
     })
 }
 
@@ -215,18 +341,33 @@ where
     }
 }
 
+/// Kills a process group (a stdio server that never finished connecting).
+pub fn kill_group(pgid: u32) {
+    if let Ok(pid) = i32::try_from(pgid) {
+        if pid > 1 {
+            // SAFETY: killpg has no memory effects; a stale group is ESRCH.
+            unsafe {
+                libc::killpg(pid, libc::SIGKILL);
+            }
+        }
+    }
+}
+
 impl Connection {
     /// Whether the transport is gone (the server exited).
     pub fn is_closed(&self) -> bool {
         self.peer.is_transport_closed()
     }
 
-    /// One request with the server's timeout (reset by progress), cancelled
-    /// with `notifications/cancelled` when `cancel` fires.
+    /// One request with the server's timeout (reset by progress); its
+    /// progress notifications go to `on_progress` as they come. When
+    /// `cancel` fires the server gets `notifications/cancelled` and the
+    /// answer is [`ABORTED`].
     pub async fn request(
         &self,
         req: ClientRequest,
         cancel: &CancellationToken,
+        on_progress: &mut (dyn FnMut(Progress) + Send),
     ) -> Result<ServerResult, String> {
         let opts = PeerRequestOptions::with_timeout(self.timeout).reset_timeout_on_progress();
         let handle = self
@@ -236,18 +377,34 @@ impl Connection {
             .map_err(|e| with_stderr(err_text(e), &self.stderr))?;
         let id = handle.id.clone();
         let peer = handle.peer.clone();
-        tokio::select! {
-            r = handle.await_response() => r.map_err(|e| with_stderr(err_text(e), &self.stderr)),
-            _ = cancel.cancelled() => {
-                let _ = peer
-                    .notify_cancelled(CancelledNotificationParam::new(
-                        Some(id),
-                        Some("aborted".into()),
-                    ))
-                    .await;
-                Err("aborted".into())
+        let token = handle.progress_token.clone();
+        let mut progress = self.routes.register(&token);
+        let response = handle.await_response();
+        tokio::pin!(response);
+        let out = loop {
+            tokio::select! {
+                biased;
+                Some(p) = progress.recv() => on_progress(p),
+                r = &mut response => {
+                    // Progress that came just before the answer still counts.
+                    while let Ok(p) = progress.try_recv() {
+                        on_progress(p);
+                    }
+                    break r.map_err(|e| with_stderr(err_text(e), &self.stderr));
+                }
+                _ = cancel.cancelled() => {
+                    let _ = peer
+                        .notify_cancelled(CancelledNotificationParam::new(
+                            Some(id),
+                            Some(CANCEL_REASON.into()),
+                        ))
+                        .await;
+                    break Err(ABORTED.into());
+                }
             }
-        }
+        };
+        self.routes.remove(&token);
+        out
     }
 
     /// `tools/call` by the server's own tool name; the result as JSON.
@@ -256,6 +413,7 @@ impl Connection {
         tool: &str,
         args: Value,
         cancel: &CancellationToken,
+        on_progress: &mut (dyn FnMut(Progress) + Send),
     ) -> Result<Value, String> {
         let mut params = CallToolRequestParams::new(tool.to_string());
         params.arguments = match args {
@@ -263,7 +421,7 @@ impl Connection {
             _ => None,
         };
         let req = ClientRequest::CallToolRequest(CallToolRequest::new(params));
-        match self.request(req, cancel).await? {
+        match self.request(req, cancel, on_progress).await? {
             ServerResult::CallToolResult(r) => serde_json::to_value(r).map_err(err_text),
             other => serde_json::to_value(other).map_err(err_text),
         }
@@ -275,5 +433,47 @@ impl Connection {
         if let Some(mut r) = self.running.lock().await.take() {
             let _ = r.close_with_timeout(Duration::from_secs(3)).await;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn progress_text_as_pi_writes_it() {
+        let p = |progress, total, message: Option<&str>| Progress {
+            progress,
+            total,
+            message: message.map(str::to_string),
+        };
+        assert_eq!(p(1.0, Some(3.0), Some("step 1 of 3")).text(), "step 1 of 3");
+        assert_eq!(p(2.0, None, None).text(), "Progress 2");
+        assert_eq!(p(3.0, Some(3.0), None).text(), "Progress 3/3");
+        assert_eq!(p(0.5, Some(1.0), Some("")).text(), "Progress 0.5/1");
+    }
+
+    #[test]
+    fn early_progress_waits_for_its_request() {
+        let routes = ProgressRoutes::default();
+        let tok = |n| ProgressToken(rmcp::model::NumberOrString::Number(n));
+        let note = |n, progress| {
+            let mut p = ProgressNotificationParam::new(tok(n), progress);
+            p.message = None;
+            p
+        };
+        routes.deliver(note(7, 1.0));
+        routes.deliver(note(8, 1.0));
+        let mut rx = routes.register(&tok(7));
+        assert_eq!(rx.try_recv().map(|p| p.progress), Ok(1.0));
+        assert!(
+            rx.try_recv().is_err(),
+            "token 8's progress is not token 7's"
+        );
+        routes.deliver(note(7, 2.0));
+        assert_eq!(rx.try_recv().map(|p| p.progress), Ok(2.0));
+        routes.remove(&tok(7));
+        let mut rx8 = routes.register(&tok(8));
+        assert_eq!(rx8.try_recv().map(|p| p.progress), Ok(1.0));
     }
 }

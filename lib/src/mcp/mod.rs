@@ -7,8 +7,10 @@
 //! through the agent's gate (hooks, approval, final policy) like a
 //! built-in. A server that fails is one diagnostic and the run goes on;
 //! the `mcp_servers` prompt section describes the servers whose tools are
-//! not declared.
+//! not declared. With the metadata [`cache`] a server that answered before
+//! is declared at once and connects in the background.
 
+pub mod cache;
 pub mod client;
 pub mod config;
 mod http;
@@ -51,12 +53,42 @@ pub struct Server {
     /// When it connected, as a count (tools are declared in the order
     /// servers connect, as pi adds them).
     connected_as: std::sync::atomic::AtomicUsize,
+    /// Its answers of the last run ([`cache`]), if any.
+    cached: Option<cache::Entry>,
+    /// A stdio server's process group once spawned (0 before).
+    group: Arc<std::sync::atomic::AtomicU32>,
+}
+
+/// What a server offers: its tools, instructions and whether it has
+/// resources, from the live connection or else from the cache.
+pub struct Meta {
+    pub tools: Vec<rmcp::model::Tool>,
+    pub instructions: Option<String>,
+    pub has_resources: bool,
 }
 
 impl Server {
     /// The current state.
     pub fn state(&self) -> State {
         self.state.borrow().clone()
+    }
+
+    /// Its tools, instructions and resources: live once connected, from the
+    /// cache while connecting, none after a failure.
+    pub fn meta(&self) -> Option<Meta> {
+        match self.state() {
+            State::Connected(c) => Some(Meta {
+                tools: c.tools.clone(),
+                instructions: c.instructions.clone(),
+                has_resources: c.has_resources,
+            }),
+            State::Connecting => self.cached.as_ref().map(|e| Meta {
+                tools: e.tools.clone(),
+                instructions: e.instructions.clone(),
+                has_resources: e.has_resources,
+            }),
+            _ => None,
+        }
     }
 
     /// Waits until it is no longer connecting (at most `limit`).
@@ -101,9 +133,21 @@ pub struct Mcp {
 
 impl Mcp {
     /// Starts connecting every enabled server in the background (on the
-    /// current Tokio runtime).
+    /// current Tokio runtime), without the metadata cache.
     pub fn start(config: McpConfig, cwd: &std::path::Path) -> Arc<Mcp> {
+        Mcp::start_cached(config, cwd, None)
+    }
+
+    /// [`Mcp::start`] with the metadata cache of an agent dir: servers
+    /// with an entry are not waited for at start, and every connection
+    /// refreshes (or, failing, drops) its entry.
+    pub fn start_cached(
+        config: McpConfig,
+        cwd: &std::path::Path,
+        cache: Option<cache::Cache>,
+    ) -> Arc<Mcp> {
         let counter = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let entries = cache.as_ref().map(cache::Cache::load).unwrap_or_default();
         let servers: Vec<Arc<Server>> = config
             .servers
             .iter()
@@ -117,6 +161,8 @@ impl Mcp {
                     cfg: cfg.clone(),
                     state: tx,
                     connected_as: std::sync::atomic::AtomicUsize::new(usize::MAX),
+                    cached: entries.get(&cache::Cache::key(cfg, cwd)).cloned(),
+                    group: Default::default(),
                 })
             })
             .collect();
@@ -124,20 +170,38 @@ impl Mcp {
             let s = Arc::clone(s);
             let cwd = cwd.to_path_buf();
             let counter = Arc::clone(&counter);
+            let cache = cache.clone();
             tokio::spawn(async move {
                 let cfg = s.cfg.clone();
+                let key = cache::Cache::key(&cfg, &cwd);
+                let group = Arc::clone(&s.group);
                 // A panic inside the SDK fails this server only.
-                let st = match tokio::spawn(async move { client::connect(&cfg, &cwd).await }).await
-                {
-                    Ok(Ok(c)) => {
-                        use std::sync::atomic::Ordering::SeqCst;
-                        s.connected_as.store(counter.fetch_add(1, SeqCst), SeqCst);
-                        State::Connected(Arc::new(c))
-                    }
-                    Ok(Err(e)) => State::Failed(e),
-                    Err(e) => State::Failed(format!("internal error: {e}")),
+                let st =
+                    match tokio::spawn(async move { client::connect(&cfg, &cwd, &group).await })
+                        .await
+                    {
+                        Ok(Ok(c)) => {
+                            use std::sync::atomic::Ordering::SeqCst;
+                            s.connected_as.store(counter.fetch_add(1, SeqCst), SeqCst);
+                            State::Connected(Arc::new(c))
+                        }
+                        Ok(Err(e)) => State::Failed(e),
+                        Err(e) => State::Failed(format!("internal error: {e}")),
+                    };
+                let entry = match &st {
+                    State::Connected(c) => Some(cache::Entry {
+                        tools: c.tools.clone(),
+                        instructions: c.instructions.clone(),
+                        has_resources: c.has_resources,
+                    }),
+                    _ => None,
                 };
                 s.state.send_replace(st);
+                if let Some(cache) = cache {
+                    // A little file I/O, off the runtime's threads.
+                    let _ = tokio::task::spawn_blocking(move || cache.store(&key, entry.as_ref()))
+                        .await;
+                }
             });
         }
         Arc::new(Mcp {
@@ -153,12 +217,13 @@ impl Mcp {
     }
 
     /// Waits (at most [`FIRST_REQUEST_WAIT`]) for the enabled servers with
-    /// a direct tool; `Some(notice)` when some are still connecting.
+    /// a direct tool that the cache does not describe; `Some(notice)` when
+    /// some are still connecting.
     pub async fn wait_direct(&self, limit: Duration) -> Option<&'static str> {
         let waits = self
             .servers
             .iter()
-            .filter(|s| s.cfg.enabled && s.cfg.has_direct())
+            .filter(|s| s.cfg.enabled && s.cfg.has_direct() && s.cached.is_none())
             .map(|s| s.settled(limit));
         let all = futures_util::future::join_all(waits).await;
         all.contains(&false).then_some(STILL_CONNECTING)
@@ -189,42 +254,43 @@ impl Mcp {
         out
     }
 
-    /// The enabled, connected servers in the order they connected.
-    fn connected(&self) -> Vec<(Arc<Server>, Arc<client::Connection>)> {
-        let mut v: Vec<(Arc<Server>, Arc<client::Connection>)> = self
+    /// The enabled servers with tools (connected, or connecting with a
+    /// cache entry) in the order they connected, the others after them in
+    /// config order.
+    fn described(&self) -> Vec<(Arc<Server>, Meta)> {
+        let mut v: Vec<(Arc<Server>, Meta)> = self
             .servers
             .iter()
             .filter(|s| s.cfg.enabled)
-            .filter_map(|s| match s.state() {
-                State::Connected(c) => Some((Arc::clone(s), c)),
-                _ => None,
-            })
+            .filter_map(|s| s.meta().map(|m| (Arc::clone(s), m)))
             .collect();
         v.sort_by_key(|(s, _)| s.connected_as.load(std::sync::atomic::Ordering::SeqCst));
         v
     }
 
-    /// Every connected server's tools with their effective exposure, in
+    /// Every described server's tools with their effective exposure, in
     /// connection and server order (names are given in config order, so a
-    /// collision always hashes the same tool); `true` marks the point
+    /// collision always hashes the same tool); `None` marks the point
     /// where the resource tools go: right after the first directly exposed
     /// server with resources.
     fn server_tools(&self) -> Vec<(Exposure, Option<Arc<dyn Tool>>)> {
         let mut taken: Vec<String> = Vec::new();
         let mut names: std::collections::HashMap<(String, String), String> = Default::default();
+        let described = self.described();
         for s in self.servers.iter().filter(|s| s.cfg.enabled) {
-            if let State::Connected(c) = s.state() {
-                for t in &c.tools {
-                    let name = naming::tool_name(&s.cfg.name, &t.name, &taken);
-                    taken.push(name.clone());
-                    names.insert((s.cfg.name.clone(), t.name.to_string()), name);
-                }
+            let Some((_, m)) = described.iter().find(|(d, _)| Arc::ptr_eq(d, s)) else {
+                continue;
+            };
+            for t in &m.tools {
+                let name = naming::tool_name(&s.cfg.name, &t.name, &taken);
+                taken.push(name.clone());
+                names.insert((s.cfg.name.clone(), t.name.to_string()), name);
             }
         }
         let mut out: Vec<(Exposure, Option<Arc<dyn Tool>>)> = Vec::new();
         let mut resources = false;
-        for (s, c) in self.connected() {
-            for t in &c.tools {
+        for (s, m) in described {
+            for t in &m.tools {
                 let Some(name) = names.get(&(s.cfg.name.clone(), t.name.to_string())) else {
                     continue;
                 };
@@ -233,7 +299,7 @@ impl Mcp {
                     Arc::new(tool::McpTool::new(Arc::clone(&s), name.clone(), t));
                 out.push((e, Some(tool)));
             }
-            if !resources && c.has_resources && effective(s.cfg.exposure) == Exposure::Direct {
+            if !resources && m.has_resources && effective(s.cfg.exposure) == Exposure::Direct {
                 resources = true;
                 out.push((Exposure::Direct, None));
             }
@@ -292,14 +358,72 @@ impl Mcp {
         tool::servers_section(&self.servers)
     }
 
-    /// Closes every connection (stdin, SIGTERM, SIGKILL to the group).
+    /// Closes every connection (stdin, SIGTERM, SIGKILL to the group); a
+    /// stdio server still connecting (the run did not need to wait for it)
+    /// gets SIGKILL to its group.
     pub async fn shutdown(&self) {
         let closes = self.servers.iter().map(|s| async move {
-            if let State::Connected(c) = s.state() {
-                c.close().await;
+            match s.state() {
+                State::Connected(c) => c.close().await,
+                State::Connecting => {
+                    let g = s.group.load(std::sync::atomic::Ordering::SeqCst);
+                    if g != 0 {
+                        client::kill_group(g);
+                    }
+                }
+                _ => {}
             }
         });
         futures_util::future::join_all(closes).await;
+    }
+}
+
+/// What the first model request gets from MCP: the declared tools after
+/// pi's wait, the notice when the wait ran out, and the problems so far.
+pub struct FirstRequest {
+    pub tools: Vec<Arc<dyn Tool>>,
+    pub notice: Option<&'static str>,
+    pub diagnostics: Vec<String>,
+}
+
+impl Mcp {
+    /// Waits as the first request does ([`Mcp::wait_direct`]), then what it
+    /// declares: one path for `pi-run` and `pi-prompt`, so the prompt
+    /// `pi-prompt` shows is the one `pi-run` sends.
+    pub async fn first_request(self: &Arc<Self>) -> FirstRequest {
+        if self.is_empty() && self.config.errors.is_empty() {
+            return FirstRequest {
+                tools: Vec::new(),
+                notice: None,
+                diagnostics: Vec::new(),
+            };
+        }
+        let notice = self.wait_direct(FIRST_REQUEST_WAIT).await;
+        FirstRequest {
+            tools: self.direct_tools(),
+            notice,
+            diagnostics: self.diagnostics(),
+        }
+    }
+}
+
+/// The tools a resolved set declares: the built-ins it names, then the MCP
+/// tools it names (in their order).
+pub fn declared_tools(names: &[String], mcp_tools: &[Arc<dyn Tool>]) -> Vec<Arc<dyn Tool>> {
+    let mut tools = crate::tools::select::builtin_tools(names);
+    tools.extend(
+        mcp_tools
+            .iter()
+            .filter(|t| names.contains(&t.definition().name))
+            .cloned(),
+    );
+    tools
+}
+
+/// Adds the `mcp_servers` section after the planned ones (pi's place).
+pub fn push_section(sections: &mut Vec<(String, String)>, section: Option<&String>) {
+    if let Some(s) = section {
+        sections.push(("mcp_servers".into(), s.clone()));
     }
 }
 

@@ -64,14 +64,27 @@ impl Tool for McpTool {
         &'a self,
         args: Value,
         ctx: ToolContext,
-        _on_update: UpdateSink,
+        mut on_update: UpdateSink,
     ) -> ToolFuture<'a> {
         Box::pin(async move {
             let conn = match self.server.connection().await {
                 Ok(c) => c,
                 Err(e) => return error_output(e),
             };
-            match conn.call_tool(&self.tool, args, &ctx.cancel).await {
+            // Each progress notification is a partial result (pi's
+            // `tool_execution_update`): its text and the call's details.
+            let details = json!({"server": self.server.cfg.name, "tool": self.tool});
+            let mut progress = |p: super::client::Progress| {
+                on_update(ToolOutput {
+                    content: vec![ContentBlock::text(p.text())],
+                    details: Some(details.clone()),
+                    ..Default::default()
+                })
+            };
+            match conn
+                .call_tool(&self.tool, args, &ctx.cancel, &mut progress)
+                .await
+            {
                 Ok(result) => call_output(&self.server.cfg.name, &self.tool, result),
                 Err(e) => error_output(rpc_error_text(&e, conn.is_closed())),
             }
@@ -307,7 +320,7 @@ impl ResourceTool {
                 let req = ClientRequest::ReadResourceRequest(ReadResourceRequest::new(
                     ReadResourceRequestParams::new(uri.clone()),
                 ));
-                match conn.request(req, &ctx.cancel).await {
+                match conn.request(req, &ctx.cancel, &mut |_| {}).await {
                     Ok(r) => {
                         let v = serde_json::to_value(r).unwrap_or(Value::Null);
                         let contents = v.get("contents").cloned().unwrap_or(Value::Array(vec![]));
@@ -362,7 +375,7 @@ impl ResourceTool {
                             "resourceTemplates",
                         ),
                     };
-                    match conn.request(req, &ctx.cancel).await {
+                    match conn.request(req, &ctx.cancel, &mut |_| {}).await {
                         Ok(r) => {
                             let v = serde_json::to_value(r).unwrap_or(Value::Null);
                             for item in v.get(key).and_then(Value::as_array).into_iter().flatten() {
@@ -608,9 +621,10 @@ pub fn servers_section(servers: &[Arc<Server>]) -> Option<String> {
             .map(str::trim)
             .filter(|d| !d.is_empty())
             .map(str::to_string)
-            .or_else(|| match s.state() {
-                State::Connected(c) => c.instructions.as_deref().map(|t| t.trim().to_string()),
-                _ => None,
+            .or_else(|| {
+                s.meta()
+                    .and_then(|m| m.instructions)
+                    .map(|t| t.trim().to_string())
             })
             .and_then(|t| t.lines().next().map(str::to_string))
             .filter(|t| !t.is_empty());
