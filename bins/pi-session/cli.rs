@@ -47,12 +47,15 @@ The cut never separates a tool call from its result; when it falls inside
 a turn, the start of that turn is summarised separately. An existing
 summary is updated, not redone. In a pipe the output is JSONL
 (compaction_plan with --dry-run; else compaction_start, compaction_end and
-entry_appended, pi's event shapes).
+entry_appended, pi's event shapes). A transient failure of a summary
+request (408, 429, 5xx, a broken stream) is retried under the retry.*
+settings, as pi does, with summarization_retry_* records (text: a warning
+on stderr).
 
 Exit status:
   0    compacted (or, with --dry-run, planned)
-  1    the model's summary request failed, or the session changed while
-       the summary was written (nothing is written then)
+  1    the model's summary request failed (after any retries), or the
+       session changed while the summary was written (nothing is written)
   2    usage, configuration or input error, \"Already compacted\",
        \"Nothing to compact (session too small)\"
   130  interrupted (nothing written)";

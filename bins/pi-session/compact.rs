@@ -8,12 +8,15 @@ use std::time::Duration;
 
 use pi_lib::cli::{resolve_format, CliError, OutputFormat, EXIT_OK};
 use pi_lib::format::compaction::{
-    CompactionEnd, CompactionEventResult, CompactionReason, CompactionStart,
+    CompactionEnd, CompactionEventResult, CompactionReason, CompactionStart, SummaryRetry,
+    SummarySource,
 };
 use pi_lib::model::select::{resolve_selection, SelectionDefaults, SelectionRequest};
 use pi_lib::model::ModelRegistry;
 use pi_lib::session::branch_summary::{budget, reserve_tokens, summarize_branch};
-use pi_lib::session::compact::{compact as run_compaction, CompactionSettings, SummaryModel};
+use pi_lib::session::compact::{
+    compact as run_compaction, reporting_retries, CompactionSettings, SummaryModel,
+};
 use pi_lib::session::compact_plan::{CompactionPlan, Index};
 use pi_lib::session::Session;
 use pi_lib::settings::Settings;
@@ -75,7 +78,36 @@ fn summary_model(
             .http_idle_timeout()
             .unwrap_or(Duration::from_secs(24 * 3600)),
         cancel: CancellationToken::new(),
+        retry: settings.retry(),
+        retry_events: None,
     })
+}
+
+/// Shows a summary call's retry progress as it happens: pi's
+/// `summarization_retry_*` records in JSONL, a warning per retry in text.
+fn show_retry(out: &mut Out, fmt: OutputFormat, source: SummarySource, r: SummaryRetry) {
+    match (fmt, &r) {
+        (OutputFormat::Jsonl, _) => {
+            let _ = out.record(&r.record(source));
+            let _ = out.flush();
+        }
+        (
+            OutputFormat::Text,
+            SummaryRetry::Scheduled {
+                attempt,
+                max_attempts,
+                delay_ms,
+                error_message,
+            },
+        ) => pi_lib::cli::warn(
+            PROG,
+            &format!(
+                "summary request failed ({}); retry {attempt} of {max_attempts} in {delay_ms} ms",
+                crate::out::clean_for_terminal(error_message)
+            ),
+        ),
+        (OutputFormat::Text, _) => {}
+    }
 }
 
 /// Runs a summary call to completion; SIGINT cancels it.
@@ -133,15 +165,21 @@ pub fn compact(
     }
     let fmt = resolve_format(format);
     let mut out = Out::new();
-    let m = summary_model(&s, &agent_dir, &settings, model.as_deref())?;
+    let mut m = summary_model(&s, &agent_dir, &settings, model.as_deref())?;
+    let mut retries = m.report_retries();
     let leaf_before = s.leaf_id().map(str::to_string);
     if fmt == OutputFormat::Jsonl {
         out.record(&CompactionStart::new(CompactionReason::Manual))?;
         out.flush()?;
     }
+    let source = SummarySource::Compaction(CompactionReason::Manual);
     let result = block_on(
         &m.cancel,
-        run_compaction(&prep, &m, instructions.as_deref()),
+        reporting_retries(
+            run_compaction(&prep, &m, instructions.as_deref()),
+            &mut retries,
+            |r| show_retry(&mut out, fmt, source, r),
+        ),
     )?;
     let result = match result {
         Ok(r) => r,
@@ -224,7 +262,8 @@ pub fn branch_summarize(
     let agent_dir = pi_lib::paths::agent_dir();
     let settings = settings(&agent_dir)?;
     let reserve = reserve_tokens(&settings).map_err(CliError::input)?;
-    let m = summary_model(&s, &agent_dir, &settings, model.as_deref())?;
+    let mut m = summary_model(&s, &agent_dir, &settings, model.as_deref())?;
+    let mut retries = m.report_retries();
     let leaf_before = s.leaf_id().map(str::to_string);
     let Some(prep) = s.prepare_branch_summary(target, budget(m.model.context_window, reserve))
     else {
@@ -235,9 +274,14 @@ pub fn branch_summarize(
             format,
         );
     };
+    let (fmt, mut out) = (resolve_format(format), Out::new());
     let result = block_on(
         &m.cancel,
-        summarize_branch(&prep, &m, instructions.as_deref()),
+        reporting_retries(
+            summarize_branch(&prep, &m, instructions.as_deref()),
+            &mut retries,
+            |r| show_retry(&mut out, fmt, SummarySource::BranchSummary, r),
+        ),
     )?;
     let result = match result {
         Ok(r) => r,
@@ -288,16 +332,10 @@ pub fn dry_run_fast(
     keep_recent_tokens: Option<u64>,
     format: Option<OutputFormat>,
 ) -> Result<Option<i32>, CliError> {
-    use std::io::Read;
-    let Ok(mut f) = pi_lib::session::file::open_regular(path, false) else {
+    let Ok(f) = pi_lib::session::file::open_regular(path, false) else {
         return Ok(None);
     };
-    let len = f.metadata().map(|m| m.len()).unwrap_or(0);
-    let mut bytes = Vec::with_capacity(usize::try_from(len).unwrap_or(0).saturating_add(1));
-    if f.read_to_end(&mut bytes).is_err() {
-        return Ok(None);
-    }
-    let Some(mut index) = Index::new(&bytes) else {
+    let Some(mut index) = Index::open(f) else {
         return Ok(None);
     };
     let agent_dir = pi_lib::paths::agent_dir();

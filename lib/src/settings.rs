@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 
 use serde_json::{Map, Value};
 
-use crate::agent::RetrySettings;
+use crate::provider::retry::RetrySettings;
 
 /// Why settings could not be read.
 #[derive(Debug, thiserror::Error)]

@@ -12,7 +12,11 @@ use crate::common::*;
 /// file pi 1.6.0 compacted over RPC with `keepRecentTokens: 1`. Returns
 /// the file and pi's entry.
 fn before_pi_compaction(sb: &Sandbox) -> (PathBuf, Value) {
-    let file = sb.fixture_file("compaction-160");
+    cut_before_compaction(sb.fixture_file("compaction-160"))
+}
+
+/// [`before_pi_compaction`] on `file` (a copy of that fixture).
+fn cut_before_compaction(file: PathBuf) -> (PathBuf, Value) {
     let text = std::fs::read_to_string(&file).unwrap();
     let lines: Vec<&str> = text.lines().collect();
     let at = lines
@@ -795,4 +799,245 @@ fn compact_plan_matches_pi_160_on_the_fixtures() {
     assert!(compared >= 6, "{compared} compared");
     assert!(splits >= 1, "no split turn");
     eprintln!("{compared} plans compared ({splits} split), {refused} refusals");
+}
+
+/// settings.json for the mock with `keepRecentTokens: 1` and quick
+/// retries (`retry` merged over pi's defaults).
+fn retry_settings(agent: &Path, retry: Value) {
+    std::fs::write(
+        agent.join("settings.json"),
+        json!({"defaultProvider": "mock", "defaultModel": "mock-model",
+               "compaction": {"keepRecentTokens": 1}, "retry": retry})
+        .to_string(),
+    )
+    .unwrap();
+}
+
+/// A transient failure of a summary request (HTTP 500) is retried under
+/// `retry.*`, reporting pi's `summarization_retry_*` records between
+/// `compaction_start` and `compaction_end`; the compaction then succeeds.
+#[test]
+fn compact_retries_a_transient_summary_failure() {
+    let sb = Sandbox::with_fixtures();
+    let (file, pis) = before_pi_compaction(&sb);
+    let server = ScriptServer::start(vec![
+        Reply::Status(500, r#"{"error":{"message":"boom"}}"#.into()),
+        Reply::Sse(sse_text("HISTORY")),
+        Reply::Sse(sse_text("PREFIX")),
+    ]);
+    server.configure(&sb.agent());
+    retry_settings(&sb.agent(), json!({"baseDelayMs": 7}));
+    let out = sb.session(&["compact", file.to_str().unwrap()]);
+    ok(&out);
+    let recs = jsonl(&out);
+    assert_eq!(
+        types(&recs),
+        [
+            "compaction_start",
+            "summarization_retry_scheduled",
+            "summarization_retry_attempt_start",
+            "summarization_retry_finished",
+            "compaction_end",
+            "entry_appended"
+        ]
+    );
+    let s = &recs[1];
+    assert_eq!(
+        keys(s),
+        ["type", "attempt", "maxAttempts", "delayMs", "errorMessage"]
+    );
+    assert_eq!(
+        (&s["attempt"], &s["maxAttempts"], &s["delayMs"]),
+        (&json!(1), &json!(3), &json!(7))
+    );
+    assert!(s["errorMessage"].as_str().unwrap().contains("boom"), "{s}");
+    assert_eq!(
+        recs[2],
+        json!({"type": "summarization_retry_attempt_start", "source": "compaction", "reason": "manual"})
+    );
+    let entry = &recs[5]["entry"];
+    assert_eq!(entry["firstKeptEntryId"], pis["firstKeptEntryId"]);
+    assert_eq!(
+        entry["summary"],
+        "HISTORY\n\n---\n\n**Turn Context (split turn):**\n\nPREFIX"
+    );
+    assert_eq!(server.requests.lock().unwrap().len(), 3);
+}
+
+/// `retry.enabled: false` makes the first transient failure final, and
+/// retries stop after `retry.maxRetries`: the error is the last attempt's,
+/// nothing is written.
+#[test]
+fn compact_summary_retries_follow_the_retry_settings() {
+    for (retry, requests, scheduled) in [
+        (json!({"enabled": false}), 1, 0),
+        (json!({"maxRetries": 2, "baseDelayMs": 1}), 3, 2),
+    ] {
+        let sb = Sandbox::with_fixtures();
+        let (file, _) = before_pi_compaction(&sb);
+        let before = std::fs::read_to_string(&file).unwrap();
+        let server = ScriptServer::start(vec![Reply::Status(
+            503,
+            r#"{"error":{"message":"overloaded"}}"#.into(),
+        )]);
+        server.configure(&sb.agent());
+        retry_settings(&sb.agent(), retry.clone());
+        let out = sb.session(&["compact", file.to_str().unwrap()]);
+        assert_eq!(out.status.code(), Some(1), "{retry}: {}", stderr(&out));
+        let recs = jsonl(&out);
+        let n = types(&recs)
+            .iter()
+            .filter(|t| **t == "summarization_retry_scheduled")
+            .count();
+        assert_eq!(n, scheduled, "{retry}: {recs:?}");
+        assert_eq!(
+            types(&recs).last(),
+            Some(&"compaction_end"),
+            "{retry}: {recs:?}"
+        );
+        assert_eq!(
+            types(&recs).contains(&"summarization_retry_finished"),
+            scheduled > 0
+        );
+        assert_eq!(server.requests.lock().unwrap().len(), requests, "{retry}");
+        assert_eq!(std::fs::read_to_string(&file).unwrap(), before);
+    }
+}
+
+/// `branch --summarize` retries its summary request the same way
+/// (`source: "branchSummary"`, no reason); text output warns per retry.
+#[test]
+fn branch_summarize_retries_a_transient_failure() {
+    let sb = Sandbox::with_fixtures();
+    let (file, _) = before_pi_compaction(&sb);
+    let server = ScriptServer::start(vec![
+        Reply::Status(429, r#"{"error":{"message":"slow down"}}"#.into()),
+        Reply::Sse(sse_text("BRANCH")),
+    ]);
+    server.configure(&sb.agent());
+    retry_settings(&sb.agent(), json!({"baseDelayMs": 1}));
+    let f = file.to_str().unwrap();
+    let out = sb.session(&["branch", f, "--to", "d0c29d2a", "--summarize"]);
+    ok(&out);
+    let recs = jsonl(&out);
+    assert_eq!(
+        types(&recs),
+        [
+            "summarization_retry_scheduled",
+            "summarization_retry_attempt_start",
+            "summarization_retry_finished",
+            "entry_appended"
+        ]
+    );
+    assert_eq!(
+        recs[1],
+        json!({"type": "summarization_retry_attempt_start", "source": "branchSummary"})
+    );
+    assert!(recs[3]["entry"]["summary"]
+        .as_str()
+        .unwrap()
+        .ends_with("BRANCH"));
+    assert_eq!(server.requests.lock().unwrap().len(), 2);
+}
+
+/// pi 1.6.0's RPC `compact` against a mock whose first summary request
+/// fails with HTTP 500, side by side with our `pi-run --mode rpc` and
+/// `pi-session compact` on the same file and mock script: the same
+/// `summarization_retry_*` records (pi's error text included) between
+/// `compaction_start` and `compaction_end`, the same number of requests
+/// and the same summary.
+#[test]
+fn summary_retry_matches_pi_160() {
+    let Some(o) = Oracle::find("summary_retry_matches_pi_160") else {
+        return;
+    };
+    let turns = json!([
+        {"match": "<conversation>", "status": 500, "error": "boom"},
+        {"match": "<conversation>", "text": "HISTORY"},
+        {"match": "# Conversation", "text": "PREFIX"}
+    ]);
+    let drive = |program: Vec<std::ffi::OsString>| {
+        let sb = Sandbox::with_fixtures();
+        let (file, _) = cut_before_compaction(sb.fixture_file_with_cwd("compaction-160"));
+        let mock = MockLlm::start(&o, sb.root(), &turns);
+        mock.configure(&sb.agent());
+        retry_settings(&sb.agent(), json!({"baseDelayMs": 5}));
+        let events = sb.root().join("events.jsonl");
+        let mut c = std::process::Command::new(&o.node22);
+        c.arg(repo().join("tests/oracle/rpc-drive.mjs"))
+            .arg("--events")
+            .arg(&events)
+            .arg("--")
+            .args(&program)
+            .args(["--mode", "rpc", "--session"])
+            .arg(&file)
+            .env_clear()
+            .env("HOME", sb.root().join("home"))
+            .env("PATH", std::env::var("PATH").unwrap_or_default())
+            .env("PI_CODING_AGENT_DIR", sb.agent())
+            .env("PI_OFFLINE", "1")
+            .current_dir(sb.cwd())
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped());
+        let mut child = c.spawn().unwrap();
+        {
+            use std::io::Write;
+            let mut stdin = child.stdin.take().unwrap();
+            stdin.write_all(br#"[{"type": "compact"}]"#).unwrap();
+        }
+        let out = child.wait_with_output().unwrap();
+        let responses: Value = serde_json::from_slice(&out.stdout)
+            .unwrap_or_else(|_| panic!("{}{}", stdout(&out), stderr(&out)));
+        let recs: Vec<Value> = std::fs::read_to_string(&events)
+            .unwrap()
+            .lines()
+            .filter_map(|l| serde_json::from_str(l).ok())
+            .collect();
+        let n = requests(&mock.log).len();
+        (responses[0].clone(), recs, n)
+    };
+    // The records from compaction_start to compaction_end, without the
+    // result (its estimate counts each program's own system prompt).
+    let span = |recs: &[Value]| -> Vec<Value> {
+        let from = recs.iter().position(|r| r["type"] == "compaction_start");
+        let to = recs.iter().position(|r| r["type"] == "compaction_end");
+        let (Some(from), Some(to)) = (from, to) else {
+            panic!("no compaction in {recs:?}")
+        };
+        recs[from..=to]
+            .iter()
+            .map(|r| {
+                let mut r = r.clone();
+                if let Some(m) = r.as_object_mut() {
+                    m.remove("result");
+                }
+                r
+            })
+            .collect()
+    };
+    let (pi_resp, pi_recs, pi_n) = drive(vec![o.node22.clone().into(), o.pi160_cli.clone().into()]);
+    let (our_resp, our_recs, our_n) = drive(vec![bin("pi-run").into()]);
+    assert_eq!(pi_resp["success"], true, "{pi_resp}");
+    let pi_span = span(&pi_recs);
+    assert!(
+        pi_span
+            .iter()
+            .any(|r| r["type"] == "summarization_retry_scheduled"),
+        "{pi_span:?}"
+    );
+    assert_eq!(span(&our_recs), pi_span);
+    assert_eq!(our_resp["success"], true, "{our_resp}");
+    assert_eq!(our_resp["data"]["summary"], pi_resp["data"]["summary"]);
+    assert_eq!(our_n, pi_n);
+    // pi-session compact on the same file and script: the same records.
+    let sb = Sandbox::with_fixtures();
+    let (file, _) = before_pi_compaction(&sb);
+    let mock = MockLlm::start(&o, sb.root(), &turns);
+    mock.configure(&sb.agent());
+    retry_settings(&sb.agent(), json!({"baseDelayMs": 5}));
+    let out = sb.session(&["compact", file.to_str().unwrap(), "--format", "jsonl"]);
+    ok(&out);
+    assert_eq!(span(&jsonl(&out)), pi_span);
+    assert_eq!(requests(&mock.log).len(), pi_n);
 }

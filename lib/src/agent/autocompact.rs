@@ -16,13 +16,15 @@ use serde_json::{Map, Value};
 
 use super::{Agent, Emit};
 use crate::format::compaction::{
-    CompactionEnd, CompactionEventResult, CompactionReason, CompactionStart,
+    CompactionEnd, CompactionEventResult, CompactionReason, CompactionStart, SummarySource,
 };
 use crate::format::entry::ContextEditEntry;
 use crate::format::message::AssistantMessage;
 use crate::format::{AgentMessage, Entry};
 use crate::provider::{FailureInfo, FailureKind};
-use crate::session::compact::{compact, usage_tokens, PrepareError, SummaryModel};
+use crate::session::compact::{
+    compact, reporting_retries, usage_tokens, PrepareError, SummaryModel,
+};
 use crate::timefmt::{now_iso, now_ms};
 
 /// `compaction_end.errorMessage` when the retried run overflows again.
@@ -227,14 +229,21 @@ impl Agent {
             }
         };
         emit(&to_value(&CompactionStart::new(reason)));
-        let model = SummaryModel {
+        let mut model = SummaryModel {
             model: self.opts.model.clone(),
             api_key: self.opts.api_key.clone(),
             thinking: self.opts.thinking,
             idle_timeout: self.opts.idle_timeout,
             cancel: self.cancel.clone(),
+            retry: self.opts.retry,
+            retry_events: None,
         };
-        let result = compact(&prep, &model, instructions).await;
+        let mut retries = model.report_retries();
+        let source = SummarySource::Compaction(reason);
+        let result = reporting_retries(compact(&prep, &model, instructions), &mut retries, |r| {
+            emit(&r.record(source))
+        })
+        .await;
         drop(prep);
         let result = match result {
             Ok(r) => r,

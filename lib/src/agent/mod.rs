@@ -16,7 +16,9 @@ pub mod autocompact;
 pub mod events;
 pub mod hooks;
 pub mod queue;
-pub mod retry;
+/// Retry rules live with the providers (summary calls in `session/` use
+/// them too); re-exported under their old path.
+pub use crate::provider::retry;
 
 use std::collections::HashMap;
 use std::path::PathBuf;

@@ -29,6 +29,53 @@ impl CompactionReason {
     }
 }
 
+/// Where a retried summary call belongs (`summarization_retry_attempt_start`
+/// says `source`, and `reason` for a compaction).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SummarySource {
+    Compaction(CompactionReason),
+    BranchSummary,
+}
+
+/// Progress of a summary call's automatic retries, as pi 1.6.0 reports it:
+/// `summarization_retry_scheduled` after a failed attempt (before the
+/// wait), `summarization_retry_attempt_start` when the next one starts,
+/// `summarization_retry_finished` once a retried call is over (whatever
+/// its outcome). A call that succeeds at once reports nothing.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SummaryRetry {
+    Scheduled {
+        attempt: u32,
+        max_attempts: u32,
+        delay_ms: u64,
+        error_message: String,
+    },
+    AttemptStart,
+    Finished,
+}
+
+impl SummaryRetry {
+    /// The event record, in pi's field order.
+    pub fn record(&self, source: SummarySource) -> Value {
+        match self {
+            SummaryRetry::Scheduled {
+                attempt,
+                max_attempts,
+                delay_ms,
+                error_message,
+            } => serde_json::json!({"type": "summarization_retry_scheduled", "attempt": attempt,
+                "maxAttempts": max_attempts, "delayMs": delay_ms, "errorMessage": error_message}),
+            SummaryRetry::AttemptStart => match source {
+                SummarySource::Compaction(reason) => serde_json::json!({
+                    "type": "summarization_retry_attempt_start", "source": "compaction", "reason": reason}),
+                SummarySource::BranchSummary => serde_json::json!({
+                    "type": "summarization_retry_attempt_start", "source": "branchSummary"}),
+            },
+            SummaryRetry::Finished => serde_json::json!({"type": "summarization_retry_finished"}),
+        }
+    }
+}
+
 /// `{"type":"compaction_start","reason":…}`
 #[derive(Debug, Clone, Serialize)]
 pub struct CompactionStart {

@@ -14,6 +14,7 @@ pub mod json_parse;
 pub mod openai_completions;
 pub mod openai_responses;
 pub mod partial_json;
+pub mod retry;
 pub mod sse;
 pub mod transform;
 

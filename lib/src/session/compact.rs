@@ -18,11 +18,13 @@ use serde_json::{json, Map, Value};
 use tokio_util::sync::CancellationToken;
 
 use crate::format::compaction::CompactionEventResult;
+use crate::format::compaction::SummaryRetry;
 use crate::format::entry::CompactionEntry;
 use crate::format::message::{CompactionSummaryMessage, MessageRef, SystemMessage};
 use crate::format::model::{Model, ThinkingLevel};
 use crate::format::{AgentMessage, ContentBlock, Entry, Num, Usage, UserContent};
 use crate::prompt::PromptState;
+use crate::provider::retry::{self, RetrySettings};
 use crate::provider::{self, Request};
 use crate::timefmt::{iso_from_ms, now_ms, parse_iso_ms};
 
@@ -941,6 +943,48 @@ pub struct SummaryModel {
     pub thinking: ThinkingLevel,
     pub idle_timeout: Duration,
     pub cancel: CancellationToken,
+    /// `retry.*`: a transient failure of a summary call is retried.
+    pub retry: RetrySettings,
+    /// Where the retries' progress goes as it happens, if anywhere.
+    pub retry_events: Option<tokio::sync::mpsc::UnboundedSender<SummaryRetry>>,
+}
+
+impl SummaryModel {
+    /// Sends this model's retry progress to the returned receiver (see
+    /// [`reporting_retries`]).
+    pub fn report_retries(&mut self) -> tokio::sync::mpsc::UnboundedReceiver<SummaryRetry> {
+        let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+        self.retry_events = Some(tx);
+        rx
+    }
+
+    fn report(&self, r: SummaryRetry) {
+        if let Some(tx) = &self.retry_events {
+            let _ = tx.send(r);
+        }
+    }
+}
+
+/// Runs `job` (summary calls through a model whose retries report to `rx`)
+/// and hands every retry report to `on` as it comes, the last ones before
+/// the job's result is returned.
+pub async fn reporting_retries<T>(
+    job: impl std::future::Future<Output = T>,
+    rx: &mut tokio::sync::mpsc::UnboundedReceiver<SummaryRetry>,
+    mut on: impl FnMut(SummaryRetry),
+) -> T {
+    tokio::pin!(job);
+    let out = loop {
+        tokio::select! {
+            biased;
+            Some(r) = rx.recv() => on(r),
+            v = &mut job => break v,
+        }
+    };
+    while let Ok(r) = rx.try_recv() {
+        on(r);
+    }
+    out
 }
 
 /// A summary and what it cost.
@@ -952,7 +996,9 @@ pub struct SummaryText {
 
 /// One summary request: our system prompt, one user message, no tools.
 /// `what` names the call in errors (`Summarization`, `Turn prefix
-/// summarization`, `Branch summarization`).
+/// summarization`, `Branch summarization`). A transient failure is retried
+/// under `m.retry` as the agent retries its turns (same rules and delays);
+/// a deterministic error or a cancel ends it at once.
 pub async fn summarize(m: &SummaryModel, user: String, what: &str) -> Result<SummaryText, String> {
     let thinking = if m.model.reasoning {
         m.thinking
@@ -977,7 +1023,39 @@ pub async fn summarize(m: &SummaryModel, user: String, what: &str) -> Result<Sum
         cancel: m.cancel.clone(),
         session_id: Some(super::ids::new_session_id()),
     };
-    let reply = provider::stream(req, &mut |_, _| {}).await;
+    let mut attempt = 0;
+    let reply = loop {
+        let done = provider::stream_detailed(req.clone(), &mut |_, _| {}).await;
+        let reply = done.message;
+        let err = reply.error_message.as_deref().unwrap_or("Unknown error");
+        let again = reply.stop_reason == "error"
+            && !m.cancel.is_cancelled()
+            && m.retry.enabled
+            && attempt < m.retry.max_retries
+            && retry::should_retry(err, done.failure.as_ref());
+        if !again {
+            if attempt > 0 {
+                m.report(SummaryRetry::Finished);
+            }
+            break reply;
+        }
+        attempt += 1;
+        let delay = m.retry.delay_for(attempt, done.failure.as_ref());
+        m.report(SummaryRetry::Scheduled {
+            attempt,
+            max_attempts: m.retry.max_retries,
+            delay_ms: delay,
+            error_message: err.to_string(),
+        });
+        tokio::select! {
+            _ = tokio::time::sleep(Duration::from_millis(delay)) => {}
+            _ = m.cancel.cancelled() => {
+                m.report(SummaryRetry::Finished);
+                return Err(format!("{what} failed: Request was aborted"));
+            }
+        }
+        m.report(SummaryRetry::AttemptStart);
+    };
     match reply.stop_reason.as_str() {
         "error" | "aborted" => {
             return Err(format!(

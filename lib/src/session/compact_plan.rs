@@ -1,20 +1,25 @@
 //! The compaction plan (`pi-session compact --dry-run`) of a large session
-//! without loading it: the file is indexed by scanning only the start of
-//! each line (pi writes `type`, `id`, `parentId` first, then a message's
-//! `role`), the branch is followed through that index, and only the lines
-//! the decision needs are parsed: the latest compaction, the newest entries
-//! back to the `keepRecentTokens` budget and the last usable usage. The cut
-//! itself is `compact::find_cut`, shared with the full path, so both give
-//! the same answer. Anything unusual (an older format version, a line not
-//! in pi's key order, context edits, broken links, a usage older than the
-//! latest compaction) is left to the full path: [`Index::new`] or
-//! [`Index::plan`] returns `None`.
+//! without loading it: the file is streamed once through a small window
+//! (the listing's reader, `list::stream_raw_lines`) and indexed by scanning
+//! only the start of each line (pi writes `type`, `id`, `parentId` first,
+//! then a message's `role`), keeping per line only its place in the file,
+//! its type and its parent. The branch is followed through that index, and
+//! only the lines the decision needs are read back (`pread`) and parsed:
+//! the latest compaction, the newest entries back to the `keepRecentTokens`
+//! budget and the last usable usage. The cut itself is `compact::find_cut`,
+//! shared with the full path, so both give the same answer. Anything
+//! unusual (an older format version, a line not in pi's key order, context
+//! edits, broken links, a usage older than the latest compaction) is left
+//! to the full path: [`Index::open`] or [`Index::plan`] returns `None`.
 
 use std::collections::HashMap;
 
 /// The index's tables: ids are short and trusted to be few-colliding, so a
 /// fast non-cryptographic hash (SipHash was a fifth of the dry run).
 type FastMap<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
+
+use std::fs::File;
+use std::io::Read;
 
 use serde_json::{Map, Value};
 
@@ -62,20 +67,70 @@ enum Type {
 }
 
 struct Line {
-    start: usize,
-    end: usize,
+    /// Where the line is in the file and how long it is (without `\n`).
+    start: u64,
+    len: usize,
     ty: Type,
     parent: Option<usize>,
 }
 
+/// Where the index reads a line back from: the session file, or (tests) a
+/// buffer.
+pub trait Source {
+    /// Fills `buf` from byte `at`.
+    fn read_at(&self, buf: &mut [u8], at: u64) -> std::io::Result<()>;
+}
+
+impl Source for File {
+    fn read_at(&self, buf: &mut [u8], at: u64) -> std::io::Result<()> {
+        std::os::unix::fs::FileExt::read_exact_at(self, buf, at)
+    }
+}
+
+impl Source for &[u8] {
+    fn read_at(&self, buf: &mut [u8], at: u64) -> std::io::Result<()> {
+        let from = usize::try_from(at).ok();
+        let b = from
+            .and_then(|f| self.get(f..f.checked_add(buf.len())?))
+            .ok_or(std::io::ErrorKind::UnexpectedEof)?;
+        buf.copy_from_slice(b);
+        Ok(())
+    }
+}
+
+/// An entry id as a map key: up to 16 bytes inline with their length
+/// (pi's ids are 8 hex digits), longer ones boxed. No allocation per line
+/// for pi's ids.
+#[derive(PartialEq, Eq, Hash)]
+enum Key {
+    Short(u128, u8),
+    Long(Box<[u8]>),
+}
+
+fn key(id: &[u8]) -> Key {
+    if id.len() <= 16 {
+        let mut b = [0u8; 16];
+        b[..id.len()].copy_from_slice(id);
+        Key::Short(u128::from_le_bytes(b), id.len() as u8)
+    } else {
+        Key::Long(id.into())
+    }
+}
+
 /// A session file indexed line by line.
-pub struct Index<'a> {
-    bytes: &'a [u8],
+pub struct Index<S: Source = File> {
+    src: S,
     lines: Vec<Line>,
     /// Line numbers (in `lines`) from the root to the leaf.
     path: Vec<usize>,
+    /// Entry id → line number.
+    ids: FastMap<Key, usize>,
     parsed: FastMap<usize, Option<Entry>>,
 }
+
+/// The file's bytes at a time while indexing (as the listing's window:
+/// stays in the CPU cache between the kernel's copy and the scan).
+const WINDOW: usize = 64 * 1024;
 
 /// `"key":"value"` at `*at` (no escapes in the value): the value.
 fn string_field<'b>(b: &'b [u8], at: &mut usize, key: &[u8]) -> Option<&'b [u8]> {
@@ -101,24 +156,47 @@ fn role_kind(role: &[u8]) -> Kind {
     }
 }
 
-impl<'a> Index<'a> {
-    /// Indexes `bytes` (a whole session file); `None` when the file needs
-    /// the full loader.
-    pub fn new(bytes: &'a [u8]) -> Option<Index<'a>> {
-        let mut lines = Vec::new();
+impl Index<File> {
+    /// Indexes the session file `f` (read from its current position, which
+    /// should be its start); `None` when the file needs the full loader.
+    pub fn open(f: File) -> Option<Index<File>> {
+        let size = f.metadata().ok()?.len();
+        let scan = Scan::read(&mut &f, size)?;
+        Some(scan.with_source(f))
+    }
+}
+
+impl<'b> Index<&'b [u8]> {
+    /// Indexes `bytes` (a whole session file).
+    pub fn new(bytes: &'b [u8]) -> Option<Index<&'b [u8]>> {
+        let scan = Scan::read(&mut &bytes[..], bytes.len() as u64)?;
+        Some(scan.with_source(bytes))
+    }
+}
+
+/// What one pass over the file keeps.
+struct Scan {
+    lines: Vec<Line>,
+    path: Vec<usize>,
+    ids: FastMap<Key, usize>,
+}
+
+impl Scan {
+    /// Indexes what `r` reads (`size`: about its length, for the tables).
+    fn read<R: Read>(r: &mut R, size: u64) -> Option<Scan> {
         // About one entry per 512 bytes: no rehashing on typical files.
-        let mut ids: FastMap<&[u8], usize> =
-            FastMap::with_capacity_and_hasher(bytes.len() / 512, Default::default());
+        let cap = usize::try_from(size / 512).unwrap_or(0);
+        let mut lines = Vec::with_capacity(cap);
+        let mut ids: FastMap<Key, usize> =
+            FastMap::with_capacity_and_hasher(cap, Default::default());
         let mut header = false;
-        let mut pos = 0;
-        while pos < bytes.len() {
+        let mut buf = Vec::new();
+        // `None` from the scan: the file needs the full path.
+        let mut scan = |start: u64, line: &[u8], terminated: bool| -> Option<()> {
             // Every line ends with a newline (a torn last line: full path).
-            let end = pos + memchr::memchr(b'\n', &bytes[pos..])?;
-            let line = &bytes[pos..end];
-            let (start, stop) = (pos, end);
-            pos = end + 1;
+            terminated.then_some(())?;
             if line.iter().all(u8::is_ascii_whitespace) {
-                continue;
+                return Some(());
             }
             if !header {
                 let v: Value = serde_json::from_slice(line).ok()?;
@@ -126,7 +204,7 @@ impl<'a> Index<'a> {
                 (h.get("type")?.as_str()? == "session").then_some(())?;
                 (crate::format::entry::header_version(h.get("version")).ok()? == 3).then_some(())?;
                 header = true;
-                continue;
+                return Some(());
             }
             if line.last() != Some(&b'}') {
                 return None;
@@ -140,7 +218,7 @@ impl<'a> Index<'a> {
                 None
             } else {
                 let p = string_field(line, &mut at, b",\"parentId\":\"")?;
-                Some(*ids.get(p)?)
+                Some(*ids.get(&key(p))?)
             };
             let ty = match ty {
                 b"message" => {
@@ -157,16 +235,21 @@ impl<'a> Index<'a> {
                 b"session" => return None,
                 _ => Type::Other,
             };
-            if id.is_empty() || ids.insert(id, lines.len()).is_some() {
+            if id.is_empty() || ids.insert(key(id), lines.len()).is_some() {
                 return None;
             }
             lines.push(Line {
                 start,
-                end: stop,
+                len: line.len(),
                 ty,
                 parent,
             });
-        }
+            Some(())
+        };
+        let scanned = super::list::stream_raw_lines(r, &mut buf, WINDOW, |start, line, nl| {
+            scan(start, line, nl).ok_or_else(String::new)
+        });
+        scanned.ok()?.ok()?;
         if !header {
             return None;
         }
@@ -180,22 +263,31 @@ impl<'a> Index<'a> {
             }
         }
         path.reverse();
-        Some(Index {
-            bytes,
-            lines,
-            path,
-            parsed: FastMap::default(),
-        })
+        Some(Scan { lines, path, ids })
     }
 
-    /// Line `i` as a typed entry (parsed once).
+    /// The index, reading lines back from `src` (the bytes scanned).
+    fn with_source<S: Source>(self, src: S) -> Index<S> {
+        Index {
+            src,
+            lines: self.lines,
+            path: self.path,
+            ids: self.ids,
+            parsed: FastMap::default(),
+        }
+    }
+}
+
+impl<S: Source> Index<S> {
+    /// Line `i` as a typed entry (read back and parsed once).
     fn entry(&mut self, i: usize) -> Option<&Entry> {
-        let (bytes, line) = (self.bytes, &self.lines[i]);
-        let (s, e) = (line.start, line.end);
+        let (src, line) = (&self.src, &self.lines[i]);
         self.parsed
             .entry(i)
             .or_insert_with(|| {
-                let (v, _) = super::load::parse_json(&bytes[s..e]).ok()?;
+                let mut bytes = vec![0u8; line.len];
+                src.read_at(&mut bytes, line.start).ok()?;
+                let (v, _) = super::load::parse_json(&bytes).ok()?;
                 match v {
                     Value::Object(m) => Some(Entry::from_map(m)),
                     _ => None,
@@ -271,13 +363,11 @@ impl<'a> Index<'a> {
                 _ => return None,
             };
             order.push(cpos);
-            let mut kept_from = None;
-            for k in 0..cpos {
-                if self.entry_id_is(self.path[k], &first_kept)? {
-                    kept_from = Some(k);
-                    break;
-                }
-            }
+            // Ids are unique in the index: the kept entry is one line.
+            let kept_from = self
+                .ids
+                .get(&key(first_kept.as_bytes()))
+                .and_then(|&line| self.path[..cpos].iter().position(|&i| i == line));
             if let Some(from) = kept_from {
                 order.extend(
                     (from..cpos)
@@ -376,14 +466,6 @@ impl<'a> Index<'a> {
             previous_summary: cpos.is_some(),
         }))
     }
-
-    /// Whether line `i` has entry id `id` (from the index, without parsing).
-    fn entry_id_is(&self, i: usize, id: &str) -> Option<bool> {
-        let line = &self.bytes[self.lines[i].start..self.lines[i].end];
-        let mut at = 0;
-        string_field(line, &mut at, b"{\"type\":\"")?;
-        Some(string_field(line, &mut at, b",\"id\":\"")? == id.as_bytes())
-    }
 }
 
 #[cfg(test)]
@@ -441,5 +523,56 @@ mod tests {
             fast > 100,
             "the fast path answered only {fast} of {compared}"
         );
+    }
+
+    /// The index of a file on disk (streamed through the window, lines read
+    /// back by offset) plans as the in-memory index and the full path do,
+    /// with lines longer than the window too; a torn last line is left to
+    /// the full path.
+    #[test]
+    fn a_file_on_disk_plans_as_the_buffer() {
+        let root =
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures/pi-sessions/sessions");
+        let dir = root.join("--tmp-pi-fixture-proj-tools-160--");
+        let f = std::fs::read_dir(&dir)
+            .unwrap()
+            .flatten()
+            .next()
+            .unwrap()
+            .path();
+        let text = std::fs::read_to_string(f).unwrap();
+        // Every tool result's text grows past the 64 KiB window.
+        let long = "x".repeat(WINDOW + 4321);
+        let text: String = text
+            .lines()
+            .map(|l| {
+                if l.contains("\"role\":\"toolResult\"") {
+                    l.replacen("\"text\":\"", &format!("\"text\":\"{long}"), 1)
+                } else {
+                    l.to_string()
+                }
+            })
+            .map(|l| l + "\n")
+            .collect();
+        assert!(text.len() > 2 * WINDOW);
+        let tmp = tempfile::tempdir().unwrap();
+        let path = tmp.path().join("s.jsonl");
+        std::fs::write(&path, &text).unwrap();
+        let s = super::super::Session::parse(&path, text.as_bytes()).unwrap();
+        let mut answered = 0;
+        for keep in [1u64, 30, 120, 20000, 10_000_000] {
+            let full = s.prepare_compaction(None, keep).map(|p| p.plan());
+            let open = || Index::open(std::fs::File::open(&path).unwrap()).unwrap();
+            let from_file = open().plan(keep);
+            assert_eq!(from_file, Index::new(text.as_bytes()).unwrap().plan(keep));
+            assert_eq!(open().model(), Some("mock/mock-model".to_string()));
+            if let Some(p) = from_file {
+                answered += 1;
+                assert_eq!(p, full, "keep {keep}");
+            }
+        }
+        assert!(answered >= 4, "{answered}");
+        std::fs::write(&path, text.trim_end()).unwrap();
+        assert!(Index::open(std::fs::File::open(&path).unwrap()).is_none());
     }
 }

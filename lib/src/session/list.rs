@@ -159,21 +159,44 @@ fn stream_lines<R: Read>(
     window: usize,
     mut each: impl FnMut(usize, &[u8]) -> Result<(), String>,
 ) -> std::io::Result<Result<u64, String>> {
+    let mut no = 0;
+    stream_raw_lines(r, buf, window, |_, line, _| {
+        no += 1;
+        each(no, strip_cr(line))
+    })
+}
+
+/// [`stream_lines`] for callers that need where each line is: `each` gets
+/// the line's byte offset in the stream, its bytes without the `\n` (a
+/// `\r` kept) and whether a `\n` ended it (only a last line lacks one).
+pub(crate) fn stream_raw_lines<R: Read>(
+    r: &mut R,
+    buf: &mut Vec<u8>,
+    window: usize,
+    mut each: impl FnMut(u64, &[u8], bool) -> Result<(), String>,
+) -> std::io::Result<Result<u64, String>> {
     if buf.len() != window.max(1) {
         buf.clear();
         buf.resize(window.max(1), 0);
     }
     let mut long: Vec<u8> = Vec::new();
-    let (mut start, mut end, mut no, mut total) = (0usize, 0usize, 0usize, 0u64);
+    // `base`: the stream offset of `buf[0]`; `long_at`: of `long`'s start.
+    let (mut base, mut long_at) = (0u64, 0u64);
+    let (mut start, mut end, mut total) = (0usize, 0usize, 0u64);
     loop {
         if start > 0 {
             buf.copy_within(start..end, 0);
             end -= start;
+            base += start as u64;
             start = 0;
         }
         if end == buf.len() {
             // No line end in a full window: this line continues past it.
+            if long.is_empty() {
+                long_at = base;
+            }
             long.extend_from_slice(&buf[..end]);
+            base += end as u64;
             end = 0;
         }
         let n = match r.read(&mut buf[end..]) {
@@ -187,12 +210,11 @@ fn stream_lines<R: Read>(
         end += n;
         while let Some(i) = memchr::memchr(b'\n', &buf[from..end]) {
             let nl = from + i;
-            no += 1;
             let res = if long.is_empty() {
-                each(no, strip_cr(&buf[start..nl]))
+                each(base + start as u64, &buf[start..nl], true)
             } else {
                 long.extend_from_slice(&buf[start..nl]);
-                let res = each(no, strip_cr(&long));
+                let res = each(long_at, &long, true);
                 long.clear();
                 res
             };
@@ -204,8 +226,11 @@ fn stream_lines<R: Read>(
         }
     }
     if !long.is_empty() || start < end {
+        if long.is_empty() {
+            long_at = base + start as u64;
+        }
         long.extend_from_slice(&buf[start..end]);
-        if let Err(e) = each(no + 1, strip_cr(&long)) {
+        if let Err(e) = each(long_at, &long, false) {
             return Ok(Err(e));
         }
     }
@@ -1088,6 +1113,24 @@ mod tests {
             ] {
                 let (lines, total) = streamed(input.as_bytes(), window, step);
                 assert_eq!(total, input.len() as u64);
+                // The raw lines sit at their offsets, `\n` after all but the last.
+                let mut r = Trickle {
+                    data: input.as_bytes(),
+                    step,
+                    calls: 0,
+                };
+                let (mut raw, mut buf) = (Vec::new(), Vec::new());
+                stream_raw_lines(&mut r, &mut buf, window, |at, l, nl| {
+                    raw.push((at as usize, l.to_vec(), nl));
+                    Ok(())
+                })
+                .unwrap()
+                .unwrap();
+                assert_eq!(raw.len(), whole.len(), "window {window}, step {step}");
+                for (at, l, nl) in &raw {
+                    assert_eq!(&input.as_bytes()[*at..at + l.len()], &l[..]);
+                    assert_eq!(input.as_bytes().get(at + l.len()) == Some(&b'\n'), *nl);
+                }
                 assert!(
                     lines == whole,
                     "window {window}, step {step}, input of {} bytes",

@@ -1,5 +1,7 @@
 //! Automatic retry: which failed model calls are transient, and how long to
-//! wait before the next attempt.
+//! wait before the next attempt. Shared by the agent's turns and the
+//! summary calls of compactions and branch summaries (`session::compact`),
+//! so it lives here, below both.
 //!
 //! pi 1.6.0 decides with a regular expression over the error text, so a
 //! `400` whose message happens to contain `429` is retried (tests/oracle/
