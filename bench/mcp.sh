@@ -4,7 +4,7 @@
 # stdlib); BENCH_REAL=1 uses server-everything, server-filesystem and mcp-server-time from
 # tests/mcp/install.sh instead. A loopback model server written here notes when the first
 # request arrives and answers "done". Median of BENCH_RUNS runs each. Target: pi-run >= 5x.
-# pi-run is measured twice: "cold" (its metadata cache <agentDir>/mcp-cache.json removed
+# pi-run is measured twice: "cold" (its metadata cache ~/.cache/pi-toolkit/mcp-cache.json removed
 # before every run, so it waits for the servers as pi does) and "warm" (the cache of the run
 # before: the tools are declared at once while the servers connect). pi 1.6.0 keeps no cache.
 # See bench/README.md.
@@ -117,7 +117,7 @@ cell() {
     one "$@" > /dev/null   # warm-up
     local v=()
     for _ in $(seq "$RUNS"); do
-        [ "$cold" = 1 ] && rm -f "$WORK/agent/mcp-cache.json"
+        [ "$cold" = 1 ] && rm -f "$WORK/home/.cache/pi-toolkit/mcp-cache.json"
         v+=("$(one "$@")")
     done
     median "${v[@]}"

@@ -184,7 +184,7 @@ fn mcp_part(
         pi_lib::mcp::Mcp::start_cached(
             pi_lib::mcp::config::load(agent_dir, cwd, trusted),
             cwd,
-            Some(pi_lib::mcp::cache::Cache::new(agent_dir)),
+            Some(pi_lib::mcp::cache::Cache::user()),
         )
     };
     let first = rt.block_on(mcp.first_request());

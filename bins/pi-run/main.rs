@@ -275,7 +275,7 @@ fn run(
         pi_lib::mcp::Mcp::start_cached(
             pi_lib::mcp::config::load(&agent_dir, &cwd, trusted),
             &cwd,
-            Some(pi_lib::mcp::cache::Cache::new(&agent_dir)),
+            Some(pi_lib::mcp::cache::Cache::user()),
         )
     });
     let mcp_tools = match &mcp {

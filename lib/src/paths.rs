@@ -20,6 +20,16 @@ pub fn home_dir() -> PathBuf {
         .unwrap_or_else(|| PathBuf::from("/"))
 }
 
+/// The toolkit's own cache folder (never pi's agent dir):
+/// `$XDG_CACHE_HOME/pi-toolkit`, else `~/.cache/pi-toolkit`.
+pub fn toolkit_cache_dir() -> PathBuf {
+    match std::env::var_os("XDG_CACHE_HOME").filter(|v| !v.is_empty()) {
+        Some(d) => PathBuf::from(d),
+        None => home_dir().join(".cache"),
+    }
+    .join("pi-toolkit")
+}
+
 /// Expands a leading `~` or `~/` to the home directory.
 pub fn expand_tilde(p: &Path) -> PathBuf {
     let s = p.to_string_lossy();

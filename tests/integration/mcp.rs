@@ -837,7 +837,8 @@ fn mcp_sigint_in_print_mode_cancels_the_call() {
 }
 
 /// The metadata cache: after a run that connected, the next run declares
-/// the server's tools from `<agentDir>/mcp-cache.json` without waiting for
+/// the server's tools from `~/.cache/pi-toolkit/mcp-cache.json` (never in
+/// pi's agent dir) without waiting for
 /// it — here a server that never answers `initialize` — with the same
 /// declarations pi 1.6.0 makes for the live server, and the held server
 /// is stopped when the run ends.
@@ -870,8 +871,11 @@ fn mcp_cached_tools_need_no_wait_and_match_pi() {
     };
     let first = run(&sb);
     assert!(
-        sb.agent().join("mcp-cache.json").is_file(),
-        "the cache is written"
+        sb.root()
+            .join("home/.cache/pi-toolkit/mcp-cache.json")
+            .is_file()
+            && !sb.agent().join("mcp-cache.json").exists(),
+        "the cache is written in the toolkit's cache, not pi's agent dir"
     );
     // The server now hangs on initialize: only the cache can declare it.
     std::fs::write(sb.root().join("marker.hold"), "").unwrap();

@@ -36,13 +36,6 @@ fn content_hash(files: &[(&str, &[u8])]) -> u64 {
     h
 }
 
-fn cache_dir() -> PathBuf {
-    match std::env::var_os("XDG_CACHE_HOME").filter(|v| !v.is_empty()) {
-        Some(d) => PathBuf::from(d),
-        None => crate::paths::home_dir().join(".cache"),
-    }
-}
-
 /// Writes `files` under `base/node-host-<hash>/` unless it is there
 /// already; returns that folder.
 pub fn install_into(base: &Path, files: &[(&str, &[u8])]) -> std::io::Result<PathBuf> {
@@ -80,7 +73,7 @@ pub fn install_into(base: &Path, files: &[(&str, &[u8])]) -> std::io::Result<Pat
 
 /// The embedded host, installed in the user's cache.
 pub fn install() -> std::io::Result<PathBuf> {
-    install_into(&cache_dir().join("pi-toolkit"), FILES)
+    install_into(&crate::paths::toolkit_cache_dir(), FILES)
 }
 
 /// `$PI_NODE` (when it exists), else `node` on `PATH`.

@@ -1,6 +1,7 @@
 //! The toolkit's MCP metadata cache: what each server answered to
 //! `initialize` and `tools/list` last time, kept in
-//! `<agentDir>/mcp-cache.json` under a hash of the server's transport
+//! `mcp-cache.json` in the toolkit's cache folder (`~/.cache/pi-toolkit`,
+//! not pi's agent dir, which holds only pi's files) under a hash of the server's transport
 //! (command, args, env, cwd, or url and headers) and the session cwd.
 //! pi 1.6.0 keeps no such cache: its first request waits for every server
 //! with direct tools. With an entry the first request need not wait for
@@ -41,7 +42,7 @@ struct File {
     servers: BTreeMap<String, Entry>,
 }
 
-/// The cache of one agent dir.
+/// The cache file in one folder.
 #[derive(Clone)]
 pub struct Cache {
     path: PathBuf,
@@ -51,10 +52,16 @@ pub struct Cache {
 static WRITE: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
 impl Cache {
-    pub fn new(agent_dir: &Path) -> Cache {
+    /// The cache in `dir` (tests use a temp dir).
+    pub fn new(dir: &Path) -> Cache {
         Cache {
-            path: agent_dir.join(FILE),
+            path: dir.join(FILE),
         }
+    }
+
+    /// The user's cache: `paths::toolkit_cache_dir()`.
+    pub fn user() -> Cache {
+        Cache::new(&crate::paths::toolkit_cache_dir())
     }
 
     /// The key of a server as started from `cwd`.
