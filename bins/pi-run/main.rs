@@ -167,6 +167,10 @@ fn run(
         Mode::Text => "print",
     };
     let event_timeout = Duration::from_secs(cli.extension_timeout.unwrap_or(30));
+    // Untrusted settings: what the first extension pass and the first tool
+    // resolution see (read once).
+    let untrusted_settings =
+        Settings::load(&agent_dir, &cwd, false).map_err(|e| CliError::input(e.to_string()))?;
     let mut discover = DiscoverOptions::for_cwd(&cwd);
     discover.agent_dir = agent_dir.clone();
     cli.resource_args.apply(&mut discover);
@@ -182,11 +186,7 @@ fn run(
             cwd: cwd.display().to_string(),
             event_timeout,
             prog: PROG.into(),
-            settings: serde_json::Value::Object(
-                Settings::load(&agent_dir, &cwd, false)
-                    .map(|s| s.values)
-                    .unwrap_or_default(),
-            ),
+            settings: serde_json::Value::Object(untrusted_settings.values.clone()),
         },
         cancel.clone(),
     );
@@ -203,8 +203,6 @@ fn run(
         // when events are held to a shorter limit.
         handshake: Duration::from_secs(cli.extension_timeout.unwrap_or(10).max(10)),
     };
-    let untrusted_settings =
-        Settings::load(&agent_dir, &cwd, false).map_err(|e| CliError::input(e.to_string()))?;
     let chat_only_first = select::resolve(
         &cli.tool_args.flags(),
         &untrusted_settings.default_tools(),
