@@ -1,17 +1,25 @@
 #!/usr/bin/env python3
 """Loopback OpenAI-style mock for bench/subagents.sh.
 
-usage: subagents-mock.py PORTFILE N BACKGROUND
-The parent's first request (it offers an `Agent` tool and has no tool
-results yet) gets N `Agent` calls (run_in_background = BACKGROUND == "1");
-every other request gets a short text. N = 0: always text. Writes the port
+usage: subagents-mock.py PORTFILE N BACKGROUND [TIMELOG]
+BACKGROUND == "1": the parent's first request (it offers an `Agent` tool
+and has no tool results yet) gets N background `Agent` calls. Otherwise the
+parent gets one foreground `Agent` call per request until N tool results
+are in its messages, so N children run one after another. Every other
+request gets a short text. N = 0: always text. With TIMELOG, each request
+appends the seconds the mock spent on it (the model's time, which the bench
+subtracts) as one line. Writes the port
 to PORTFILE, serves until killed.
 """
 import json
 import sys
+import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 PORTFILE, N, BG = sys.argv[1], int(sys.argv[2]), sys.argv[3] == "1"
+TIMELOG = sys.argv[4] if len(sys.argv) > 4 else None
+LOCK = threading.Lock()
 
 
 def chunk(delta, finish=None):
@@ -30,12 +38,12 @@ def text(t):
     return chunk({"role": "assistant", "content": ""}) + chunk({"content": t}) + chunk({}, "stop") + usage() + "data: [DONE]\n\n"
 
 
-def calls(n):
+def calls(n, first=0):
     s = chunk({"role": "assistant", "content": ""})
-    for i in range(n):
+    for i in range(first, first + n):
         args = json.dumps({"subagent_type": "general-purpose", "prompt": f"task {i}",
                            "description": f"task {i}", "run_in_background": BG})
-        s += chunk({"tool_calls": [{"index": i, "id": f"call_{i}", "type": "function",
+        s += chunk({"tool_calls": [{"index": i - first, "id": f"call_{i}", "type": "function",
                                     "function": {"name": "Agent", "arguments": args}}]})
     return s + chunk({}, "tool_calls") + usage() + "data: [DONE]\n\n"
 
@@ -44,12 +52,27 @@ class H(BaseHTTPRequestHandler):
     def log_message(self, *a):
         pass
 
+    def setup(self):
+        self.t0 = time.perf_counter()
+        super().setup()
+
+    def finish(self):
+        super().finish()
+        if TIMELOG:
+            with LOCK, open(TIMELOG, "a") as f:
+                f.write(f"{time.perf_counter() - self.t0:.6f}\n")
+
     def do_POST(self):
         n = int(self.headers.get("content-length", "0"))
         body = json.loads(self.rfile.read(n) or b"null") or {}
         tools = [t.get("function", {}).get("name") for t in body.get("tools", [])]
-        first = "Agent" in tools and not any(m.get("role") == "tool" for m in body.get("messages", []))
-        out = calls(N) if (first and N > 0) else text("done")
+        results = sum(1 for m in body.get("messages", []) if m.get("role") == "tool")
+        if "Agent" not in tools or N == 0:
+            out = text("done")
+        elif BG:
+            out = calls(N) if results == 0 else text("done")
+        else:
+            out = calls(1, results) if results < N else text("done")
         self.send_response(200)
         self.send_header("content-type", "text/event-stream")
         self.send_header("connection", "close")
