@@ -93,6 +93,33 @@ fn text_output(text: String, details: Option<Value>, is_error: bool) -> ToolOutp
     }
 }
 
+/// A child's agent options: its own model, tools, cwd and prompt sections;
+/// from the parent its idle timeout, image and retry settings; no forced
+/// prompt and no loop turn limit (the tool's two-phase limit steers).
+fn child_options(
+    ctx: &ParentContext,
+    model: Model,
+    api_key: Option<String>,
+    thinking: ThinkingLevel,
+    tools: Vec<Arc<dyn Tool>>,
+    cwd: PathBuf,
+    sections: Vec<(String, String)>,
+) -> AgentOptions {
+    AgentOptions {
+        model,
+        api_key,
+        thinking,
+        tools,
+        cwd,
+        sections,
+        forced_prompt: None,
+        max_turns: None,
+        idle_timeout: ctx.idle_timeout,
+        auto_resize_images: ctx.auto_resize_images,
+        retry: ctx.retry,
+    }
+}
+
 fn settings_path(ctx: &ParentContext) -> PathBuf {
     settings::settings_path(&ctx.agent_dir)
 }
@@ -386,19 +413,7 @@ impl Controller {
             worktree_branch: worktree.as_ref().map(|w| w.branch.clone()),
             worktree_cleanup_error: None,
         };
-        let opts = AgentOptions {
-            model,
-            api_key,
-            thinking,
-            tools,
-            cwd,
-            sections,
-            forced_prompt: None,
-            max_turns: None,
-            idle_timeout: ctx.idle_timeout,
-            auto_resize_images: ctx.auto_resize_images,
-            retry: ctx.retry,
-        };
+        let opts = child_options(ctx, model, api_key, thinking, tools, cwd, sections);
         let state = self.launch(Launch {
             store,
             opts,
@@ -538,19 +553,7 @@ impl Controller {
             worktree_branch: persisted.worktree_branch.clone(),
             worktree_cleanup_error: None,
         };
-        let opts = AgentOptions {
-            model,
-            api_key,
-            thinking,
-            tools,
-            cwd,
-            sections,
-            forced_prompt: None,
-            max_turns: None,
-            idle_timeout: ctx.idle_timeout,
-            auto_resize_images: ctx.auto_resize_images,
-            retry: ctx.retry,
-        };
+        let opts = child_options(ctx, model, api_key, thinking, tools, cwd, sections);
         let state = self.launch(Launch {
             store: SessionStore::open(session),
             opts,
