@@ -122,6 +122,18 @@ pub async fn serve(
     agent.apply_pending(&mut |v: &Value| {
         out.record(v);
     });
-    let code = pi_lib::rpc::serve(&mut agent, opts, &pre, input, out).await;
+    let code = pi_lib::rpc::serve(&mut agent, opts, &pre, input, out.clone()).await;
+    if code == 0 {
+        // Stdin closed or ctx.shutdown(): session_shutdown goes through the
+        // agent while the session is open, so what its handlers append is
+        // written (as in print mode); the runner does not send it again.
+        let mut emit = |v: &Value| {
+            out.record(v);
+        };
+        agent
+            .notify_hooks(exts::Runner::shutdown_event(), &mut emit)
+            .await;
+        agent.apply_pending(&mut emit);
+    }
     Ok(code)
 }

@@ -1626,6 +1626,51 @@ fn rpc_extension_shutdown_ends_the_process_after_the_command_as_pi() {
     assert_eq!(log.lines().count(), 1);
 }
 
+const LIFECYCLE_BYE: &str = r#"
+export default function (pi) {
+  pi.on("session_shutdown", async (e) => { pi.appendEntry("lifecycle-bye", { reason: e.reason }); });
+}
+"#;
+
+/// Stdin closed after a prompt: `session_shutdown`'s `appendEntry` lands in
+/// the session file, as pi 1.6.0 writes it.
+#[test]
+fn rpc_eof_session_shutdown_append_entry_is_written_as_pi() {
+    let Some(o) = Oracle::find("rpc session_shutdown appendEntry side by side") else {
+        return;
+    };
+    let run = |pi: bool| {
+        let sb = Sandbox::new();
+        let server = Server::start(vec![text_turn("hello")]);
+        configure(&sb.agent(), server.port, &[]);
+        let ext = sb.root().join("bye.js");
+        std::fs::write(&ext, LIFECYCLE_BYE).unwrap();
+        let mut cmd = if pi {
+            theirs(&o, &sb, true)
+        } else {
+            ours(&sb, true)
+        };
+        cmd.args(["-e", ext.to_str().unwrap()])
+            .env("PI_NODE", &o.node22);
+        let mut client = Client::spawn(cmd);
+        client.send(&json!({"id": "p", "type": "prompt", "message": "hi"}));
+        client.response("p");
+        client.wait_count("agent_end", 1, &|v| v["type"] == "agent_end");
+        let (code, _, err) = client.finish();
+        assert_eq!(code, Some(0), "pi: {pi}: {err}");
+        let lines = session_lines(&sb);
+        let last = lines.last().cloned().unwrap_or_default();
+        json!({"type": last["type"], "customType": last["customType"], "data": last["data"]})
+    };
+    let pi = run(true);
+    let ours = run(false);
+    assert_eq!(
+        ours,
+        json!({"type": "custom", "customType": "lifecycle-bye", "data": {"reason": "quit"}})
+    );
+    assert_eq!(ours, pi);
+}
+
 #[test]
 fn rpc_read_commands_answer_at_once_while_a_run_streams_as_pi() {
     let Some(o) = Oracle::find("rpc answers while streaming side by side") else {
