@@ -904,6 +904,19 @@ impl Ctl {
             .get("truncated")
             .and_then(Value::as_bool)
             .unwrap_or(false);
+        // The tool's last chunk may come with the exit and no progress
+        // update: what the finished output has beyond the streamed text is
+        // the last update (its "(no output)" stands for nothing streamed).
+        if !truncated {
+            if let Some(full) = structured.get("output").and_then(Value::as_str) {
+                if full.len() > seen.len()
+                    && full.starts_with(seen.as_str())
+                    && !(seen.is_empty() && full == "(no output)")
+                {
+                    update(full.to_string(), &mut seen);
+                }
+            }
+        }
         // The raw output as it streamed (every chunk is an update with
         // the whole text so far); a truncated one is the tool's tail.
         let output = if truncated {
