@@ -21,6 +21,7 @@
 //! `promptCache`, `inputLimits` and the like.
 
 pub mod auth;
+mod builtin;
 pub mod list;
 pub mod models_json;
 pub mod select;
@@ -28,7 +29,6 @@ pub mod select;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
-use serde::Deserialize;
 use serde_json::{Map, Value};
 
 use crate::format::model::Model;
@@ -143,54 +143,7 @@ pub const BUILTIN_ENV_KEYS: &[(&str, &[&str])] = &[
     ("mistral", &["MISTRAL_API_KEY"]),
 ];
 
-/// pi 1.6.0's bundled models for the providers above (JSON, one model per
-/// line, grouped by provider; regenerate with `tests/oracle/dump-models.sh`).
-pub const BUILTIN_MODELS_JSON: &str = include_str!("builtin-models.json");
-
-#[derive(Deserialize)]
-struct Catalogue<'a> {
-    #[serde(borrow)]
-    providers: Vec<CatalogueProvider<'a>>,
-}
-
-#[derive(Deserialize)]
-struct CatalogueProvider<'a> {
-    id: String,
-    api: &'a str,
-    #[serde(rename = "baseUrl")]
-    base_url: &'a str,
-    #[serde(rename = "defaultModel")]
-    default_model: String,
-    /// Each model's JSON text, parsed into a `Map` only when asked for.
-    #[serde(borrow)]
-    models: Vec<&'a serde_json::value::RawValue>,
-}
-
-/// The typed part of a built-in catalogue entry (`api` and `baseUrl` come
-/// from the provider when the model does not override them).
-#[derive(Deserialize)]
-struct CatalogueModel {
-    id: String,
-    name: String,
-    #[serde(default)]
-    api: Option<String>,
-    #[serde(rename = "baseUrl", default)]
-    base_url: Option<String>,
-    #[serde(default)]
-    reasoning: bool,
-    #[serde(default)]
-    input: Vec<String>,
-    #[serde(default)]
-    cost: crate::format::model::ModelCost,
-    #[serde(rename = "contextWindow", default)]
-    context_window: u64,
-    #[serde(rename = "maxTokens", default)]
-    max_tokens: u64,
-    #[serde(default)]
-    headers: Option<Map<String, Value>>,
-    #[serde(default)]
-    compat: Option<Map<String, Value>>,
-}
+pub use builtin::BUILTIN_MODELS_JSON;
 
 /// pi's JSON object for one model: built lazily from the compiled-in
 /// catalogue text (parsing every built-in model into a map on each start
@@ -296,54 +249,30 @@ impl ModelRegistry {
             env,
             agent_dir: agent_dir.to_path_buf(),
         };
-        // The catalogue is compiled in and checked by the tests, so a parse
-        // failure cannot come from user data; stay empty rather than panic.
-        let cat: Catalogue<'static> = match serde_json::from_str(BUILTIN_MODELS_JSON) {
-            Ok(c) => c,
-            Err(_) => return reg,
-        };
-        for p in cat.providers {
+        reg.models.reserve(builtin::MODELS.len());
+        reg.raw.reserve(builtin::MODELS.len());
+        for p in &builtin::PROVIDERS {
+            let id = p.id.text();
             let env_keys = BUILTIN_ENV_KEYS
                 .iter()
-                .find(|(id, _)| *id == p.id)
+                .find(|(k, _)| *k == id)
                 .map(|(_, keys)| keys.iter().map(|k| k.to_string()).collect())
                 .unwrap_or_default();
-            let provider: &'static str = BUILTIN_ENV_KEYS
-                .iter()
-                .map(|(id, _)| *id)
-                .find(|id| *id == p.id)
-                .unwrap_or_else(|| Box::leak(p.id.clone().into_boxed_str()));
             reg.providers.push(ProviderInfo {
-                id: p.id.clone(),
+                id: id.to_string(),
                 env_keys,
-                default_model: Some(p.default_model.clone()),
+                default_model: Some(p.default_model.text().to_string()),
                 builtin: true,
                 api_key: None,
                 auth_header: false,
             });
             // Built-ins are unique and grouped by provider already: append
             // the typed model; pi's full object is parsed on demand.
-            for text in p.models {
-                let Ok(m) = serde_json::from_str::<CatalogueModel>(text.get()) else {
-                    continue;
-                };
-                reg.models.push(Model {
-                    id: m.id,
-                    name: m.name,
-                    api: m.api.unwrap_or_else(|| p.api.to_string()),
-                    provider: p.id.clone(),
-                    base_url: m.base_url.unwrap_or_else(|| p.base_url.to_string()),
-                    reasoning: m.reasoning,
-                    input: m.input,
-                    cost: m.cost,
-                    context_window: m.context_window,
-                    max_tokens: m.max_tokens,
-                    headers: m.headers,
-                    compat: m.compat,
-                });
+            for m in p.models() {
+                reg.models.push(m.to_model(p));
                 reg.raw.push(RawSlot {
                     cell: std::sync::OnceLock::new(),
-                    builtin: Some((provider, p.api, p.base_url, text.get())),
+                    builtin: Some((id, p.api.text(), p.base_url.text(), m.text.text())),
                 });
             }
         }
