@@ -52,7 +52,7 @@ fn ls_all_matches_pi_sdk_listing() {
         stderr(&out)
     );
     // The listing pi 1.6.0's SDK gave when the fixtures were made...
-    let expected = read_json(&fixtures().join("expected/list-all.json"));
+    let expected = sb.expected("list-all.json");
     check_ls_against(
         &ours,
         expected.as_array().unwrap(),
@@ -76,7 +76,7 @@ fn ls_all_matches_pi_sdk_listing() {
 
 #[test]
 fn ls_of_one_cwd_matches_pi_sdk_list() {
-    let sb = Sandbox::new();
+    let sb = Sandbox::with_fixtures();
     // Sessions made in other cwds, placed in the sandbox cwd's folder: pi's
     // list(cwd) does not filter by header cwd, and neither do we.
     let cwd = sb.cwd().canonicalize().unwrap();
@@ -86,7 +86,7 @@ fn ls_of_one_cwd_matches_pi_sdk_list() {
         .join(pi_enc(cwd.to_str().unwrap()));
     std::fs::create_dir_all(&dir).unwrap();
     for name in ["plain-160", "tools-073"] {
-        let f = fixtures().join(scenario_entry(name)["file"].as_str().unwrap());
+        let f = sb.fixture_file(name);
         std::fs::copy(&f, dir.join(f.file_name().unwrap())).unwrap();
     }
     let ours = jsonl(&sb.session(&["ls", "--format", "jsonl"]));
@@ -136,11 +136,11 @@ fn our_context(sb: &Sandbox, file: &str, leaf: Option<&str>) -> (Vec<Value>, Val
 fn context_matches_pi_build_session_context() {
     let sb = Sandbox::with_fixtures();
     let mut checked = 0;
-    for sc in manifest()["scenarios"].as_array().unwrap() {
+    for sc in sb.manifest()["scenarios"].as_array().unwrap() {
         let Some(ctx_file) = sc["context"].as_str() else {
             continue;
         };
-        let expected = read_json(&fixtures().join(ctx_file));
+        let expected = sb.fixture_json(ctx_file);
         let file = sb.agent().join(sc["file"].as_str().unwrap());
         let (msgs, head) = our_context(&sb, file.to_str().unwrap(), None);
         assert_eq!(
@@ -166,7 +166,7 @@ fn context_at_every_leaf_matches_pi() {
         return;
     };
     let sb = Sandbox::with_fixtures();
-    let files: Vec<String> = manifest()["scenarios"]
+    let files: Vec<String> = sb.manifest()["scenarios"]
         .as_array()
         .unwrap()
         .iter()
@@ -206,7 +206,7 @@ fn sessions_we_edit_are_opened_and_continued_by_real_pi() {
         return;
     };
     let sb = Sandbox::with_fixtures();
-    let file = sb.fixture_file_with_cwd("tools-160");
+    let file = sb.fixture_file("tools-160");
     let f = file.to_str().unwrap();
     // label, name, select-tool on the original; fork at an earlier entry.
     let tree = jsonl(&sb.session(&["tree", f, "--format", "jsonl"]));
