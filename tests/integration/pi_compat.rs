@@ -110,6 +110,104 @@ fn ls_of_one_cwd_matches_pi_sdk_list() {
     }
 }
 
+/// Every file and folder name under `dir`, with the file texts.
+fn tree_texts(dir: &std::path::Path, out: &mut Vec<(String, Option<String>)>) {
+    for e in std::fs::read_dir(dir).unwrap() {
+        let p = e.unwrap().path();
+        if p.is_dir() {
+            out.push((p.display().to_string(), None));
+            tree_texts(&p, out);
+        } else {
+            let text = std::fs::read_to_string(&p).unwrap();
+            out.push((p.display().to_string(), Some(text)));
+        }
+    }
+}
+
+/// The committed fixtures name none of the generator's scratch paths, only
+/// placeholders; a sandbox copy fills every one in: each scenario's cwd is
+/// an existing folder of the sandbox, its file lies in pi's folder for that
+/// cwd (pi's own `list(cwd)` finds it there), and the fork's parent is the
+/// copy of plain-160.
+#[test]
+fn fixtures_hold_placeholders_the_sandbox_fills() {
+    let raw_root = repo().join("tests/fixtures/pi-sessions");
+    let mut raw = Vec::new();
+    tree_texts(&raw_root, &mut raw);
+    assert!(raw.len() > 30, "{} fixture files", raw.len());
+    for (path, text) in &raw {
+        let rel = path.strip_prefix(raw_root.to_str().unwrap()).unwrap();
+        for scratch in ["/tmp/", "tmp-pi-fixture", "pi-fixture-"] {
+            assert!(!rel.contains(scratch), "{rel} names {scratch}");
+            assert!(
+                !text.as_deref().unwrap_or("").contains(scratch),
+                "{rel} holds {scratch}"
+            );
+        }
+    }
+    let sb = Sandbox::with_fixtures();
+    let mut copied = Vec::new();
+    tree_texts(&sb.agent().join("sessions"), &mut copied);
+    assert_eq!(copied.len(), 18, "9 folders, 9 files");
+    for (path, text) in &copied {
+        assert!(!path.contains("@FIXTURE_"), "{path}");
+        assert!(
+            !text.as_deref().unwrap_or("").contains("@FIXTURE_"),
+            "{path}"
+        );
+    }
+    for name in [
+        "MANIFEST.json",
+        "expected/list-all.json",
+        "expected/context/forked-160.json",
+    ] {
+        assert!(
+            !sb.fixture_json(name).to_string().contains("@FIXTURE_"),
+            "{name}"
+        );
+    }
+    let mut parent = None;
+    for sc in sb.manifest()["scenarios"].as_array().unwrap() {
+        let name = sc["name"].as_str().unwrap();
+        let file = sb.fixture_file(name);
+        let text = std::fs::read_to_string(&file).unwrap();
+        let header: Value = serde_json::from_str(text.lines().next().unwrap()).unwrap();
+        let cwd = sb.proj().join(name);
+        assert_eq!(header["cwd"], cwd.display().to_string(), "{name}");
+        assert!(cwd.is_dir(), "{name}: {}", cwd.display());
+        assert_eq!(
+            file.parent()
+                .unwrap()
+                .file_name()
+                .unwrap()
+                .to_str()
+                .unwrap(),
+            pi_enc(cwd.to_str().unwrap()),
+            "{name}"
+        );
+        if let Some(p) = header.get("parentSession") {
+            parent = Some(p.clone());
+        }
+    }
+    let plain = sb.fixture_file("plain-160").canonicalize().unwrap();
+    assert_eq!(parent, Some(Value::String(plain.display().to_string())));
+    if let Some(o) = Oracle::find("fixtures_hold_placeholders_the_sandbox_fills") {
+        let cwd = sb.proj().join("tools-160");
+        let live = o.node(
+            "sdk-list.mjs",
+            &[
+                "--cwd",
+                cwd.to_str().unwrap(),
+                "--agent-dir",
+                sb.agent().to_str().unwrap(),
+            ],
+        );
+        let live: Value = serde_json::from_slice(&live.stdout).expect("sdk-list output");
+        let ids: Vec<&Value> = live.as_array().unwrap().iter().map(|s| &s["id"]).collect();
+        assert_eq!(ids, [&sb.scenario("tools-160")["sessionId"]]);
+    }
+}
+
 fn pi_enc(cwd: &str) -> String {
     format!(
         "--{}--",
