@@ -13,9 +13,35 @@ pub fn repo() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
 
-/// The committed fixtures the real pi wrote.
-pub fn fixtures() -> PathBuf {
+/// The committed fixtures the real pi wrote. They hold placeholders
+/// instead of the generator's scratch paths, so tests read them only
+/// through a [`Sandbox`], which fills the placeholders in.
+fn fixtures() -> PathBuf {
     repo().join("tests/fixtures/pi-sessions")
+}
+
+/// The placeholders in the fixtures (tests/oracle/fixture-placeholders.mjs
+/// writes them): the project root holding one cwd per scenario, pi's
+/// encoding of that root in session folder names (`--<enc>-<scenario>--`),
+/// and the agent dir whose `sessions/` the fixtures are.
+const PROJ_PLACEHOLDER: &str = "@FIXTURE_PROJ@";
+const PROJ_ENC_PLACEHOLDER: &str = "@FIXTURE_PROJ_ENC@";
+const AGENT_PLACEHOLDER: &str = "@FIXTURE_AGENT@";
+
+/// pi's session folder encoding of a path: one leading `/` or `\` dropped,
+/// every `/`, `\` and `:` made `-` (the folder is `--<this>--`).
+fn pi_path_enc(path: &str) -> String {
+    let p = path
+        .strip_prefix('/')
+        .or_else(|| path.strip_prefix('\\'))
+        .unwrap_or(path);
+    p.replace(['/', '\\', ':'], "-")
+}
+
+/// `s` as it appears inside a JSON string.
+fn json_inner(s: &str) -> String {
+    let quoted = Value::String(s.to_string()).to_string();
+    quoted[1..quoted.len() - 1].to_string()
 }
 
 /// Path of one of our binaries.
@@ -43,10 +69,18 @@ impl Sandbox {
         Sandbox { dir }
     }
 
-    /// A sandbox whose agent dir holds a copy of the pi fixtures.
+    /// A sandbox whose agent dir holds a copy of the pi fixtures, with the
+    /// placeholders filled in ([`Sandbox::fill_placeholders`]): each
+    /// session's recorded cwd is `<sandbox>/proj/<scenario>`, created here
+    /// (the real pi refuses to continue a session whose cwd is gone), in
+    /// pi's folder for that cwd, and a forked session's parent is the copy
+    /// of its parent in this agent dir.
     pub fn with_fixtures() -> Self {
         let s = Sandbox::new();
-        copy_dir(&fixtures().join("sessions"), &s.agent().join("sessions"));
+        s.copy_filled(&fixtures().join("sessions"), &s.agent().join("sessions"));
+        for sc in s.manifest()["scenarios"].as_array().unwrap() {
+            std::fs::create_dir_all(s.proj().join(sc["name"].as_str().unwrap())).unwrap();
+        }
         s
     }
 
@@ -81,51 +115,96 @@ impl Sandbox {
             .expect("spawn pi-session")
     }
 
-    /// The fixture file of a scenario, inside this sandbox's agent dir.
-    pub fn fixture_file(&self, scenario: &str) -> PathBuf {
-        self.agent()
-            .join(scenario_entry(scenario)["file"].as_str().unwrap())
+    /// The project root the fixtures' cwds are under: `<sandbox>/proj`,
+    /// resolved (pi records and looks up resolved cwds).
+    pub fn proj(&self) -> PathBuf {
+        self.resolved_root().join("proj")
     }
 
-    /// [`Sandbox::fixture_file`] with the header's recorded `cwd` moved to
-    /// a folder of this sandbox that exists: the real pi refuses to continue
-    /// a session whose working directory is gone, and the generator's
-    /// scratch folders the fixtures were recorded in exist only while it runs.
-    pub fn fixture_file_with_cwd(&self, scenario: &str) -> PathBuf {
-        let file = self.fixture_file(scenario);
-        let cwd = self.root().join("proj").join(scenario);
-        std::fs::create_dir_all(&cwd).unwrap();
-        let text = std::fs::read_to_string(&file).unwrap();
-        let (head, rest) = text.split_once('\n').unwrap();
-        let mut header: Value = serde_json::from_str(head).unwrap();
-        header["cwd"] = Value::String(cwd.display().to_string());
-        std::fs::write(&file, format!("{header}\n{rest}")).unwrap();
-        file
+    fn resolved_root(&self) -> PathBuf {
+        std::fs::canonicalize(self.root()).unwrap()
     }
-}
 
-/// Recursively copies a folder.
-pub fn copy_dir(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for e in std::fs::read_dir(from).unwrap() {
-        let e = e.unwrap();
-        let dest = to.join(e.file_name());
-        if e.file_type().unwrap().is_dir() {
-            copy_dir(&e.path(), &dest);
-        } else {
-            std::fs::copy(e.path(), &dest).unwrap();
+    /// Fixture text with this sandbox's paths for the placeholders: the
+    /// project root, its folder-name encoding and the agent dir (written as
+    /// inside a JSON string, which every fixture file is made of).
+    pub fn fill_placeholders(&self, text: &str) -> String {
+        let proj = self.proj().display().to_string();
+        let agent = self.resolved_root().join("agent").display().to_string();
+        text.replace(PROJ_ENC_PLACEHOLDER, &json_inner(&pi_path_enc(&proj)))
+            .replace(PROJ_PLACEHOLDER, &json_inner(&proj))
+            .replace(AGENT_PLACEHOLDER, &json_inner(&agent))
+    }
+
+    /// Copies a fixture folder with the placeholders filled in, in file
+    /// contents and in names.
+    fn copy_filled(&self, from: &Path, to: &Path) {
+        let proj_enc = pi_path_enc(&self.proj().display().to_string());
+        std::fs::create_dir_all(to).unwrap();
+        for e in std::fs::read_dir(from).unwrap() {
+            let e = e.unwrap();
+            let name = e
+                .file_name()
+                .to_str()
+                .unwrap()
+                .replace(PROJ_ENC_PLACEHOLDER, &proj_enc);
+            let dest = to.join(name);
+            if e.file_type().unwrap().is_dir() {
+                self.copy_filled(&e.path(), &dest);
+            } else {
+                let text = std::fs::read_to_string(e.path()).unwrap();
+                std::fs::write(&dest, self.fill_placeholders(&text)).unwrap();
+            }
         }
     }
+
+    /// A JSON file of the fixtures (path relative to the fixture root, as
+    /// MANIFEST.json names files) with the placeholders filled in.
+    pub fn fixture_json(&self, rel: &str) -> Value {
+        let p = fixtures().join(rel);
+        let text = std::fs::read_to_string(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()));
+        serde_json::from_str(&self.fill_placeholders(&text))
+            .unwrap_or_else(|e| panic!("{}: {e}", p.display()))
+    }
+
+    /// One of pi's SDK answers, `expected/<name>` (e.g. `list-all.json`,
+    /// `context/plain-160.json`), for this sandbox's copy of the fixtures.
+    pub fn expected(&self, name: &str) -> Value {
+        self.fixture_json(&format!("expected/{name}"))
+    }
+
+    /// The fixtures' MANIFEST.json (`file` names the copy in this agent dir).
+    pub fn manifest(&self) -> Value {
+        self.fixture_json("MANIFEST.json")
+    }
+
+    /// One scenario of the manifest.
+    pub fn scenario(&self, name: &str) -> Value {
+        scenario_of(&self.manifest(), name)
+    }
+
+    /// The text of a scenario's session file as [`Sandbox::with_fixtures`]
+    /// copies it (what the copy holds before a test changes it).
+    pub fn fixture_text(&self, scenario: &str) -> String {
+        let raw: Value = serde_json::from_str(
+            &std::fs::read_to_string(fixtures().join("MANIFEST.json")).unwrap(),
+        )
+        .unwrap();
+        let file = fixtures().join(scenario_of(&raw, scenario)["file"].as_str().unwrap());
+        self.fill_placeholders(&std::fs::read_to_string(file).unwrap())
+    }
+
+    /// The fixture file of a scenario, inside this sandbox's agent dir (a
+    /// [`Sandbox::with_fixtures`] sandbox; its cwd exists).
+    pub fn fixture_file(&self, scenario: &str) -> PathBuf {
+        self.agent()
+            .join(self.scenario(scenario)["file"].as_str().unwrap())
+    }
 }
 
-/// The fixtures' MANIFEST.json.
-pub fn manifest() -> Value {
-    read_json(&fixtures().join("MANIFEST.json"))
-}
-
-/// One scenario of the manifest.
-pub fn scenario_entry(name: &str) -> Value {
-    manifest()["scenarios"]
+/// The scenario `name` of a MANIFEST.json.
+fn scenario_of(manifest: &Value, name: &str) -> Value {
+    manifest["scenarios"]
         .as_array()
         .unwrap()
         .iter()

@@ -712,7 +712,7 @@ fn compact_plan_matches_pi_160_on_the_fixtures() {
     ] {
         for keep in [1u64, 30] {
             let sb = Sandbox::with_fixtures();
-            let file = sb.fixture_file_with_cwd(scenario);
+            let file = sb.fixture_file(scenario);
             let copy = sb.root().join("copy.jsonl");
             std::fs::copy(&file, &copy).unwrap();
             let before = std::fs::read_to_string(&file).unwrap().lines().count();
@@ -958,7 +958,7 @@ fn summary_retry_matches_pi_160() {
     ]);
     let drive = |program: Vec<std::ffi::OsString>| {
         let sb = Sandbox::with_fixtures();
-        let (file, _) = cut_before_compaction(sb.fixture_file_with_cwd("compaction-160"));
+        let (file, _) = cut_before_compaction(sb.fixture_file("compaction-160"));
         let mock = MockLlm::start(&o, sb.root(), &turns);
         mock.configure(&sb.agent());
         retry_settings(&sb.agent(), json!({"baseDelayMs": 5}));

@@ -52,7 +52,7 @@ fn ls_all_matches_pi_sdk_listing() {
         stderr(&out)
     );
     // The listing pi 1.6.0's SDK gave when the fixtures were made...
-    let expected = read_json(&fixtures().join("expected/list-all.json"));
+    let expected = sb.expected("list-all.json");
     check_ls_against(
         &ours,
         expected.as_array().unwrap(),
@@ -76,7 +76,7 @@ fn ls_all_matches_pi_sdk_listing() {
 
 #[test]
 fn ls_of_one_cwd_matches_pi_sdk_list() {
-    let sb = Sandbox::new();
+    let sb = Sandbox::with_fixtures();
     // Sessions made in other cwds, placed in the sandbox cwd's folder: pi's
     // list(cwd) does not filter by header cwd, and neither do we.
     let cwd = sb.cwd().canonicalize().unwrap();
@@ -86,7 +86,7 @@ fn ls_of_one_cwd_matches_pi_sdk_list() {
         .join(pi_enc(cwd.to_str().unwrap()));
     std::fs::create_dir_all(&dir).unwrap();
     for name in ["plain-160", "tools-073"] {
-        let f = fixtures().join(scenario_entry(name)["file"].as_str().unwrap());
+        let f = sb.fixture_file(name);
         std::fs::copy(&f, dir.join(f.file_name().unwrap())).unwrap();
     }
     let ours = jsonl(&sb.session(&["ls", "--format", "jsonl"]));
@@ -107,6 +107,104 @@ fn ls_of_one_cwd_matches_pi_sdk_list() {
             live.as_array().unwrap(),
             "live SessionManager.list(cwd)",
         );
+    }
+}
+
+/// Every file and folder name under `dir`, with the file texts.
+fn tree_texts(dir: &std::path::Path, out: &mut Vec<(String, Option<String>)>) {
+    for e in std::fs::read_dir(dir).unwrap() {
+        let p = e.unwrap().path();
+        if p.is_dir() {
+            out.push((p.display().to_string(), None));
+            tree_texts(&p, out);
+        } else {
+            let text = std::fs::read_to_string(&p).unwrap();
+            out.push((p.display().to_string(), Some(text)));
+        }
+    }
+}
+
+/// The committed fixtures name none of the generator's scratch paths, only
+/// placeholders; a sandbox copy fills every one in: each scenario's cwd is
+/// an existing folder of the sandbox, its file lies in pi's folder for that
+/// cwd (pi's own `list(cwd)` finds it there), and the fork's parent is the
+/// copy of plain-160.
+#[test]
+fn fixtures_hold_placeholders_the_sandbox_fills() {
+    let raw_root = repo().join("tests/fixtures/pi-sessions");
+    let mut raw = Vec::new();
+    tree_texts(&raw_root, &mut raw);
+    assert!(raw.len() > 30, "{} fixture files", raw.len());
+    for (path, text) in &raw {
+        let rel = path.strip_prefix(raw_root.to_str().unwrap()).unwrap();
+        for scratch in ["/tmp/", "pi-fixture"] {
+            assert!(!rel.contains(scratch), "{rel} names {scratch}");
+            assert!(
+                !text.as_deref().unwrap_or("").contains(scratch),
+                "{rel} holds {scratch}"
+            );
+        }
+    }
+    let sb = Sandbox::with_fixtures();
+    let mut copied = Vec::new();
+    tree_texts(&sb.agent().join("sessions"), &mut copied);
+    assert_eq!(copied.len(), 18, "9 folders, 9 files");
+    for (path, text) in &copied {
+        assert!(!path.contains("@FIXTURE_"), "{path}");
+        assert!(
+            !text.as_deref().unwrap_or("").contains("@FIXTURE_"),
+            "{path}"
+        );
+    }
+    for name in [
+        "MANIFEST.json",
+        "expected/list-all.json",
+        "expected/context/forked-160.json",
+    ] {
+        assert!(
+            !sb.fixture_json(name).to_string().contains("@FIXTURE_"),
+            "{name}"
+        );
+    }
+    let mut parent = None;
+    for sc in sb.manifest()["scenarios"].as_array().unwrap() {
+        let name = sc["name"].as_str().unwrap();
+        let file = sb.fixture_file(name);
+        let text = std::fs::read_to_string(&file).unwrap();
+        let header: Value = serde_json::from_str(text.lines().next().unwrap()).unwrap();
+        let cwd = sb.proj().join(name);
+        assert_eq!(header["cwd"], cwd.display().to_string(), "{name}");
+        assert!(cwd.is_dir(), "{name}: {}", cwd.display());
+        assert_eq!(
+            file.parent()
+                .unwrap()
+                .file_name()
+                .unwrap()
+                .to_str()
+                .unwrap(),
+            pi_enc(cwd.to_str().unwrap()),
+            "{name}"
+        );
+        if let Some(p) = header.get("parentSession") {
+            parent = Some(p.clone());
+        }
+    }
+    let plain = sb.fixture_file("plain-160").canonicalize().unwrap();
+    assert_eq!(parent, Some(Value::String(plain.display().to_string())));
+    if let Some(o) = Oracle::find("fixtures_hold_placeholders_the_sandbox_fills") {
+        let cwd = sb.proj().join("tools-160");
+        let live = o.node(
+            "sdk-list.mjs",
+            &[
+                "--cwd",
+                cwd.to_str().unwrap(),
+                "--agent-dir",
+                sb.agent().to_str().unwrap(),
+            ],
+        );
+        let live: Value = serde_json::from_slice(&live.stdout).expect("sdk-list output");
+        let ids: Vec<&Value> = live.as_array().unwrap().iter().map(|s| &s["id"]).collect();
+        assert_eq!(ids, [&sb.scenario("tools-160")["sessionId"]]);
     }
 }
 
@@ -136,11 +234,11 @@ fn our_context(sb: &Sandbox, file: &str, leaf: Option<&str>) -> (Vec<Value>, Val
 fn context_matches_pi_build_session_context() {
     let sb = Sandbox::with_fixtures();
     let mut checked = 0;
-    for sc in manifest()["scenarios"].as_array().unwrap() {
+    for sc in sb.manifest()["scenarios"].as_array().unwrap() {
         let Some(ctx_file) = sc["context"].as_str() else {
             continue;
         };
-        let expected = read_json(&fixtures().join(ctx_file));
+        let expected = sb.fixture_json(ctx_file);
         let file = sb.agent().join(sc["file"].as_str().unwrap());
         let (msgs, head) = our_context(&sb, file.to_str().unwrap(), None);
         assert_eq!(
@@ -166,7 +264,7 @@ fn context_at_every_leaf_matches_pi() {
         return;
     };
     let sb = Sandbox::with_fixtures();
-    let files: Vec<String> = manifest()["scenarios"]
+    let files: Vec<String> = sb.manifest()["scenarios"]
         .as_array()
         .unwrap()
         .iter()
@@ -206,7 +304,7 @@ fn sessions_we_edit_are_opened_and_continued_by_real_pi() {
         return;
     };
     let sb = Sandbox::with_fixtures();
-    let file = sb.fixture_file_with_cwd("tools-160");
+    let file = sb.fixture_file("tools-160");
     let f = file.to_str().unwrap();
     // label, name, select-tool on the original; fork at an earlier entry.
     let tree = jsonl(&sb.session(&["tree", f, "--format", "jsonl"]));

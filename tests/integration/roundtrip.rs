@@ -45,7 +45,7 @@ fn check_round_trip(sb: &Sandbox, file: &std::path::Path) {
 fn every_fixture_line_round_trips() {
     let sb = Sandbox::with_fixtures();
     let mut n = 0;
-    for sc in manifest()["scenarios"].as_array().unwrap() {
+    for sc in sb.manifest()["scenarios"].as_array().unwrap() {
         check_round_trip(&sb, &sb.agent().join(sc["file"].as_str().unwrap()));
         n += 1;
     }

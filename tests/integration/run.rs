@@ -590,9 +590,7 @@ fn fork_and_list_models() {
         "What is in notes.txt? Then run echo hi."
     );
     // The source is untouched.
-    let original =
-        std::fs::read(fixtures().join(scenario_entry("tools-160")["file"].as_str().unwrap()))
-            .unwrap();
+    let original = sb.fixture_text("tools-160").into_bytes();
     assert_eq!(std::fs::read(&source).unwrap(), original);
     // --list-models filters pi's catalogue.
     let out = sb

@@ -125,7 +125,7 @@ fn pi_run_continues_sessions_real_pi_wrote() {
     };
     for scenario in ["tools-160", "tools-073", "compaction-160", "branched-160"] {
         let sb = Sandbox::with_fixtures();
-        let file = sb.fixture_file_with_cwd(scenario);
+        let file = sb.fixture_file(scenario);
         let mock = MockLlm::start(&o, sb.root(), &json!([{"text": "pi-run continues"}]));
         mock.configure(&sb.agent());
         let before = std::fs::read_to_string(&file).unwrap();

@@ -150,7 +150,7 @@ fn label_name_and_clear() {
         "My session"
     );
     // The context the model sees is unchanged by labels and names.
-    let expected = read_json(&fixtures().join("expected/context/plain-160.json"));
+    let expected = sb.expected("context/plain-160.json");
     let msgs: Vec<Value> = jsonl(&sb.session(&["context", &f]))[1..]
         .iter()
         .map(|r| r["message"].clone())

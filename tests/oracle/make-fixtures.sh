@@ -12,6 +12,8 @@
 # Output layout (pi's own): $FIXTURE_OUT/sessions/--<enc cwd>--/<timestamp>_<id>.jsonl,
 # $FIXTURE_OUT/MANIFEST.json, $FIXTURE_OUT/expected/ (pi SDK answers for the fixtures).
 # File names, ids and timestamps change on every run; contents are otherwise stable.
+# The scratch paths are replaced by placeholders at the end (fixture-placeholders.mjs:
+# @FIXTURE_PROJ@, @FIXTURE_PROJ_ENC@, @FIXTURE_AGENT@), and the mktemp scratch is deleted.
 set -euo pipefail
 
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -30,6 +32,9 @@ export PI_OFFLINE=1 PI_SKIP_VERSION_CHECK=1 NO_COLOR=1 CI=true
 
 rm -rf "$WORK" "$PROJ"
 mkdir -p "$WORK/logs" "$PROJ"
+# pi records resolved paths (a cwd under a symlinked TMPDIR is recorded through the link's target)
+WORK="$(cd "$WORK" && pwd -P)"
+PROJ="$(cd "$PROJ" && pwd -P)"
 AGENT160="$WORK/agent160"
 AGENT073="$WORK/agent073"
 MOCK_PID=""
@@ -199,7 +204,7 @@ const files = {};
 for (const d of readdirSync(root)) for (const f of readdirSync(join(root, d))) (files[d] ??= []).push(`sessions/${d}/${f}`);
 const out = {
   generatedBy: "tests/oracle/make-fixtures.sh",
-  note: "Paths are relative to this directory. Each session was recorded with its cwd set to <project root>/<scenario name>, in scratch directories of the generator (make-fixtures.sh); the recorded strings stay inside the session files as pi wrote them. No test uses those directories: common.rs moves a header's cwd into the test's sandbox when pi must continue a session.",
+  note: "Paths are relative to this directory. Each session was recorded with its cwd set to <project root>/<scenario name>, in scratch directories of the generator (make-fixtures.sh). Those scratch paths are stored as placeholders (tests/oracle/fixture-placeholders.mjs): @FIXTURE_PROJ@ is the project root, @FIXTURE_PROJ_ENC@ its encoding in session folder names, @FIXTURE_AGENT@ the agent dir that held sessions/. Tests copy the fixtures into their sandbox with the placeholders replaced by sandbox paths (tests/integration/common.rs).",
   scenarios: scen.map((s) => {
     const cwd = join(PROJ, s.name);
     const fl = (files[enc(cwd)] ?? []).sort();
@@ -255,4 +260,10 @@ for (const s of m.scenarios) { const sz = fs.statSync(path.join(out, s.file)).si
 if (fail.length) { console.error("make-fixtures: FAILED checks:\n  " + fail.join("\n  ")); process.exit(1); }
 console.error("make-fixtures: all checks passed");
 ' "$OUT"
+
+# the scratch roots become placeholders (the tests put their sandbox paths back)
+"$NODE22" "$HERE/fixture-placeholders.mjs" "$OUT" --proj "$PROJ" --agent "$AGENT160" --agent "$AGENT073"
+# the scratch made here goes (a PI_FIXTURE_WORK / PI_FIXTURE_PROJ given by the caller stays)
+[ -n "${PI_FIXTURE_WORK:-}" ] || rm -rf "$WORK"
+[ -n "${PI_FIXTURE_PROJ:-}" ] || rm -rf "$PROJ"
 log "done: $OUT"

@@ -1237,7 +1237,7 @@ mod tests {
     /// `keepRecentTokens: 1` (see tests/oracle/make-fixtures.sh, scenario d).
     fn fixture() -> (PathBuf, String) {
         let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("../tests/fixtures/pi-sessions/sessions/--tmp-pi-fixture-proj-compaction-160--");
+            .join("../tests/fixtures/pi-sessions/sessions/--@FIXTURE_PROJ_ENC@-compaction-160--");
         let file = std::fs::read_dir(&dir)
             .unwrap()
             .filter_map(|e| e.ok().map(|e| e.path()))

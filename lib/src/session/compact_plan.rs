@@ -533,7 +533,7 @@ mod tests {
     fn a_file_on_disk_plans_as_the_buffer() {
         let root =
             Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures/pi-sessions/sessions");
-        let dir = root.join("--tmp-pi-fixture-proj-tools-160--");
+        let dir = root.join("--@FIXTURE_PROJ_ENC@-tools-160--");
         let f = std::fs::read_dir(&dir)
             .unwrap()
             .flatten()
