@@ -282,6 +282,13 @@ pub trait Hooks: Send + Sync {
         ready(false)
     }
 
+    /// A `session_before_*` event whose answer carries more than a cancel
+    /// (`session_before_compact`'s own `compaction`): the last answer, or
+    /// the first `{cancel: true}` (later handlers are not asked).
+    fn session_before_answer(&self, _event: Value) -> BoxFuture<'_, Option<Value>> {
+        ready(None)
+    }
+
     /// Any other event (pi's payload); awaited, the answer ignored.
     fn notify(&self, _event: Value) -> BoxFuture<'_, ()> {
         ready(())

@@ -252,6 +252,22 @@ impl Agent {
         cancel
     }
 
+    /// A `session_before_*` event's answer (see
+    /// [`Hooks::session_before_answer`]); `None` when no hook has the event.
+    pub async fn session_before_answer(&mut self, event: Value, emit: Emit<'_>) -> Option<Value> {
+        let kind = event.get("type").and_then(Value::as_str).unwrap_or("");
+        let h = self.hooks_for(kind)?;
+        let fut = h.session_before_answer(event);
+        let answer = self.wait(&h, fut, emit).await;
+        self.settle_hook(emit);
+        answer
+    }
+
+    /// Whether an extension has handlers for `event`.
+    pub fn hooked(&self, event: &str) -> bool {
+        self.ext.hooks.as_ref().is_some_and(|h| h.handles(event))
+    }
+
     /// An extension command `/name args`: `false` when no hook has it.
     pub async fn command(&mut self, name: &str, args: &str, emit: Emit<'_>) -> bool {
         let Some(h) = self.ext.hooks.clone() else {

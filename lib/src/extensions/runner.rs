@@ -1107,16 +1107,29 @@ impl Hooks for Runner {
     /// The first `{cancel: true}` cancels; later handlers are not asked.
     fn session_before(&self, event: Value) -> BoxFuture<'_, bool> {
         Box::pin(async move {
+            let v = self.session_before_answer(event).await;
+            v.is_some_and(|v| v.get("cancel").and_then(Value::as_bool) == Some(true))
+        })
+    }
+
+    fn session_before_answer(&self, event: Value) -> BoxFuture<'_, Option<Value>> {
+        Box::pin(async move {
             let kind = event["type"].as_str().unwrap_or("").to_string();
+            let mut last = None;
             for e in self.handlers(&kind, false) {
                 let Some(v) = self.send_reported(&e, &event).await else {
                     continue;
                 };
-                if v.get("cancel").and_then(Value::as_bool) == Some(true) {
-                    return true;
+                if v.is_null() {
+                    continue;
+                }
+                let cancel = v.get("cancel").and_then(Value::as_bool) == Some(true);
+                last = Some(v);
+                if cancel {
+                    break;
                 }
             }
-            false
+            last
         })
     }
 

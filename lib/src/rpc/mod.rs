@@ -380,6 +380,31 @@ impl Ctl {
         Some(json!({"disposition": "queued"}))
     }
 
+    /// `steer` / `follow_up`: queued, unless the text runs an extension
+    /// command — that only runs from `prompt` (pi refuses to queue it).
+    fn queue_command(
+        &self,
+        queue: &crate::agent::queue::MessageQueue,
+        kind: QueueKind,
+        text: &str,
+        images: &[Value],
+    ) -> Result<Option<Value>, String> {
+        if let Some(name) = text.strip_prefix('/') {
+            let name = name.split_whitespace().next().unwrap_or("");
+            let ext = self
+                .opts
+                .commands
+                .iter()
+                .any(|c| c["source"] == "extension" && c["name"] == name);
+            if ext {
+                return Err(format!(
+                    "Extension command \"/{name}\" cannot be queued. Use prompt() or execute the command when not streaming."
+                ));
+            }
+        }
+        Ok(self.enqueue(queue, kind, text, images))
+    }
+
     /// One prompt's run, reading commands while it streams. `Some(code)`:
     /// exit (a signal, or EOF after the run was aborted).
     async fn run(
@@ -453,12 +478,12 @@ impl Ctl {
                                     self.respond(id, &kind, r);
                                 }
                                 RpcCommand::Steer { message, images } => {
-                                    let r = self.enqueue(&queue, QueueKind::Steering, &message, &images);
-                                    self.respond(id, &kind, Ok(r));
+                                    let r = self.queue_command(&queue, QueueKind::Steering, &message, &images);
+                                    self.respond(id, &kind, r);
                                 }
                                 RpcCommand::FollowUp { message, images } => {
-                                    let r = self.enqueue(&queue, QueueKind::FollowUp, &message, &images);
-                                    self.respond(id, &kind, Ok(r));
+                                    let r = self.queue_command(&queue, QueueKind::FollowUp, &message, &images);
+                                    self.respond(id, &kind, r);
                                 }
                                 RpcCommand::Abort => {
                                     cancel.cancel();
@@ -671,10 +696,10 @@ impl Ctl {
         match cmd {
             RpcCommand::Prompt { .. } | RpcCommand::Bash { .. } => Ok(None),
             RpcCommand::Steer { message, images } => {
-                Ok(self.enqueue(&queue, QueueKind::Steering, &message, &images))
+                self.queue_command(&queue, QueueKind::Steering, &message, &images)
             }
             RpcCommand::FollowUp { message, images } => {
-                Ok(self.enqueue(&queue, QueueKind::FollowUp, &message, &images))
+                self.queue_command(&queue, QueueKind::FollowUp, &message, &images)
             }
             RpcCommand::Abort | RpcCommand::AbortRetry => Ok(None),
             RpcCommand::AbortBash => {
@@ -991,25 +1016,6 @@ pub fn command_list(
             }
             Value::Object(m)
         };
-    let mut out = Vec::new();
-    for (path, c) in ext_commands {
-        let mut m = Map::new();
-        m.insert("name".into(), c.name.clone().into());
-        if let Some(d) = &c.description {
-            m.insert("description".into(), d.clone().into());
-        }
-        m.insert("source".into(), "extension".into());
-        m.insert(
-            "sourceInfo".into(),
-            info(
-                std::path::Path::new(path),
-                &"local".into(),
-                &"temporary".into(),
-                None,
-            ),
-        );
-        out.push(Value::Object(m));
-    }
     // pi names auto-discovered resources (the project's `.pi/` and the
     // agent dir) `auto`, with the folder holding `prompts/` or `skills/`
     // as `baseDir` (observed); other origins keep this toolkit's name.
@@ -1030,6 +1036,34 @@ pub fn command_list(
             ),
         }
     };
+    // An extension's command: `-e` ones are pi's `cli`/`temporary` without
+    // a `baseDir` (capture 06, 09); discovered ones as the resources above.
+    let ext_info = |path: &std::path::Path| {
+        use crate::format::resources::Source;
+        let found = resources
+            .extensions
+            .iter()
+            .find(|e| path == e.path || path.starts_with(&e.path));
+        match found {
+            Some(e) if matches!(e.source, Source::Project | Source::User) => {
+                let (src, base) = origin(e.source, path, "extensions");
+                let scope = serde_json::to_value(e.scope).unwrap_or(Value::Null);
+                info(path, &src, &scope, base.as_deref())
+            }
+            _ => info(path, &"cli".into(), &"temporary".into(), None),
+        }
+    };
+    let mut out = Vec::new();
+    for (path, c) in ext_commands {
+        let mut m = Map::new();
+        m.insert("name".into(), c.name.clone().into());
+        if let Some(d) = &c.description {
+            m.insert("description".into(), d.clone().into());
+        }
+        m.insert("source".into(), "extension".into());
+        m.insert("sourceInfo".into(), ext_info(std::path::Path::new(path)));
+        out.push(Value::Object(m));
+    }
     for t in &resources.prompts {
         let (src, base) = origin(t.source, &t.path, "prompts");
         let scope = serde_json::to_value(t.scope).unwrap_or(Value::Null);
