@@ -966,6 +966,30 @@ fn rpc_capture_06_extension_ui_and_hooks() {
     );
 }
 
+/// Capture 11 replayed with our probe (`tests/ext-node/fixtures/rpc11`):
+/// `user_bash` throw / result / invalid result, `session_before_switch` and
+/// `_fork` cancels, a `message_end` replacement with the wrong role and a
+/// right one, `turn_end`'s draft and `continue`, an invalid
+/// `agent_before_settle` draft, `sendMessage` with `triggerTurn`,
+/// `appendEntry` and `deliverAs: "nextTurn"`; extension errors and
+/// appended entries compared in full.
+#[test]
+fn rpc_capture_11_extension_gates_and_boundaries() {
+    let Some(o) = Oracle::find("rpc capture 11") else {
+        return;
+    };
+    let ext = crate::common::repo().join("tests/ext-node/fixtures/rpc11/ext3.ts");
+    check_replay(
+        "11-extension-gates-boundaries.jsonl",
+        Replay {
+            args: vec!["-e".into(), ext.display().to_string()],
+            node: Some(o.node22.clone()),
+            full: &["extension_error", "entry_appended"],
+            ..Replay::default()
+        },
+    );
+}
+
 #[test]
 fn rpc_capture_12_idle_steer_and_follow_up() {
     check_capture("12-idle-steer-followup.jsonl");

@@ -282,6 +282,14 @@ pub trait Hooks: Send + Sync {
         ready(false)
     }
 
+    /// `user_bash` (an RPC `bash` command, before it runs): `Ok(None)` runs
+    /// it here, `Ok(Some(result))` is the handler's own
+    /// `{output, exitCode, cancelled, truncated}`, `Err` fails the command
+    /// (a handler threw or answered nonsense; reported already).
+    fn user_bash(&self, _event: Value) -> BoxFuture<'_, Result<Option<Value>, String>> {
+        ready(Ok(None))
+    }
+
     /// A `session_before_*` event whose answer carries more than a cancel
     /// (`session_before_compact`'s own `compaction`): the last answer, or
     /// the first `{cancel: true}` (later handlers are not asked).

@@ -263,6 +263,21 @@ impl Agent {
         answer
     }
 
+    /// `user_bash` before an RPC `bash` command (see [`Hooks::user_bash`]).
+    pub async fn user_bash(
+        &mut self,
+        event: Value,
+        emit: Emit<'_>,
+    ) -> Result<Option<Value>, String> {
+        let Some(h) = self.hooks_for("user_bash") else {
+            return Ok(None);
+        };
+        let fut = h.user_bash(event);
+        let answer = self.wait(&h, fut, emit).await;
+        self.settle_hook(emit);
+        answer
+    }
+
     /// Whether an extension has handlers for `event`.
     pub fn hooked(&self, event: &str) -> bool {
         self.ext.hooks.as_ref().is_some_and(|h| h.handles(event))
@@ -908,8 +923,8 @@ impl Agent {
         })
     }
 
-    /// Appends a boundary event's drafts: `custom` entries and
-    /// `custom_message` messages.
+    /// Appends a boundary event's drafts: `custom` entries,
+    /// `custom_message` messages and `context_edit`s.
     fn append_drafts(&mut self, drafts: Vec<Value>, event: &str, emit: Emit<'_>) {
         for d in drafts {
             let entry = match d.get("type").and_then(Value::as_str) {
@@ -941,6 +956,17 @@ impl Agent {
                         extra: Map::new(),
                     };
                     self.store.message_entry(AgentMessage::Custom(Box::new(m)))
+                }
+                // (Validated by the runner: the target is on the branch.)
+                Some("context_edit") => {
+                    Entry::ContextEdit(Box::new(crate::format::entry::ContextEditEntry {
+                        id: self.store.session.fresh_id(),
+                        parent_id: self.store.session.leaf_id().map(str::to_string),
+                        timestamp: crate::timefmt::now_iso(),
+                        target_id: d["targetId"].as_str().unwrap_or("").to_string(),
+                        replacement: d.get("replacement").cloned().unwrap_or(Value::Null),
+                        extra: Map::new(),
+                    }))
                 }
                 _ => continue,
             };

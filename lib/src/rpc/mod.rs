@@ -181,6 +181,28 @@ pub async fn serve(
         if ctl.opts.shutdown_requested.as_ref().is_some_and(|f| f()) {
             return 0;
         }
+        // A run an extension asked for while idle (`sendMessage` with
+        // `triggerTurn`, `sendUserMessage`) starts right after the command
+        // that asked, before the next one is read.
+        if let Some(run) = agent.queue.take_idle_run() {
+            let user = match run {
+                crate::agent::queue::IdleRun::Custom(c) => Some(AgentMessage::Custom(Box::new(c))),
+                crate::agent::queue::IdleRun::User { text } => {
+                    let out = ctl.out.clone();
+                    let mut emit = |v: &Value| {
+                        out.record(v);
+                    };
+                    pre.prepare(agent, user_message(&text, &[]), &mut emit)
+                        .await
+                }
+            };
+            if let Some(user) = user {
+                if let Some(code) = ctl.run(agent, user, &mut input, &mut backlog).await {
+                    return code;
+                }
+            }
+            continue;
+        }
         let next = match backlog.pop_front() {
             Some(l) => Input::Line(l),
             None => match input.recv().await {
@@ -873,6 +895,26 @@ impl Ctl {
         backlog: &mut std::collections::VecDeque<String>,
     ) -> Result<Option<i32>, String> {
         use crate::tools::Tool;
+        // An extension may run the command itself (or refuse it).
+        let event = json!({"type": "user_bash", "command": command,
+            "excludeFromContext": exclude.unwrap_or(false), "cwd": agent.opts.cwd});
+        let out = self.out.clone();
+        let own = agent
+            .user_bash(event, &mut |v: &Value| {
+                out.record(v);
+            })
+            .await?;
+        if let Some(r) = own {
+            let result = RpcBashResult {
+                output: r["output"].as_str().unwrap_or("").to_string(),
+                exit_code: r["exitCode"].as_i64(),
+                cancelled: r["cancelled"].as_bool().unwrap_or(false),
+                truncated: r["truncated"].as_bool().unwrap_or(false),
+                full_output_path: r["fullOutputPath"].as_str().map(str::to_string),
+            };
+            self.bash_done(agent, id, command, exclude, result)?;
+            return Ok(None);
+        }
         let cancel = CancellationToken::new();
         self.bash_cancel = Some(cancel.clone());
         let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<String>();
@@ -964,13 +1006,26 @@ impl Ctl {
             truncated,
             full_output_path: None,
         };
+        self.bash_done(agent, id, command, exclude, result)?;
+        Ok(exit)
+    }
+
+    /// A finished `bash`: its `bashExecution` entry, then the response.
+    fn bash_done(
+        &mut self,
+        agent: &mut Agent,
+        id: &Option<Value>,
+        command: &str,
+        exclude: Option<bool>,
+        result: RpcBashResult,
+    ) -> Result<(), String> {
         let msg = AgentMessage::BashExecution(Box::new(BashExecutionMessage {
             command: command.to_string(),
             output: result.output.clone(),
             exit_code: result.exit_code.map(Num::signed),
             cancelled: result.cancelled,
             truncated: result.truncated,
-            full_output_path: None,
+            full_output_path: result.full_output_path.clone(),
             timestamp: Num::signed(now_ms()),
             exclude_from_context: exclude.filter(|&x| x),
             extra: Map::new(),
@@ -978,7 +1033,7 @@ impl Ctl {
         let e = agent.store.message_entry(msg);
         self.append(agent, e)?;
         self.respond(id.clone(), "bash", Ok(serde_json::to_value(result).ok()));
-        Ok(exit)
+        Ok(())
     }
 }
 
