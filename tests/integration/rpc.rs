@@ -1847,6 +1847,21 @@ fn rpc_eof_session_shutdown_append_entry_is_written_as_pi() {
     assert_eq!(ours, pi);
 }
 
+/// The commands pi 1.6.0 answers at once while a run streams, with what
+/// the session holds so far (the prompt's user message, not the reply).
+const READ_WHILE_STREAMING: [(&str, &str); 10] = [
+    ("gm", "get_messages"),
+    ("lt", "get_last_assistant_text"),
+    ("gs", "get_state"),
+    ("gc", "get_commands"),
+    ("ss", "get_session_stats"),
+    ("ge", "get_entries"),
+    ("gt", "get_tree"),
+    ("fm", "get_fork_messages"),
+    ("am", "get_available_models"),
+    ("tl", "get_available_thinking_levels"),
+];
+
 #[test]
 fn rpc_read_commands_answer_at_once_while_a_run_streams_as_pi() {
     let Some(o) = Oracle::find("rpc answers while streaming side by side") else {
@@ -1871,12 +1886,7 @@ fn rpc_read_commands_answer_at_once_while_a_run_streams_as_pi() {
         let before = client.seen.iter().filter(|v| delta(v)).count();
         client.send(&json!({"id": "p1", "type": "prompt", "message": "second"}));
         client.wait_count("a text delta of the second reply", before + 1, &delta);
-        for (id, t) in [
-            ("gm", "get_messages"),
-            ("lt", "get_last_assistant_text"),
-            ("gs", "get_state"),
-            ("gc", "get_commands"),
-        ] {
+        for (id, t) in READ_WHILE_STREAMING {
             client.send(&json!({"id": id, "type": t}));
             client.response(id);
         }
@@ -1888,7 +1898,7 @@ fn rpc_read_commands_answer_at_once_while_a_run_streams_as_pi() {
             .iter()
             .rposition(|v| v["type"] == "message_end" && v["message"]["role"] == "assistant")
             .unwrap();
-        for id in ["gm", "lt", "gs", "gc"] {
+        for (id, _) in READ_WHILE_STREAMING {
             let at = seen.iter().position(|v| v["id"] == id).unwrap();
             assert!(at < end, "pi: {pi}: {id} answered while streaming");
         }
@@ -1920,6 +1930,12 @@ fn rpc_read_commands_answer_at_once_while_a_run_streams_as_pi() {
     assert_eq!(gs["data"]["isStreaming"], true);
     let lt = got.iter().find(|v| v["id"] == "lt").unwrap();
     assert_eq!(lt["data"]["text"], "First answer.");
+    let fm = got.iter().find(|v| v["id"] == "fm").unwrap();
+    assert_eq!(
+        fm["data"]["messages"].as_array().map(Vec::len),
+        Some(2),
+        "both prompts so far: {fm}"
+    );
 }
 
 /// pi 1.6.0 answers a `get_state` sent at `compaction_start` (after a run

@@ -324,6 +324,25 @@ pub trait Hooks: Send + Sync {
     }
 }
 
+/// Read-only questions a client asks while the agent runs (RPC's
+/// `get_entries`, `get_session_stats`, …): the loop answers them with its
+/// current state at every point where it waits (the model's stream, tools,
+/// hooks), so they need not wait for the run to settle.
+pub trait Inquiries: Send + Sync {
+    /// Resolves when questions wait.
+    fn ready(&self) -> BoxFuture<'_, ()>;
+    /// Answers every waiting question from `agent`.
+    fn serve(&self, agent: &super::Agent);
+}
+
+/// Resolves when `q` has questions; never without one.
+pub async fn inquiry_ready(q: &Option<std::sync::Arc<dyn Inquiries>>) {
+    match q {
+        Some(q) => q.ready().await,
+        None => std::future::pending().await,
+    }
+}
+
 /// The watchers of one agent: its hooks, its approvers and its final
 /// policy. The default has none of them, and then the loop is exactly the
 /// plain loop.

@@ -89,6 +89,8 @@ pub struct Agent {
     /// turns it on) and its settings for this model.
     pub auto_compaction: bool,
     pub compaction: crate::session::compact::CompactionSettings,
+    /// Questions answered while a run goes on (see [`hooks::Inquiries`]).
+    pub inquiries: Option<Arc<dyn hooks::Inquiries>>,
     /// This run's whole prompt from `before_agent_start` (sent, never
     /// recorded).
     run_forced: Option<String>,
@@ -114,6 +116,7 @@ impl Agent {
             queue: Arc::default(),
             auto_compaction: false,
             compaction: Default::default(),
+            inquiries: None,
             run_forced: None,
             run_extra: Vec::new(),
         }
@@ -150,10 +153,26 @@ impl Agent {
         emit: Emit<'_>,
     ) -> T {
         let mut fut = fut;
+        let q = self.inquiries.clone();
         loop {
             tokio::select! {
                 out = &mut fut => return out,
                 _ = h.ops_ready() => self.settle_hook(emit),
+                _ = hooks::inquiry_ready(&q) => if let Some(q) = &q { q.serve(self) },
+            }
+        }
+    }
+
+    /// Awaits `fut`, answering questions meanwhile.
+    async fn serving<F: std::future::Future>(&self, fut: F) -> F::Output {
+        let Some(q) = self.inquiries.clone() else {
+            return fut.await;
+        };
+        tokio::pin!(fut);
+        loop {
+            tokio::select! {
+                out = &mut fut => return out,
+                _ = q.ready() => q.serve(self),
             }
         }
     }
@@ -1069,7 +1088,9 @@ impl Agent {
         let provider::Streamed {
             message: mut msg,
             failure,
-        } = provider::stream_detailed(req, &mut sink).await;
+        } = self
+            .serving(provider::stream_detailed(req, &mut sink))
+            .await;
         // Every delta reaches the subscribers before message_end.
         if let (Some((tx, task)), Some(h)) = (updates, watcher) {
             drop(tx);
@@ -1202,6 +1223,7 @@ impl Agent {
         // Ends come as tools finish; the result messages follow in call
         // order, as pi 1.6.0 does.
         let watcher = self.ext.hooks.clone();
+        let q = self.inquiries.clone();
         while running > 0 {
             let next = match &watcher {
                 // An extension tool may call back into the host while it runs.
@@ -1209,9 +1231,10 @@ impl Agent {
                     tokio::select! {
                         m = rx.recv() => break m,
                         _ = h.ops_ready() => self.settle_hook(emit),
+                        _ = hooks::inquiry_ready(&q) => if let Some(q) = &q { q.serve(self) },
                     }
                 },
-                None => rx.recv().await,
+                None => self.serving(rx.recv()).await,
             };
             let Some((i, update, finished)) = next else {
                 break;

@@ -13,6 +13,7 @@
 //! need the whole agent (`bash`, `set_model`, `get_entries`, …) are
 //! answered as soon as it settles, in the order they came.
 
+mod inquire;
 pub mod io;
 mod replace;
 pub mod ui;
@@ -75,7 +76,7 @@ impl Preflight for NoPreflight {
 pub struct RpcOptions {
     /// The models `set_model` / `cycle_model` / `get_available_models`
     /// choose from (`None`: only the current model, e.g. the faux one).
-    pub registry: Option<ModelRegistry>,
+    pub registry: Option<Arc<ModelRegistry>>,
     /// Where `settings.json` lives (`set_*_mode`, `set_auto_*` persist
     /// there, as pi does).
     pub agent_dir: PathBuf,
@@ -452,6 +453,8 @@ impl Ctl {
             .collect();
         let ended: Arc<std::sync::Mutex<Vec<AgentMessage>>> = Arc::default();
         let snapshot = self.state(agent, true);
+        let inquiries = inquire::Asked::new(self.opts.registry.clone(), self.out.clone());
+        agent.inquiries = Some(inquiries.clone());
         let mut aborts: Vec<Option<Value>> = Vec::new();
         let mut exit = None;
         {
@@ -547,6 +550,12 @@ impl Ctl {
                                 RpcCommand::GetCommands => {
                                     self.respond(id, &kind, Ok(Some(json!({ "commands": self.opts.commands }))));
                                 }
+                                RpcCommand::GetAvailableModels
+                                | RpcCommand::GetAvailableThinkingLevels
+                                | RpcCommand::GetEntries { .. }
+                                | RpcCommand::GetTree
+                                | RpcCommand::GetForkMessages
+                                | RpcCommand::GetSessionStats => inquiries.ask(id, kind, cmd),
                                 // A replacement aborts the run first (pi
                                 // does), then goes on once it settled.
                                 RpcCommand::NewSession { .. }
@@ -577,6 +586,9 @@ impl Ctl {
                 }
             }
         }
+        // What the run had no wait left to answer.
+        agent.inquiries = None;
+        crate::agent::hooks::Inquiries::serve(&*inquiries, agent);
         for id in aborts {
             self.respond(id, "abort", Ok(None));
         }
@@ -636,30 +648,15 @@ impl Ctl {
     }
 
     fn models(&self, agent: &Agent) -> Vec<crate::format::model::Model> {
-        match &self.opts.registry {
-            Some(r) => r.available().into_iter().cloned().collect(),
-            None => vec![agent.opts.model.clone()],
-        }
+        models(self.opts.registry.as_deref(), agent)
     }
 
     fn thinking_map(&self, agent: &Agent) -> Option<Map<String, Value>> {
-        self.opts
-            .registry
-            .as_ref()
-            .and_then(|r| r.thinking_level_map(&agent.opts.model).cloned())
+        thinking_map(self.opts.registry.as_deref(), agent)
     }
 
     fn levels(&self, agent: &Agent) -> Vec<ThinkingLevel> {
-        let map = self.thinking_map(agent);
-        if !agent.opts.model.reasoning {
-            return vec![ThinkingLevel::Off];
-        }
-        ThinkingLevel::ALL
-            .into_iter()
-            .filter(|&l| {
-                crate::model::select::clamp_thinking(&agent.opts.model, map.as_ref(), l) == l
-            })
-            .collect()
+        levels(self.opts.registry.as_deref(), agent)
     }
 
     fn append(&self, agent: &mut Agent, e: Entry) -> Result<Entry, String> {
@@ -714,6 +711,9 @@ impl Ctl {
 
     /// A command while no run streams.
     fn idle(&mut self, agent: &mut Agent, cmd: RpcCommand) -> Result<Option<Value>, String> {
+        if let Some(r) = read_answer(self.opts.registry.as_deref(), agent, &cmd) {
+            return r;
+        }
         let queue = Arc::clone(&agent.queue);
         match cmd {
             RpcCommand::Prompt { .. } | RpcCommand::Bash { .. } => Ok(None),
@@ -752,19 +752,6 @@ impl Ctl {
                 persist_setting(&self.opts.agent_dir, &["retry", "enabled"], enabled.into())?;
                 agent.opts.retry.enabled = enabled;
                 Ok(None)
-            }
-            RpcCommand::GetAvailableModels => {
-                let models: Vec<Value> = self
-                    .models(agent)
-                    .iter()
-                    .filter_map(
-                        |m| match self.opts.registry.as_ref().and_then(|r| r.pi_json(m)) {
-                            Some(raw) => Some(Value::Object(raw)),
-                            None => serde_json::to_value(m).ok(),
-                        },
-                    )
-                    .collect();
-                Ok(Some(json!({ "models": models })))
             }
             RpcCommand::SetModel { provider, model_id } => {
                 let m = self
@@ -810,46 +797,9 @@ impl Ctl {
                 let l = self.set_level(agent, levels[pos])?;
                 Ok(Some(json!({ "level": l.as_str() })))
             }
-            RpcCommand::GetAvailableThinkingLevels => {
-                let levels: Vec<&str> = self.levels(agent).iter().map(|l| l.as_str()).collect();
-                Ok(Some(json!({ "levels": levels })))
-            }
             RpcCommand::GetMessages => {
                 let ctx = agent.store.session.context(None);
                 let msgs: Vec<&AgentMessage> = ctx.messages.iter().map(|(_, m)| &**m).collect();
-                Ok(Some(json!({ "messages": msgs })))
-            }
-            RpcCommand::GetEntries { since } => {
-                let entries = &agent.store.session.entries;
-                let start = match since {
-                    None => 0,
-                    Some(id) => {
-                        entries
-                            .iter()
-                            .position(|e| e.id() == id.as_str())
-                            .ok_or_else(|| format!("Entry not found: {id}"))?
-                            + 1
-                    }
-                };
-                Ok(Some(json!({
-                    "entries": &entries[start..],
-                    "leafId": agent.store.session.leaf_id(),
-                })))
-            }
-            RpcCommand::GetTree => Ok(Some(tree(&agent.store))),
-            RpcCommand::GetForkMessages => {
-                let msgs: Vec<Value> = agent
-                    .store
-                    .session
-                    .entries
-                    .iter()
-                    .filter_map(|e| match (e, e.message()) {
-                        (Entry::Message(m), Some(AgentMessage::User(u))) => {
-                            Some(json!({"entryId": m.id, "text": u.content.joined_text("")}))
-                        }
-                        _ => None,
-                    })
-                    .collect();
                 Ok(Some(json!({ "messages": msgs })))
             }
             RpcCommand::GetLastAssistantText => {
@@ -869,7 +819,13 @@ impl Ctl {
                 self.append(agent, e)?;
                 Ok(None)
             }
-            RpcCommand::GetSessionStats => Ok(serde_json::to_value(stats(agent)).ok()),
+            // (Answered by `read_answer`.)
+            RpcCommand::GetAvailableModels
+            | RpcCommand::GetAvailableThinkingLevels
+            | RpcCommand::GetEntries { .. }
+            | RpcCommand::GetTree
+            | RpcCommand::GetForkMessages
+            | RpcCommand::GetSessionStats => Ok(None),
             RpcCommand::GetCommands => Ok(Some(json!({ "commands": self.opts.commands }))),
             RpcCommand::ExportHtml { output_path } => self.export_html(agent, output_path),
             // Answered in the command loop (they await the model or the
@@ -1037,6 +993,92 @@ impl Ctl {
     }
 }
 
+fn models(registry: Option<&ModelRegistry>, agent: &Agent) -> Vec<crate::format::model::Model> {
+    match registry {
+        Some(r) => r.available().into_iter().cloned().collect(),
+        None => vec![agent.opts.model.clone()],
+    }
+}
+
+fn thinking_map(registry: Option<&ModelRegistry>, agent: &Agent) -> Option<Map<String, Value>> {
+    registry.and_then(|r| r.thinking_level_map(&agent.opts.model).cloned())
+}
+
+fn levels(registry: Option<&ModelRegistry>, agent: &Agent) -> Vec<ThinkingLevel> {
+    let map = thinking_map(registry, agent);
+    if !agent.opts.model.reasoning {
+        return vec![ThinkingLevel::Off];
+    }
+    ThinkingLevel::ALL
+        .into_iter()
+        .filter(|&l| crate::model::select::clamp_thinking(&agent.opts.model, map.as_ref(), l) == l)
+        .collect()
+}
+
+/// The commands that only read the agent's state and answer the same
+/// idle or mid-run (pi answers them at once while a run streams); `None`
+/// for every other command.
+pub(crate) fn read_answer(
+    registry: Option<&ModelRegistry>,
+    agent: &Agent,
+    cmd: &RpcCommand,
+) -> Option<Result<Option<Value>, String>> {
+    Some(match cmd {
+        RpcCommand::GetAvailableModels => {
+            let models: Vec<Value> = models(registry, agent)
+                .iter()
+                .filter_map(|m| match registry.and_then(|r| r.pi_json(m)) {
+                    Some(raw) => Some(Value::Object(raw)),
+                    None => serde_json::to_value(m).ok(),
+                })
+                .collect();
+            Ok(Some(json!({ "models": models })))
+        }
+        RpcCommand::GetAvailableThinkingLevels => {
+            let levels: Vec<&str> = levels(registry, agent).iter().map(|l| l.as_str()).collect();
+            Ok(Some(json!({ "levels": levels })))
+        }
+        RpcCommand::GetEntries { since } => {
+            let entries = &agent.store.session.entries;
+            let start = match since {
+                None => Some(0),
+                Some(id) => entries
+                    .iter()
+                    .position(|e| e.id() == id.as_str())
+                    .map(|p| p + 1),
+            };
+            match start {
+                Some(start) => Ok(Some(json!({
+                    "entries": &entries[start..],
+                    "leafId": agent.store.session.leaf_id(),
+                }))),
+                None => Err(format!(
+                    "Entry not found: {}",
+                    since.as_deref().unwrap_or("")
+                )),
+            }
+        }
+        RpcCommand::GetTree => Ok(Some(tree(&agent.store))),
+        RpcCommand::GetForkMessages => {
+            let msgs: Vec<Value> = agent
+                .store
+                .session
+                .entries
+                .iter()
+                .filter_map(|e| match (e, e.message()) {
+                    (Entry::Message(m), Some(AgentMessage::User(u))) => {
+                        Some(json!({"entryId": m.id, "text": u.content.joined_text("")}))
+                    }
+                    _ => None,
+                })
+                .collect();
+            Ok(Some(json!({ "messages": msgs })))
+        }
+        RpcCommand::GetSessionStats => Ok(serde_json::to_value(stats(agent)).ok()),
+        _ => return None,
+    })
+}
+
 /// `get_last_assistant_text` over the context's messages: the last
 /// assistant text, skipping blank ones that did not stop normally; `{}`
 /// when there is none.
@@ -1191,7 +1233,10 @@ fn stats(agent: &Agent) -> RpcSessionStats {
     let st = agent.store.session.stats();
     let count = |r: &str| st.messages.get(r).copied().unwrap_or(0);
     let ctx = agent.store.session.context(None);
+    // The last valid usage plus an estimate of what came after it (pi:
+    // mid-run the prompt's user message counts).
     let mut tokens = None;
+    let mut after = 0u64;
     for (_, m) in ctx.messages.iter().rev() {
         match &**m {
             AgentMessage::Assistant(a)
@@ -1209,9 +1254,10 @@ fn stats(agent: &Agent) -> RpcSessionStats {
                 });
                 break;
             }
-            _ => {}
+            other => after += crate::session::compact::estimate_tokens(other),
         }
     }
+    let tokens = tokens.map(|t| t + after);
     let compacted = agent.store.session.projection(None).usage_is_stale();
     let window = agent.opts.model.context_window;
     let context_usage = if window == 0 {
