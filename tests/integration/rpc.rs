@@ -1848,19 +1848,32 @@ fn rpc_eof_session_shutdown_append_entry_is_written_as_pi() {
 }
 
 /// The commands pi 1.6.0 answers at once while a run streams, with what
-/// the session holds so far (the prompt's user message, not the reply).
-const READ_WHILE_STREAMING: [(&str, &str); 10] = [
-    ("gm", "get_messages"),
-    ("lt", "get_last_assistant_text"),
-    ("gs", "get_state"),
-    ("gc", "get_commands"),
-    ("ss", "get_session_stats"),
-    ("ge", "get_entries"),
-    ("gt", "get_tree"),
-    ("fm", "get_fork_messages"),
-    ("am", "get_available_models"),
-    ("tl", "get_available_thinking_levels"),
-];
+/// the session holds so far (the prompt's user message, not the reply);
+/// the model commands change the agent from the next request.
+fn while_streaming() -> Vec<Value> {
+    let mut v: Vec<Value> = [
+        ("gm", "get_messages"),
+        ("lt", "get_last_assistant_text"),
+        ("gs", "get_state"),
+        ("gc", "get_commands"),
+        ("ss", "get_session_stats"),
+        ("ge", "get_entries"),
+        ("gt", "get_tree"),
+        ("fm", "get_fork_messages"),
+        ("am", "get_available_models"),
+        ("tl", "get_available_thinking_levels"),
+        ("cm", "cycle_model"),
+        ("ct", "cycle_thinking_level"),
+    ]
+    .into_iter()
+    .map(|(id, t)| json!({"id": id, "type": t}))
+    .collect();
+    v.push(json!({"id": "sm", "type": "set_model", "provider": "mock", "modelId": "mock-1"}));
+    v.push(json!({"id": "sx", "type": "set_model", "provider": "mock", "modelId": "nope"}));
+    v.push(json!({"id": "st", "type": "set_thinking_level", "level": "high"}));
+    v.push(json!({"id": "g2", "type": "get_entries"}));
+    v
+}
 
 #[test]
 fn rpc_read_commands_answer_at_once_while_a_run_streams_as_pi() {
@@ -1886,9 +1899,9 @@ fn rpc_read_commands_answer_at_once_while_a_run_streams_as_pi() {
         let before = client.seen.iter().filter(|v| delta(v)).count();
         client.send(&json!({"id": "p1", "type": "prompt", "message": "second"}));
         client.wait_count("a text delta of the second reply", before + 1, &delta);
-        for (id, t) in READ_WHILE_STREAMING {
-            client.send(&json!({"id": id, "type": t}));
-            client.response(id);
+        for c in while_streaming() {
+            client.send(&c);
+            client.response(c["id"].as_str().unwrap_or(""));
         }
         client.wait_count("settled", 2, &|v| v["type"] == "agent_settled");
         let (code, seen, err) = client.finish();
@@ -1898,8 +1911,9 @@ fn rpc_read_commands_answer_at_once_while_a_run_streams_as_pi() {
             .iter()
             .rposition(|v| v["type"] == "message_end" && v["message"]["role"] == "assistant")
             .unwrap();
-        for (id, _) in READ_WHILE_STREAMING {
-            let at = seen.iter().position(|v| v["id"] == id).unwrap();
+        for c in while_streaming() {
+            let id = &c["id"];
+            let at = seen.iter().position(|v| &v["id"] == id).unwrap();
             assert!(at < end, "pi: {pi}: {id} answered while streaming");
         }
         seen

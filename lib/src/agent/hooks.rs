@@ -324,15 +324,16 @@ pub trait Hooks: Send + Sync {
     }
 }
 
-/// Read-only questions a client asks while the agent runs (RPC's
-/// `get_entries`, `get_session_stats`, …): the loop answers them with its
+/// Commands a client sends while the agent runs (RPC's `get_entries`,
+/// `get_session_stats`, `set_model`, …): the loop answers them with its
 /// current state at every point where it waits (the model's stream, tools,
-/// hooks), so they need not wait for the run to settle.
+/// hooks), so they need not wait for the run to settle. A change (a model,
+/// a thinking level) takes effect from the next request.
 pub trait Inquiries: Send + Sync {
-    /// Resolves when questions wait.
+    /// Resolves when commands wait.
     fn ready(&self) -> BoxFuture<'_, ()>;
-    /// Answers every waiting question from `agent`.
-    fn serve(&self, agent: &super::Agent);
+    /// Answers every waiting command.
+    fn serve(&self, agent: &mut super::Agent);
 }
 
 /// Resolves when `q` has questions; never without one.

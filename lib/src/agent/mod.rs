@@ -163,8 +163,9 @@ impl Agent {
         }
     }
 
-    /// Awaits `fut`, answering questions meanwhile.
-    async fn serving<F: std::future::Future>(&self, fut: F) -> F::Output {
+    /// Awaits `fut` (which must not borrow the agent), answering the
+    /// client's commands meanwhile.
+    async fn serving<F: std::future::Future>(&mut self, fut: F) -> F::Output {
         let Some(q) = self.inquiries.clone() else {
             return fut.await;
         };
@@ -1020,21 +1021,22 @@ impl Agent {
         &mut self,
         emit: Emit<'_>,
     ) -> (AssistantMessage, Option<provider::FailureInfo>) {
-        let hooked = self.hooked_request_messages(emit).await;
+        let mut hooked = self.hooked_request_messages(emit).await;
+        if hooked.is_none() && self.inquiries.is_some() {
+            // A client may change the agent while the reply streams: the
+            // request owns its messages then.
+            let ctx = self.store.session.context(None);
+            hooked = Some(ctx.messages.iter().map(|(_, m)| (**m).clone()).collect());
+        }
+        let thinking = self.opts.thinking;
         let forced = self.run_forced.clone().or(self.opts.forced_prompt.clone());
-        let ctx;
-        let llm = match &hooked {
-            Some(msgs) => convert::to_llm(msgs.iter()),
-            None => {
-                ctx = self.store.session.context(None);
-                convert::to_llm(ctx.messages.iter().map(|(_, m)| &**m))
-            }
-        };
-        let req = Request {
+        // The request without its conversation (filled in below, from the
+        // hooks' or the session's messages).
+        let template = Request {
             model: self.opts.model.clone(),
-            system_prompt: forced.or(llm.system_prompt),
-            messages: llm.messages,
-            tools: llm.tools,
+            system_prompt: None,
+            messages: Vec::new(),
+            tools: Vec::new(),
             api_key: self.opts.api_key.clone(),
             thinking: self.opts.thinking,
             max_tokens: None,
@@ -1088,9 +1090,32 @@ impl Agent {
         let provider::Streamed {
             message: mut msg,
             failure,
-        } = self
-            .serving(provider::stream_detailed(req, &mut sink))
-            .await;
+        } = match &hooked {
+            // Owned messages: the client's commands are answered (and may
+            // change the agent) while the reply streams.
+            Some(msgs) => {
+                let llm = convert::to_llm(msgs.iter());
+                let req = Request {
+                    system_prompt: forced.or(llm.system_prompt),
+                    messages: llm.messages,
+                    tools: llm.tools,
+                    ..template
+                };
+                self.serving(provider::stream_detailed(req, &mut sink))
+                    .await
+            }
+            None => {
+                let ctx = self.store.session.context(None);
+                let llm = convert::to_llm(ctx.messages.iter().map(|(_, m)| &**m));
+                let req = Request {
+                    system_prompt: forced.or(llm.system_prompt),
+                    messages: llm.messages,
+                    tools: llm.tools,
+                    ..template
+                };
+                provider::stream_detailed(req, &mut sink).await
+            }
+        };
         // Every delta reaches the subscribers before message_end.
         if let (Some((tx, task)), Some(h)) = (updates, watcher) {
             drop(tx);
@@ -1104,7 +1129,7 @@ impl Agent {
             (started.elapsed().as_millis() as u64).into(),
         );
         msg.extra
-            .insert("thinkingLevel".into(), self.opts.thinking.as_str().into());
+            .insert("thinkingLevel".into(), thinking.as_str().into());
         let as_agent = AgentMessage::Assistant(Box::new(msg.clone()));
         if !started_emitted {
             emit(&events::message("message_start", &as_agent));

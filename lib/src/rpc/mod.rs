@@ -73,6 +73,7 @@ impl Preflight for NoPreflight {
 }
 
 /// What the server needs besides the agent.
+#[derive(Clone)]
 pub struct RpcOptions {
     /// The models `set_model` / `cycle_model` / `get_available_models`
     /// choose from (`None`: only the current model, e.g. the faux one).
@@ -453,7 +454,11 @@ impl Ctl {
             .collect();
         let ended: Arc<std::sync::Mutex<Vec<AgentMessage>>> = Arc::default();
         let snapshot = self.state(agent, true);
-        let inquiries = inquire::Asked::new(self.opts.registry.clone(), self.out.clone());
+        let inquiries = inquire::Asked::new(Ctl {
+            opts: self.opts.clone(),
+            out: self.out.clone(),
+            bash_cancel: None,
+        });
         agent.inquiries = Some(inquiries.clone());
         let mut aborts: Vec<Option<Value>> = Vec::new();
         let mut exit = None;
@@ -555,7 +560,11 @@ impl Ctl {
                                 | RpcCommand::GetEntries { .. }
                                 | RpcCommand::GetTree
                                 | RpcCommand::GetForkMessages
-                                | RpcCommand::GetSessionStats => inquiries.ask(id, kind, cmd),
+                                | RpcCommand::GetSessionStats
+                                | RpcCommand::SetModel { .. }
+                                | RpcCommand::CycleModel
+                                | RpcCommand::SetThinkingLevel { .. }
+                                | RpcCommand::CycleThinkingLevel => inquiries.ask(id, kind, cmd),
                                 // A replacement aborts the run first (pi
                                 // does), then goes on once it settled.
                                 RpcCommand::NewSession { .. }
