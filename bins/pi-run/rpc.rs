@@ -86,11 +86,13 @@ pub async fn serve(
     let input = pi_lib::rpc::io::stdin_and_signals().map_err(CliError::failed)?;
     agent.prepare_session().map_err(CliError::failed)?;
     let mut opts = RpcOptions {
-        registry: registry.filter(|r| {
-            r.all()
-                .iter()
-                .any(|m| m.provider == agent.opts.model.provider && m.id == agent.opts.model.id)
-        }),
+        registry: registry
+            .filter(|r| {
+                r.all()
+                    .iter()
+                    .any(|m| m.provider == agent.opts.model.provider && m.id == agent.opts.model.id)
+            })
+            .map(Arc::new),
         agent_dir: setup.agent_dir.to_path_buf(),
         auto_compaction: agent.auto_compaction,
         commands: pi_lib::rpc::command_list(

@@ -501,6 +501,20 @@ fn remap(c: &Capture, m: &Value, seen: &[Value]) -> Value {
                 break;
             }
         }
+    } else if m["type"] == "extension_ui_response" {
+        // The answer to the capture's n-th UI request answers ours.
+        let n = c
+            .records
+            .iter()
+            .filter(|(d, r)| d == "<" && r["type"] == "extension_ui_request")
+            .position(|(_, r)| r["id"] == m["id"]);
+        if let Some(r) = n.and_then(|n| {
+            seen.iter()
+                .filter(|r| r["type"] == "extension_ui_request")
+                .nth(n)
+        }) {
+            m["id"] = r["id"].clone();
+        }
     } else if m["type"] == "switch_session" {
         for (_, r) in captured {
             if r["command"] == "get_state" && r["data"]["sessionFile"] == m["sessionPath"] {
@@ -661,6 +675,50 @@ fn compare(label: &str, want: &[Value], got: &[Value]) -> Vec<String> {
     out
 }
 
+/// The records of the `kinds` event types compared in full, the n-th of
+/// a type with the n-th (an extension's path by its file name).
+fn compare_full(label: &str, kinds: &[&str], want: &[Value], got: &[Value]) -> Vec<String> {
+    let mut out = Vec::new();
+    let base = |mut v: Value| {
+        if let Some(p) = v.get("extensionPath").and_then(Value::as_str) {
+            let b = p.rsplit('/').next().unwrap_or(p).to_string();
+            v["extensionPath"] = json!(b);
+        }
+        v
+    };
+    for kind in kinds {
+        let of = |r: &[Value]| -> Vec<Value> {
+            r.iter()
+                .filter(|v| v["type"] == *kind)
+                .cloned()
+                .map(base)
+                .collect()
+        };
+        let (mut w, mut g) = (of(want), of(got));
+        // Tools run in parallel: which of two running calls ends first is
+        // timing (an extension tool's host round trip against a shell), so
+        // tool records pair by call id (their type order is compared).
+        for l in [&mut w, &mut g] {
+            l.sort_by(|a, b| {
+                a["toolCallId"]
+                    .to_string()
+                    .cmp(&b["toolCallId"].to_string())
+            });
+        }
+        if w.len() != g.len() {
+            out.push(format!(
+                "{label}: {} {kind} records, pi {}",
+                g.len(),
+                w.len()
+            ));
+        }
+        for (i, (wv, gv)) in w.iter().zip(&g).enumerate() {
+            diff(wv, gv, &format!("{label} {kind}[{i}]"), &mut out);
+        }
+    }
+    out
+}
+
 fn ours(sb: &Sandbox, persisted: bool) -> Command {
     let mut c = sb.cmd("pi-run");
     c.env("PI_OFFLINE", "1").args(["--mode", "rpc"]);
@@ -686,6 +744,25 @@ fn check_capture(name: &str) {
     check_capture_with(name, None)
 }
 
+/// How a capture is replayed beyond the plain case.
+#[derive(Default)]
+struct Replay {
+    /// The mock numbered replies by the request's assistant messages (see
+    /// [`check_capture_with`]); compaction ids and estimates left out.
+    counting: bool,
+    /// `compaction.keepRecentTokens` (the compaction captures).
+    keep_recent: Option<u64>,
+    /// Extra command-line arguments (`-e` probes), for both programs.
+    args: Vec<String>,
+    /// Node for the TS extensions (ours and pi's).
+    node: Option<PathBuf>,
+    /// Event types whose records are compared in full (nth with nth), not
+    /// only by type.
+    full: &'static [&'static str],
+    /// Prepares a sandbox (files the capture's run had) after `configure`.
+    setup: Option<fn(&Sandbox, u16)>,
+}
+
 /// `keep_recent` (the compaction captures, run with that
 /// `compaction.keepRecentTokens`, reference §3.4): the capture's mock chose
 /// each reply by the number of assistant messages in the request (its
@@ -696,7 +773,19 @@ fn check_capture(name: &str) {
 /// `estimatedTokensAfter` (it counts the system prompt, whose text is this
 /// toolkit's own) are left out of the comparison.
 fn check_capture_with(name: &str, keep_recent: Option<u64>) {
-    let counting = keep_recent.is_some();
+    check_replay(
+        name,
+        Replay {
+            counting: keep_recent.is_some(),
+            keep_recent,
+            ..Replay::default()
+        },
+    )
+}
+
+fn check_replay(name: &str, opts: Replay) {
+    let counting = opts.counting;
+    let keep_recent = opts.keep_recent;
     let Some(mut cap) = load_capture(name) else {
         return;
     };
@@ -750,7 +839,10 @@ fn check_capture_with(name: &str, keep_recent: Option<u64>) {
     // they set a small keepRecentTokens) and read a notes file.
     let prepare = |sb: &Sandbox, port: u16| {
         configure(&sb.agent(), port, &[]);
-        if counting {
+        if let Some(setup) = opts.setup {
+            setup(sb, port);
+        }
+        if keep_recent.is_some() {
             std::fs::write(
                 sb.agent().join("settings.json"),
                 json!({"defaultProvider": "mock", "defaultModel": "mock-1",
@@ -764,27 +856,48 @@ fn check_capture_with(name: &str, keep_recent: Option<u64>) {
     let sb = Sandbox::new();
     let server = start(turns.clone());
     prepare(&sb, server.port);
-    let (code, mut got) = replay(&cap, ours(&sb, keep));
+    let with = |mut c: Command| {
+        c.args(&opts.args);
+        if let Some(n) = &opts.node {
+            c.env("PI_NODE", n);
+        }
+        c
+    };
+    let (code, mut got) = replay(&cap, with(ours(&sb, keep)));
     if counting {
         strip(&mut got.iter_mut());
     }
     assert_eq!(code, Some(0), "{name}: pi-run exits 0 on stdin EOF");
     let mut problems = compare(&format!("{name} (capture)"), &want, &got);
+    problems.extend(compare_full(
+        &format!("{name} (capture)"),
+        opts.full,
+        &want,
+        &got,
+    ));
     if let Some(o) = Oracle::find(&format!("rpc {name} side by side")) {
         let sb2 = Sandbox::new();
         let server2 = start(turns);
         prepare(&sb2, server2.port);
-        let (code2, mut live) = replay(&cap, theirs(&o, &sb2, keep));
+        let (code2, mut live) = replay(&cap, with(theirs(&o, &sb2, keep)));
         if counting {
             strip(&mut live.iter_mut());
         }
         assert_eq!(code2, Some(0), "{name}: pi exits 0 on stdin EOF");
         problems.extend(compare(&format!("{name} (pi 1.6.0 live)"), &live, &got));
-        assert_eq!(
-            server.request_count(),
-            server2.request_count(),
-            "{name}: the same number of model requests as pi"
-        );
+        problems.extend(compare_full(
+            &format!("{name} (pi 1.6.0 live)"),
+            opts.full,
+            &live,
+            &got,
+        ));
+        if server.request_count() != server2.request_count() {
+            problems.push(format!(
+                "{name}: {} model requests, pi {}",
+                server.request_count(),
+                server2.request_count()
+            ));
+        }
     }
     assert!(problems.is_empty(), "{}", problems.join("\n"));
 }
@@ -812,6 +925,69 @@ fn rpc_capture_04_compact_split_turn() {
 #[test]
 fn rpc_capture_05_compact_repeat_then_fork_clone_new_switch() {
     check_capture_with("05-compact-repeat-fork-clone-new.jsonl", Some(5));
+}
+
+/// Capture 06 replayed with our two probes (`tests/ext-node/fixtures/rpc06`,
+/// rebuilt from what the capture and its events log show): every UI
+/// method answered as the capture's client did, the command that throws,
+/// the `input` chain, `tool_call` block/throw/mutate/timed confirm,
+/// validation and unknown tools, `tool_result` chaining, the extension's
+/// compaction and its cancel. The UI requests, extension errors and tool
+/// results are compared in full, not only by type.
+#[test]
+fn rpc_capture_06_extension_ui_and_hooks() {
+    let Some(o) = Oracle::find("rpc capture 06") else {
+        return;
+    };
+    let dir = crate::common::repo().join("tests/ext-node/fixtures/rpc06");
+    let mut args = Vec::new();
+    for p in ["probe.ts", "probe2.ts"] {
+        args.push("-e".to_string());
+        args.push(dir.join(p).display().to_string());
+    }
+    check_replay(
+        "06-extension-ui-and-hooks.jsonl",
+        Replay {
+            counting: true,
+            // (The capture's extension compaction kept the last two
+            // exchanges: a small keepRecentTokens, as in capture 04.)
+            keep_recent: Some(30),
+            args,
+            node: Some(o.node22.clone()),
+            full: &[
+                "extension_ui_request",
+                "extension_error",
+                "tool_execution_start",
+                "tool_execution_end",
+                "compaction_end",
+            ],
+            ..Replay::default()
+        },
+    );
+}
+
+/// Capture 11 replayed with our probe (`tests/ext-node/fixtures/rpc11`):
+/// `user_bash` throw / result / invalid result, `session_before_switch` and
+/// `_fork` cancels, a `message_end` replacement with the wrong role and a
+/// right one, `turn_end`'s draft and `continue`, an invalid
+/// `agent_before_settle` draft, `sendMessage` with `triggerTurn`,
+/// `appendEntry` and `deliverAs: "nextTurn"`; extension errors and
+/// appended entries compared in full.
+#[test]
+fn rpc_capture_11_extension_gates_and_boundaries() {
+    let Some(o) = Oracle::find("rpc capture 11") else {
+        return;
+    };
+    let ext = crate::common::repo().join("tests/ext-node/fixtures/rpc11/ext3.ts");
+    check_replay(
+        "11-extension-gates-boundaries.jsonl",
+        Replay {
+            args: vec!["-e".into(), ext.display().to_string()],
+            node: Some(o.node22.clone()),
+            full: &["extension_error", "entry_appended"],
+            ..Replay::default()
+        },
+    );
 }
 
 #[test]
@@ -1671,6 +1847,34 @@ fn rpc_eof_session_shutdown_append_entry_is_written_as_pi() {
     assert_eq!(ours, pi);
 }
 
+/// The commands pi 1.6.0 answers at once while a run streams, with what
+/// the session holds so far (the prompt's user message, not the reply);
+/// the model commands change the agent from the next request.
+fn while_streaming() -> Vec<Value> {
+    let mut v: Vec<Value> = [
+        ("gm", "get_messages"),
+        ("lt", "get_last_assistant_text"),
+        ("gs", "get_state"),
+        ("gc", "get_commands"),
+        ("ss", "get_session_stats"),
+        ("ge", "get_entries"),
+        ("gt", "get_tree"),
+        ("fm", "get_fork_messages"),
+        ("am", "get_available_models"),
+        ("tl", "get_available_thinking_levels"),
+        ("cm", "cycle_model"),
+        ("ct", "cycle_thinking_level"),
+    ]
+    .into_iter()
+    .map(|(id, t)| json!({"id": id, "type": t}))
+    .collect();
+    v.push(json!({"id": "sm", "type": "set_model", "provider": "mock", "modelId": "mock-1"}));
+    v.push(json!({"id": "sx", "type": "set_model", "provider": "mock", "modelId": "nope"}));
+    v.push(json!({"id": "st", "type": "set_thinking_level", "level": "high"}));
+    v.push(json!({"id": "g2", "type": "get_entries"}));
+    v
+}
+
 #[test]
 fn rpc_read_commands_answer_at_once_while_a_run_streams_as_pi() {
     let Some(o) = Oracle::find("rpc answers while streaming side by side") else {
@@ -1695,14 +1899,9 @@ fn rpc_read_commands_answer_at_once_while_a_run_streams_as_pi() {
         let before = client.seen.iter().filter(|v| delta(v)).count();
         client.send(&json!({"id": "p1", "type": "prompt", "message": "second"}));
         client.wait_count("a text delta of the second reply", before + 1, &delta);
-        for (id, t) in [
-            ("gm", "get_messages"),
-            ("lt", "get_last_assistant_text"),
-            ("gs", "get_state"),
-            ("gc", "get_commands"),
-        ] {
-            client.send(&json!({"id": id, "type": t}));
-            client.response(id);
+        for c in while_streaming() {
+            client.send(&c);
+            client.response(c["id"].as_str().unwrap_or(""));
         }
         client.wait_count("settled", 2, &|v| v["type"] == "agent_settled");
         let (code, seen, err) = client.finish();
@@ -1712,8 +1911,9 @@ fn rpc_read_commands_answer_at_once_while_a_run_streams_as_pi() {
             .iter()
             .rposition(|v| v["type"] == "message_end" && v["message"]["role"] == "assistant")
             .unwrap();
-        for id in ["gm", "lt", "gs", "gc"] {
-            let at = seen.iter().position(|v| v["id"] == id).unwrap();
+        for c in while_streaming() {
+            let id = &c["id"];
+            let at = seen.iter().position(|v| &v["id"] == id).unwrap();
             assert!(at < end, "pi: {pi}: {id} answered while streaming");
         }
         seen
@@ -1744,6 +1944,12 @@ fn rpc_read_commands_answer_at_once_while_a_run_streams_as_pi() {
     assert_eq!(gs["data"]["isStreaming"], true);
     let lt = got.iter().find(|v| v["id"] == "lt").unwrap();
     assert_eq!(lt["data"]["text"], "First answer.");
+    let fm = got.iter().find(|v| v["id"] == "fm").unwrap();
+    assert_eq!(
+        fm["data"]["messages"].as_array().map(Vec::len),
+        Some(2),
+        "both prompts so far: {fm}"
+    );
 }
 
 /// pi 1.6.0 answers a `get_state` sent at `compaction_start` (after a run

@@ -229,6 +229,27 @@ impl Agent {
             }
         };
         emit(&to_value(&CompactionStart::new(reason)));
+        // The extensions may cancel or write the summary themselves.
+        let mut own = None;
+        if self.hooked("session_before_compact") {
+            let event = self.before_compact_event(&prep, reason, instructions, will_retry);
+            let answer = self.session_before_answer(event, emit).await;
+            if answer
+                .as_ref()
+                .and_then(|v| v.get("cancel"))
+                .and_then(Value::as_bool)
+                == Some(true)
+            {
+                emit(&to_value(&CompactionEnd::aborted(reason)));
+                self.compact_failed(reason, None, true, will_retry, emit)
+                    .await;
+                return Compacted::Failed("Compaction cancelled".into());
+            }
+            own = answer
+                .and_then(|v| v.get("compaction").cloned())
+                .filter(|c| c.get("summary").is_some_and(Value::is_string));
+        }
+        let from_extension = own.is_some();
         let mut model = SummaryModel {
             model: self.opts.model.clone(),
             api_key: self.opts.api_key.clone(),
@@ -240,39 +261,120 @@ impl Agent {
         };
         let mut retries = model.report_retries();
         let source = SummarySource::Compaction(reason);
-        let result = reporting_retries(compact(&prep, &model, instructions), &mut retries, |r| {
-            emit(&r.record(source))
-        })
-        .await;
+        let result = match own {
+            Some(c) => Ok(extension_result(&c, &prep)),
+            None => {
+                reporting_retries(compact(&prep, &model, instructions), &mut retries, |r| {
+                    emit(&r.record(source))
+                })
+                .await
+            }
+        };
         drop(prep);
         let result = match result {
             Ok(r) => r,
             Err(msg) => {
-                let end = if self.cancel.is_cancelled() {
+                let aborted = self.cancel.is_cancelled();
+                let end = if aborted {
                     CompactionEnd::aborted(reason)
                 } else {
                     CompactionEnd::failure(reason, &msg)
                 };
                 emit(&to_value(&end));
+                self.compact_failed(reason, end.error_message.clone(), aborted, will_retry, emit)
+                    .await;
                 return Compacted::Failed(msg);
             }
         };
-        let entry = result.entry(
+        let mut entry = result.entry(
             self.store.session.fresh_id(),
             self.store.session.leaf_id().map(str::to_string),
             now_ms(),
         );
+        if let Entry::Compaction(c) = &mut entry {
+            if from_extension {
+                // pi marks an extension's summary; it has no model usage.
+                c.from_hook = Some(true);
+                c.usage = None;
+                c.details = Some(result.details.clone()).filter(|d| !d.is_null());
+            }
+        }
+        let written = serde_json::to_value(&entry).unwrap_or(Value::Null);
         if let Err(e) = self.append(entry, None) {
             emit(&to_value(&CompactionEnd::failure(reason, &e)));
             return Compacted::Failed(e);
         }
-        let event = result.event_result(self.store.session.projection(None).estimate_tokens());
+        if self.hooked("session_compact") {
+            let ev = serde_json::json!({"type": "session_compact", "compactionEntry": written,
+                "fromExtension": from_extension, "reason": reason, "willRetry": will_retry});
+            self.notify_hooks(ev, emit).await;
+        }
+        let mut event = result.event_result(self.store.session.projection(None).estimate_tokens());
+        if from_extension {
+            event.usage = None;
+            event.details = event.details.filter(|d| !d.is_null());
+        }
         emit(&to_value(&CompactionEnd::success(
             reason,
             event.clone(),
             will_retry,
         )));
         Compacted::Done(Box::new(event))
+    }
+
+    /// `session_before_compact`'s payload (reference §1.4): the plan, the
+    /// branch, the instructions (`signal` cannot cross to an extension).
+    fn before_compact_event(
+        &self,
+        prep: &crate::session::compact::Preparation<'_>,
+        reason: CompactionReason,
+        instructions: Option<&str>,
+        will_retry: bool,
+    ) -> Value {
+        let s = &self.store.session;
+        let branch: Vec<&Entry> = s
+            .leaf_id()
+            .map(|l| s.path_to(l).into_iter().map(|i| &s.entries[i]).collect())
+            .unwrap_or_default();
+        let set = |v: &std::collections::BTreeSet<String>| v.iter().cloned().collect::<Vec<_>>();
+        serde_json::json!({
+            "type": "session_before_compact",
+            "preparation": {
+                "firstKeptEntryId": prep.first_kept_entry_id,
+                "messagesToSummarize": prep.messages_to_summarize,
+                "turnPrefixMessages": prep.turn_prefix_messages,
+                "isSplitTurn": prep.split_turn,
+                "tokensBefore": prep.tokens_before,
+                "previousSummary": prep.previous_summary,
+                "fileOps": {"read": set(&prep.file_ops.read), "written": set(&prep.file_ops.written),
+                    "edited": set(&prep.file_ops.edited)},
+                "settings": {"enabled": self.compaction.enabled,
+                    "reserveTokens": self.compaction.reserve_tokens,
+                    "keepRecentTokens": self.compaction.keep_recent_tokens},
+            },
+            "branchEntries": branch,
+            "customInstructions": instructions,
+            "reason": reason,
+            "willRetry": will_retry,
+        })
+    }
+
+    /// `session_compact_failed` to the extensions after a failed or
+    /// cancelled compaction's `compaction_end`.
+    async fn compact_failed(
+        &mut self,
+        reason: CompactionReason,
+        error: Option<String>,
+        aborted: bool,
+        will_retry: bool,
+        emit: Emit<'_>,
+    ) {
+        if self.hooked("session_compact_failed") {
+            let ev = serde_json::json!({"type": "session_compact_failed", "reason": reason,
+                "errorMessage": error, "aborted": aborted, "willRetry": will_retry,
+                "fromExtension": false});
+            self.notify_hooks(ev, emit).await;
+        }
     }
 
     /// The threshold check before a prompt run (the last reply, aborted
@@ -353,6 +455,25 @@ impl Agent {
 
 fn to_value<T: serde::Serialize>(v: &T) -> Value {
     serde_json::to_value(v).unwrap_or(Value::Null)
+}
+
+/// An extension's own `compaction` answer as the result (its missing
+/// fields from the plan).
+fn extension_result(
+    c: &Value,
+    prep: &crate::session::compact::Preparation<'_>,
+) -> crate::session::compact::CompactionResult {
+    crate::session::compact::CompactionResult {
+        summary: c["summary"].as_str().unwrap_or("").to_string(),
+        first_kept_entry_id: c["firstKeptEntryId"]
+            .as_str()
+            .unwrap_or(&prep.first_kept_entry_id)
+            .to_string(),
+        tokens_before: c["tokensBefore"].as_u64().unwrap_or(prep.tokens_before),
+        details: c.get("details").cloned().unwrap_or(Value::Null),
+        usage: Default::default(),
+        system: prep.system.clone(),
+    }
 }
 
 #[cfg(test)]

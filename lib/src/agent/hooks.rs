@@ -282,6 +282,21 @@ pub trait Hooks: Send + Sync {
         ready(false)
     }
 
+    /// `user_bash` (an RPC `bash` command, before it runs): `Ok(None)` runs
+    /// it here, `Ok(Some(result))` is the handler's own
+    /// `{output, exitCode, cancelled, truncated}`, `Err` fails the command
+    /// (a handler threw or answered nonsense; reported already).
+    fn user_bash(&self, _event: Value) -> BoxFuture<'_, Result<Option<Value>, String>> {
+        ready(Ok(None))
+    }
+
+    /// A `session_before_*` event whose answer carries more than a cancel
+    /// (`session_before_compact`'s own `compaction`): the last answer, or
+    /// the first `{cancel: true}` (later handlers are not asked).
+    fn session_before_answer(&self, _event: Value) -> BoxFuture<'_, Option<Value>> {
+        ready(None)
+    }
+
     /// Any other event (pi's payload); awaited, the answer ignored.
     fn notify(&self, _event: Value) -> BoxFuture<'_, ()> {
         ready(())
@@ -306,6 +321,26 @@ pub trait Hooks: Send + Sync {
     /// so the next command or prompt sees its effects. Ready by default.
     fn quiesce(&self) -> BoxFuture<'_, ()> {
         ready(())
+    }
+}
+
+/// Commands a client sends while the agent runs (RPC's `get_entries`,
+/// `get_session_stats`, `set_model`, …): the loop answers them with its
+/// current state at every point where it waits (the model's stream, tools,
+/// hooks), so they need not wait for the run to settle. A change (a model,
+/// a thinking level) takes effect from the next request.
+pub trait Inquiries: Send + Sync {
+    /// Resolves when commands wait.
+    fn ready(&self) -> BoxFuture<'_, ()>;
+    /// Answers every waiting command.
+    fn serve(&self, agent: &mut super::Agent);
+}
+
+/// Resolves when `q` has questions; never without one.
+pub async fn inquiry_ready(q: &Option<std::sync::Arc<dyn Inquiries>>) {
+    match q {
+        Some(q) => q.ready().await,
+        None => std::future::pending().await,
     }
 }
 

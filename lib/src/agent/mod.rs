@@ -89,6 +89,8 @@ pub struct Agent {
     /// turns it on) and its settings for this model.
     pub auto_compaction: bool,
     pub compaction: crate::session::compact::CompactionSettings,
+    /// Questions answered while a run goes on (see [`hooks::Inquiries`]).
+    pub inquiries: Option<Arc<dyn hooks::Inquiries>>,
     /// This run's whole prompt from `before_agent_start` (sent, never
     /// recorded).
     run_forced: Option<String>,
@@ -114,6 +116,7 @@ impl Agent {
             queue: Arc::default(),
             auto_compaction: false,
             compaction: Default::default(),
+            inquiries: None,
             run_forced: None,
             run_extra: Vec::new(),
         }
@@ -150,10 +153,27 @@ impl Agent {
         emit: Emit<'_>,
     ) -> T {
         let mut fut = fut;
+        let q = self.inquiries.clone();
         loop {
             tokio::select! {
                 out = &mut fut => return out,
                 _ = h.ops_ready() => self.settle_hook(emit),
+                _ = hooks::inquiry_ready(&q) => if let Some(q) = &q { q.serve(self) },
+            }
+        }
+    }
+
+    /// Awaits `fut` (which must not borrow the agent), answering the
+    /// client's commands meanwhile.
+    async fn serving<F: std::future::Future>(&mut self, fut: F) -> F::Output {
+        let Some(q) = self.inquiries.clone() else {
+            return fut.await;
+        };
+        tokio::pin!(fut);
+        loop {
+            tokio::select! {
+                out = &mut fut => return out,
+                _ = q.ready() => q.serve(self),
             }
         }
     }
@@ -250,6 +270,37 @@ impl Agent {
         let cancel = self.wait(&h, fut, emit).await;
         self.settle_hook(emit);
         cancel
+    }
+
+    /// A `session_before_*` event's answer (see
+    /// [`Hooks::session_before_answer`]); `None` when no hook has the event.
+    pub async fn session_before_answer(&mut self, event: Value, emit: Emit<'_>) -> Option<Value> {
+        let kind = event.get("type").and_then(Value::as_str).unwrap_or("");
+        let h = self.hooks_for(kind)?;
+        let fut = h.session_before_answer(event);
+        let answer = self.wait(&h, fut, emit).await;
+        self.settle_hook(emit);
+        answer
+    }
+
+    /// `user_bash` before an RPC `bash` command (see [`Hooks::user_bash`]).
+    pub async fn user_bash(
+        &mut self,
+        event: Value,
+        emit: Emit<'_>,
+    ) -> Result<Option<Value>, String> {
+        let Some(h) = self.hooks_for("user_bash") else {
+            return Ok(None);
+        };
+        let fut = h.user_bash(event);
+        let answer = self.wait(&h, fut, emit).await;
+        self.settle_hook(emit);
+        answer
+    }
+
+    /// Whether an extension has handlers for `event`.
+    pub fn hooked(&self, event: &str) -> bool {
+        self.ext.hooks.as_ref().is_some_and(|h| h.handles(event))
     }
 
     /// An extension command `/name args`: `false` when no hook has it.
@@ -892,8 +943,8 @@ impl Agent {
         })
     }
 
-    /// Appends a boundary event's drafts: `custom` entries and
-    /// `custom_message` messages.
+    /// Appends a boundary event's drafts: `custom` entries,
+    /// `custom_message` messages and `context_edit`s.
     fn append_drafts(&mut self, drafts: Vec<Value>, event: &str, emit: Emit<'_>) {
         for d in drafts {
             let entry = match d.get("type").and_then(Value::as_str) {
@@ -925,6 +976,17 @@ impl Agent {
                         extra: Map::new(),
                     };
                     self.store.message_entry(AgentMessage::Custom(Box::new(m)))
+                }
+                // (Validated by the runner: the target is on the branch.)
+                Some("context_edit") => {
+                    Entry::ContextEdit(Box::new(crate::format::entry::ContextEditEntry {
+                        id: self.store.session.fresh_id(),
+                        parent_id: self.store.session.leaf_id().map(str::to_string),
+                        timestamp: crate::timefmt::now_iso(),
+                        target_id: d["targetId"].as_str().unwrap_or("").to_string(),
+                        replacement: d.get("replacement").cloned().unwrap_or(Value::Null),
+                        extra: Map::new(),
+                    }))
                 }
                 _ => continue,
             };
@@ -959,21 +1021,22 @@ impl Agent {
         &mut self,
         emit: Emit<'_>,
     ) -> (AssistantMessage, Option<provider::FailureInfo>) {
-        let hooked = self.hooked_request_messages(emit).await;
+        let mut hooked = self.hooked_request_messages(emit).await;
+        if hooked.is_none() && self.inquiries.is_some() {
+            // A client may change the agent while the reply streams: the
+            // request owns its messages then.
+            let ctx = self.store.session.context(None);
+            hooked = Some(ctx.messages.iter().map(|(_, m)| (**m).clone()).collect());
+        }
+        let thinking = self.opts.thinking;
         let forced = self.run_forced.clone().or(self.opts.forced_prompt.clone());
-        let ctx;
-        let llm = match &hooked {
-            Some(msgs) => convert::to_llm(msgs.iter()),
-            None => {
-                ctx = self.store.session.context(None);
-                convert::to_llm(ctx.messages.iter().map(|(_, m)| &**m))
-            }
-        };
-        let req = Request {
+        // The request without its conversation (filled in below, from the
+        // hooks' or the session's messages).
+        let template = Request {
             model: self.opts.model.clone(),
-            system_prompt: forced.or(llm.system_prompt),
-            messages: llm.messages,
-            tools: llm.tools,
+            system_prompt: None,
+            messages: Vec::new(),
+            tools: Vec::new(),
             api_key: self.opts.api_key.clone(),
             thinking: self.opts.thinking,
             max_tokens: None,
@@ -1027,7 +1090,32 @@ impl Agent {
         let provider::Streamed {
             message: mut msg,
             failure,
-        } = provider::stream_detailed(req, &mut sink).await;
+        } = match &hooked {
+            // Owned messages: the client's commands are answered (and may
+            // change the agent) while the reply streams.
+            Some(msgs) => {
+                let llm = convert::to_llm(msgs.iter());
+                let req = Request {
+                    system_prompt: forced.or(llm.system_prompt),
+                    messages: llm.messages,
+                    tools: llm.tools,
+                    ..template
+                };
+                self.serving(provider::stream_detailed(req, &mut sink))
+                    .await
+            }
+            None => {
+                let ctx = self.store.session.context(None);
+                let llm = convert::to_llm(ctx.messages.iter().map(|(_, m)| &**m));
+                let req = Request {
+                    system_prompt: forced.or(llm.system_prompt),
+                    messages: llm.messages,
+                    tools: llm.tools,
+                    ..template
+                };
+                provider::stream_detailed(req, &mut sink).await
+            }
+        };
         // Every delta reaches the subscribers before message_end.
         if let (Some((tx, task)), Some(h)) = (updates, watcher) {
             drop(tx);
@@ -1041,7 +1129,7 @@ impl Agent {
             (started.elapsed().as_millis() as u64).into(),
         );
         msg.extra
-            .insert("thinkingLevel".into(), self.opts.thinking.as_str().into());
+            .insert("thinkingLevel".into(), thinking.as_str().into());
         let as_agent = AgentMessage::Assistant(Box::new(msg.clone()));
         if !started_emitted {
             emit(&events::message("message_start", &as_agent));
@@ -1160,6 +1248,7 @@ impl Agent {
         // Ends come as tools finish; the result messages follow in call
         // order, as pi 1.6.0 does.
         let watcher = self.ext.hooks.clone();
+        let q = self.inquiries.clone();
         while running > 0 {
             let next = match &watcher {
                 // An extension tool may call back into the host while it runs.
@@ -1167,9 +1256,10 @@ impl Agent {
                     tokio::select! {
                         m = rx.recv() => break m,
                         _ = h.ops_ready() => self.settle_hook(emit),
+                        _ = hooks::inquiry_ready(&q) => if let Some(q) = &q { q.serve(self) },
                     }
                 },
-                None => rx.recv().await,
+                None => self.serving(rx.recv()).await,
             };
             let Some((i, update, finished)) = next else {
                 break;

@@ -1107,16 +1107,58 @@ impl Hooks for Runner {
     /// The first `{cancel: true}` cancels; later handlers are not asked.
     fn session_before(&self, event: Value) -> BoxFuture<'_, bool> {
         Box::pin(async move {
+            let v = self.session_before_answer(event).await;
+            v.is_some_and(|v| v.get("cancel").and_then(Value::as_bool) == Some(true))
+        })
+    }
+
+    /// The first handler that throws fails the command (pi: its message is
+    /// the RPC error); the first `{result}` answers it.
+    fn user_bash(&self, event: Value) -> BoxFuture<'_, Result<Option<Value>, String>> {
+        Box::pin(async move {
+            for e in self.handlers("user_bash", false) {
+                let (answer, errors) = self.send(&e, &event).await;
+                for err in &errors {
+                    self.report(&e.path, "user_bash", err);
+                }
+                if let Some(first) = errors.first() {
+                    return Err(first.clone());
+                }
+                match answer {
+                    Ok(v) => {
+                        if let Some(r) = v.get("result").filter(|r| r.is_object()) {
+                            return Ok(Some(r.clone()));
+                        }
+                    }
+                    Err(HostError::Failed(msg)) => {
+                        self.report(&e.path, "user_bash", &msg);
+                        return Err(msg);
+                    }
+                    Err(_) => {}
+                }
+            }
+            Ok(None)
+        })
+    }
+
+    fn session_before_answer(&self, event: Value) -> BoxFuture<'_, Option<Value>> {
+        Box::pin(async move {
             let kind = event["type"].as_str().unwrap_or("").to_string();
+            let mut last = None;
             for e in self.handlers(&kind, false) {
                 let Some(v) = self.send_reported(&e, &event).await else {
                     continue;
                 };
-                if v.get("cancel").and_then(Value::as_bool) == Some(true) {
-                    return true;
+                if v.is_null() {
+                    continue;
+                }
+                let cancel = v.get("cancel").and_then(Value::as_bool) == Some(true);
+                last = Some(v);
+                if cancel {
+                    break;
                 }
             }
-            false
+            last
         })
     }
 
@@ -1143,6 +1185,8 @@ impl Hooks for Runner {
                     )
                 })
             };
+            // Who proposed the drafts (an invalid proposal is theirs).
+            let mut proposer = String::from("boundary");
             for e in self.handlers(&kind, false) {
                 if let Some(p) = preview(&ev["entries"]) {
                     ev["context"] = p;
@@ -1152,23 +1196,44 @@ impl Hooks for Runner {
                 };
                 if let Some(entries) = v.get("entries").filter(|x| x.is_array()) {
                     ev["entries"] = entries.clone();
+                    proposer = e.path.clone();
                 }
                 if let Some(c) = v.get("continue").and_then(Value::as_bool) {
                     ev["continue"] = c.into();
                 }
             }
             let entries = ev["entries"].as_array().cloned().unwrap_or_default();
-            let bad = entries.iter().find(|d| {
-                !matches!(
-                    d.get("type").and_then(Value::as_str),
-                    Some("custom") | Some("custom_message")
-                ) || d.get("customType").and_then(Value::as_str).is_none()
+            // A `context_edit` must name an entry of the branch.
+            let known: std::collections::HashSet<&str> = base
+                .as_ref()
+                .and_then(|b| b["contextEntries"].as_array())
+                .map(|l| {
+                    l.iter()
+                        .filter_map(|x| x["sourceEntry"]["id"].as_str())
+                        .collect()
+                })
+                .unwrap_or_default();
+            let bad = entries.iter().find_map(|d| {
+                let custom = || d.get("customType").and_then(Value::as_str).is_some();
+                match d.get("type").and_then(Value::as_str) {
+                    Some("custom") | Some("custom_message") if custom() => None,
+                    Some("context_edit") => match d.get("targetId").and_then(Value::as_str) {
+                        Some(t) if known.contains(t) => {
+                            let r = d.get("replacement").unwrap_or(&Value::Null);
+                            (!(r.is_null() || r.get("content").is_some()))
+                                .then(|| format!("invalid replacement for {t}"))
+                        }
+                        Some(t) => Some(format!("Entry {t} not found")),
+                        None => Some("context_edit needs a targetId".to_string()),
+                    },
+                    _ => Some(format!("unsupported draft {d}")),
+                }
             });
-            if let Some(b) = bad {
+            if let Some(msg) = bad {
                 self.report(
-                    "boundary",
+                    &proposer,
                     &kind,
-                    &format!("Invalid boundary entries: unsupported draft {b}"),
+                    &format!("Invalid boundary entries: {msg}"),
                 );
                 return crate::agent::hooks::BoundaryOutcome::default();
             }

@@ -13,6 +13,7 @@
 //! need the whole agent (`bash`, `set_model`, `get_entries`, …) are
 //! answered as soon as it settles, in the order they came.
 
+mod inquire;
 pub mod io;
 mod replace;
 pub mod ui;
@@ -72,10 +73,11 @@ impl Preflight for NoPreflight {
 }
 
 /// What the server needs besides the agent.
+#[derive(Clone)]
 pub struct RpcOptions {
     /// The models `set_model` / `cycle_model` / `get_available_models`
     /// choose from (`None`: only the current model, e.g. the faux one).
-    pub registry: Option<ModelRegistry>,
+    pub registry: Option<Arc<ModelRegistry>>,
     /// Where `settings.json` lives (`set_*_mode`, `set_auto_*` persist
     /// there, as pi does).
     pub agent_dir: PathBuf,
@@ -180,6 +182,28 @@ pub async fn serve(
     loop {
         if ctl.opts.shutdown_requested.as_ref().is_some_and(|f| f()) {
             return 0;
+        }
+        // A run an extension asked for while idle (`sendMessage` with
+        // `triggerTurn`, `sendUserMessage`) starts right after the command
+        // that asked, before the next one is read.
+        if let Some(run) = agent.queue.take_idle_run() {
+            let user = match run {
+                crate::agent::queue::IdleRun::Custom(c) => Some(AgentMessage::Custom(Box::new(c))),
+                crate::agent::queue::IdleRun::User { text } => {
+                    let out = ctl.out.clone();
+                    let mut emit = |v: &Value| {
+                        out.record(v);
+                    };
+                    pre.prepare(agent, user_message(&text, &[]), &mut emit)
+                        .await
+                }
+            };
+            if let Some(user) = user {
+                if let Some(code) = ctl.run(agent, user, &mut input, &mut backlog).await {
+                    return code;
+                }
+            }
+            continue;
         }
         let next = match backlog.pop_front() {
             Some(l) => Input::Line(l),
@@ -380,6 +404,31 @@ impl Ctl {
         Some(json!({"disposition": "queued"}))
     }
 
+    /// `steer` / `follow_up`: queued, unless the text runs an extension
+    /// command — that only runs from `prompt` (pi refuses to queue it).
+    fn queue_command(
+        &self,
+        queue: &crate::agent::queue::MessageQueue,
+        kind: QueueKind,
+        text: &str,
+        images: &[Value],
+    ) -> Result<Option<Value>, String> {
+        if let Some(name) = text.strip_prefix('/') {
+            let name = name.split_whitespace().next().unwrap_or("");
+            let ext = self
+                .opts
+                .commands
+                .iter()
+                .any(|c| c["source"] == "extension" && c["name"] == name);
+            if ext {
+                return Err(format!(
+                    "Extension command \"/{name}\" cannot be queued. Use prompt() or execute the command when not streaming."
+                ));
+            }
+        }
+        Ok(self.enqueue(queue, kind, text, images))
+    }
+
     /// One prompt's run, reading commands while it streams. `Some(code)`:
     /// exit (a signal, or EOF after the run was aborted).
     async fn run(
@@ -405,6 +454,12 @@ impl Ctl {
             .collect();
         let ended: Arc<std::sync::Mutex<Vec<AgentMessage>>> = Arc::default();
         let snapshot = self.state(agent, true);
+        let inquiries = inquire::Asked::new(Ctl {
+            opts: self.opts.clone(),
+            out: self.out.clone(),
+            bash_cancel: None,
+        });
+        agent.inquiries = Some(inquiries.clone());
         let mut aborts: Vec<Option<Value>> = Vec::new();
         let mut exit = None;
         {
@@ -453,12 +508,12 @@ impl Ctl {
                                     self.respond(id, &kind, r);
                                 }
                                 RpcCommand::Steer { message, images } => {
-                                    let r = self.enqueue(&queue, QueueKind::Steering, &message, &images);
-                                    self.respond(id, &kind, Ok(r));
+                                    let r = self.queue_command(&queue, QueueKind::Steering, &message, &images);
+                                    self.respond(id, &kind, r);
                                 }
                                 RpcCommand::FollowUp { message, images } => {
-                                    let r = self.enqueue(&queue, QueueKind::FollowUp, &message, &images);
-                                    self.respond(id, &kind, Ok(r));
+                                    let r = self.queue_command(&queue, QueueKind::FollowUp, &message, &images);
+                                    self.respond(id, &kind, r);
                                 }
                                 RpcCommand::Abort => {
                                     cancel.cancel();
@@ -500,6 +555,16 @@ impl Ctl {
                                 RpcCommand::GetCommands => {
                                     self.respond(id, &kind, Ok(Some(json!({ "commands": self.opts.commands }))));
                                 }
+                                RpcCommand::GetAvailableModels
+                                | RpcCommand::GetAvailableThinkingLevels
+                                | RpcCommand::GetEntries { .. }
+                                | RpcCommand::GetTree
+                                | RpcCommand::GetForkMessages
+                                | RpcCommand::GetSessionStats
+                                | RpcCommand::SetModel { .. }
+                                | RpcCommand::CycleModel
+                                | RpcCommand::SetThinkingLevel { .. }
+                                | RpcCommand::CycleThinkingLevel => inquiries.ask(id, kind, cmd),
                                 // A replacement aborts the run first (pi
                                 // does), then goes on once it settled.
                                 RpcCommand::NewSession { .. }
@@ -530,6 +595,9 @@ impl Ctl {
                 }
             }
         }
+        // What the run had no wait left to answer.
+        agent.inquiries = None;
+        crate::agent::hooks::Inquiries::serve(&*inquiries, agent);
         for id in aborts {
             self.respond(id, "abort", Ok(None));
         }
@@ -589,30 +657,15 @@ impl Ctl {
     }
 
     fn models(&self, agent: &Agent) -> Vec<crate::format::model::Model> {
-        match &self.opts.registry {
-            Some(r) => r.available().into_iter().cloned().collect(),
-            None => vec![agent.opts.model.clone()],
-        }
+        models(self.opts.registry.as_deref(), agent)
     }
 
     fn thinking_map(&self, agent: &Agent) -> Option<Map<String, Value>> {
-        self.opts
-            .registry
-            .as_ref()
-            .and_then(|r| r.thinking_level_map(&agent.opts.model).cloned())
+        thinking_map(self.opts.registry.as_deref(), agent)
     }
 
     fn levels(&self, agent: &Agent) -> Vec<ThinkingLevel> {
-        let map = self.thinking_map(agent);
-        if !agent.opts.model.reasoning {
-            return vec![ThinkingLevel::Off];
-        }
-        ThinkingLevel::ALL
-            .into_iter()
-            .filter(|&l| {
-                crate::model::select::clamp_thinking(&agent.opts.model, map.as_ref(), l) == l
-            })
-            .collect()
+        levels(self.opts.registry.as_deref(), agent)
     }
 
     fn append(&self, agent: &mut Agent, e: Entry) -> Result<Entry, String> {
@@ -667,14 +720,17 @@ impl Ctl {
 
     /// A command while no run streams.
     fn idle(&mut self, agent: &mut Agent, cmd: RpcCommand) -> Result<Option<Value>, String> {
+        if let Some(r) = read_answer(self.opts.registry.as_deref(), agent, &cmd) {
+            return r;
+        }
         let queue = Arc::clone(&agent.queue);
         match cmd {
             RpcCommand::Prompt { .. } | RpcCommand::Bash { .. } => Ok(None),
             RpcCommand::Steer { message, images } => {
-                Ok(self.enqueue(&queue, QueueKind::Steering, &message, &images))
+                self.queue_command(&queue, QueueKind::Steering, &message, &images)
             }
             RpcCommand::FollowUp { message, images } => {
-                Ok(self.enqueue(&queue, QueueKind::FollowUp, &message, &images))
+                self.queue_command(&queue, QueueKind::FollowUp, &message, &images)
             }
             RpcCommand::Abort | RpcCommand::AbortRetry => Ok(None),
             RpcCommand::AbortBash => {
@@ -705,19 +761,6 @@ impl Ctl {
                 persist_setting(&self.opts.agent_dir, &["retry", "enabled"], enabled.into())?;
                 agent.opts.retry.enabled = enabled;
                 Ok(None)
-            }
-            RpcCommand::GetAvailableModels => {
-                let models: Vec<Value> = self
-                    .models(agent)
-                    .iter()
-                    .filter_map(
-                        |m| match self.opts.registry.as_ref().and_then(|r| r.pi_json(m)) {
-                            Some(raw) => Some(Value::Object(raw)),
-                            None => serde_json::to_value(m).ok(),
-                        },
-                    )
-                    .collect();
-                Ok(Some(json!({ "models": models })))
             }
             RpcCommand::SetModel { provider, model_id } => {
                 let m = self
@@ -763,46 +806,9 @@ impl Ctl {
                 let l = self.set_level(agent, levels[pos])?;
                 Ok(Some(json!({ "level": l.as_str() })))
             }
-            RpcCommand::GetAvailableThinkingLevels => {
-                let levels: Vec<&str> = self.levels(agent).iter().map(|l| l.as_str()).collect();
-                Ok(Some(json!({ "levels": levels })))
-            }
             RpcCommand::GetMessages => {
                 let ctx = agent.store.session.context(None);
                 let msgs: Vec<&AgentMessage> = ctx.messages.iter().map(|(_, m)| &**m).collect();
-                Ok(Some(json!({ "messages": msgs })))
-            }
-            RpcCommand::GetEntries { since } => {
-                let entries = &agent.store.session.entries;
-                let start = match since {
-                    None => 0,
-                    Some(id) => {
-                        entries
-                            .iter()
-                            .position(|e| e.id() == id.as_str())
-                            .ok_or_else(|| format!("Entry not found: {id}"))?
-                            + 1
-                    }
-                };
-                Ok(Some(json!({
-                    "entries": &entries[start..],
-                    "leafId": agent.store.session.leaf_id(),
-                })))
-            }
-            RpcCommand::GetTree => Ok(Some(tree(&agent.store))),
-            RpcCommand::GetForkMessages => {
-                let msgs: Vec<Value> = agent
-                    .store
-                    .session
-                    .entries
-                    .iter()
-                    .filter_map(|e| match (e, e.message()) {
-                        (Entry::Message(m), Some(AgentMessage::User(u))) => {
-                            Some(json!({"entryId": m.id, "text": u.content.joined_text("")}))
-                        }
-                        _ => None,
-                    })
-                    .collect();
                 Ok(Some(json!({ "messages": msgs })))
             }
             RpcCommand::GetLastAssistantText => {
@@ -822,7 +828,13 @@ impl Ctl {
                 self.append(agent, e)?;
                 Ok(None)
             }
-            RpcCommand::GetSessionStats => Ok(serde_json::to_value(stats(agent)).ok()),
+            // (Answered by `read_answer`.)
+            RpcCommand::GetAvailableModels
+            | RpcCommand::GetAvailableThinkingLevels
+            | RpcCommand::GetEntries { .. }
+            | RpcCommand::GetTree
+            | RpcCommand::GetForkMessages
+            | RpcCommand::GetSessionStats => Ok(None),
             RpcCommand::GetCommands => Ok(Some(json!({ "commands": self.opts.commands }))),
             RpcCommand::ExportHtml { output_path } => self.export_html(agent, output_path),
             // Answered in the command loop (they await the model or the
@@ -848,6 +860,26 @@ impl Ctl {
         backlog: &mut std::collections::VecDeque<String>,
     ) -> Result<Option<i32>, String> {
         use crate::tools::Tool;
+        // An extension may run the command itself (or refuse it).
+        let event = json!({"type": "user_bash", "command": command,
+            "excludeFromContext": exclude.unwrap_or(false), "cwd": agent.opts.cwd});
+        let out = self.out.clone();
+        let own = agent
+            .user_bash(event, &mut |v: &Value| {
+                out.record(v);
+            })
+            .await?;
+        if let Some(r) = own {
+            let result = RpcBashResult {
+                output: r["output"].as_str().unwrap_or("").to_string(),
+                exit_code: r["exitCode"].as_i64(),
+                cancelled: r["cancelled"].as_bool().unwrap_or(false),
+                truncated: r["truncated"].as_bool().unwrap_or(false),
+                full_output_path: r["fullOutputPath"].as_str().map(str::to_string),
+            };
+            self.bash_done(agent, id, command, exclude, result)?;
+            return Ok(None);
+        }
         let cancel = CancellationToken::new();
         self.bash_cancel = Some(cancel.clone());
         let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<String>();
@@ -939,13 +971,26 @@ impl Ctl {
             truncated,
             full_output_path: None,
         };
+        self.bash_done(agent, id, command, exclude, result)?;
+        Ok(exit)
+    }
+
+    /// A finished `bash`: its `bashExecution` entry, then the response.
+    fn bash_done(
+        &mut self,
+        agent: &mut Agent,
+        id: &Option<Value>,
+        command: &str,
+        exclude: Option<bool>,
+        result: RpcBashResult,
+    ) -> Result<(), String> {
         let msg = AgentMessage::BashExecution(Box::new(BashExecutionMessage {
             command: command.to_string(),
             output: result.output.clone(),
             exit_code: result.exit_code.map(Num::signed),
             cancelled: result.cancelled,
             truncated: result.truncated,
-            full_output_path: None,
+            full_output_path: result.full_output_path.clone(),
             timestamp: Num::signed(now_ms()),
             exclude_from_context: exclude.filter(|&x| x),
             extra: Map::new(),
@@ -953,8 +998,94 @@ impl Ctl {
         let e = agent.store.message_entry(msg);
         self.append(agent, e)?;
         self.respond(id.clone(), "bash", Ok(serde_json::to_value(result).ok()));
-        Ok(exit)
+        Ok(())
     }
+}
+
+fn models(registry: Option<&ModelRegistry>, agent: &Agent) -> Vec<crate::format::model::Model> {
+    match registry {
+        Some(r) => r.available().into_iter().cloned().collect(),
+        None => vec![agent.opts.model.clone()],
+    }
+}
+
+fn thinking_map(registry: Option<&ModelRegistry>, agent: &Agent) -> Option<Map<String, Value>> {
+    registry.and_then(|r| r.thinking_level_map(&agent.opts.model).cloned())
+}
+
+fn levels(registry: Option<&ModelRegistry>, agent: &Agent) -> Vec<ThinkingLevel> {
+    let map = thinking_map(registry, agent);
+    if !agent.opts.model.reasoning {
+        return vec![ThinkingLevel::Off];
+    }
+    ThinkingLevel::ALL
+        .into_iter()
+        .filter(|&l| crate::model::select::clamp_thinking(&agent.opts.model, map.as_ref(), l) == l)
+        .collect()
+}
+
+/// The commands that only read the agent's state and answer the same
+/// idle or mid-run (pi answers them at once while a run streams); `None`
+/// for every other command.
+pub(crate) fn read_answer(
+    registry: Option<&ModelRegistry>,
+    agent: &Agent,
+    cmd: &RpcCommand,
+) -> Option<Result<Option<Value>, String>> {
+    Some(match cmd {
+        RpcCommand::GetAvailableModels => {
+            let models: Vec<Value> = models(registry, agent)
+                .iter()
+                .filter_map(|m| match registry.and_then(|r| r.pi_json(m)) {
+                    Some(raw) => Some(Value::Object(raw)),
+                    None => serde_json::to_value(m).ok(),
+                })
+                .collect();
+            Ok(Some(json!({ "models": models })))
+        }
+        RpcCommand::GetAvailableThinkingLevels => {
+            let levels: Vec<&str> = levels(registry, agent).iter().map(|l| l.as_str()).collect();
+            Ok(Some(json!({ "levels": levels })))
+        }
+        RpcCommand::GetEntries { since } => {
+            let entries = &agent.store.session.entries;
+            let start = match since {
+                None => Some(0),
+                Some(id) => entries
+                    .iter()
+                    .position(|e| e.id() == id.as_str())
+                    .map(|p| p + 1),
+            };
+            match start {
+                Some(start) => Ok(Some(json!({
+                    "entries": &entries[start..],
+                    "leafId": agent.store.session.leaf_id(),
+                }))),
+                None => Err(format!(
+                    "Entry not found: {}",
+                    since.as_deref().unwrap_or("")
+                )),
+            }
+        }
+        RpcCommand::GetTree => Ok(Some(tree(&agent.store))),
+        RpcCommand::GetForkMessages => {
+            let msgs: Vec<Value> = agent
+                .store
+                .session
+                .entries
+                .iter()
+                .filter_map(|e| match (e, e.message()) {
+                    (Entry::Message(m), Some(AgentMessage::User(u))) => {
+                        Some(json!({"entryId": m.id, "text": u.content.joined_text("")}))
+                    }
+                    _ => None,
+                })
+                .collect();
+            Ok(Some(json!({ "messages": msgs })))
+        }
+        RpcCommand::GetSessionStats => Ok(serde_json::to_value(stats(agent)).ok()),
+        _ => return None,
+    })
 }
 
 /// `get_last_assistant_text` over the context's messages: the last
@@ -991,25 +1122,6 @@ pub fn command_list(
             }
             Value::Object(m)
         };
-    let mut out = Vec::new();
-    for (path, c) in ext_commands {
-        let mut m = Map::new();
-        m.insert("name".into(), c.name.clone().into());
-        if let Some(d) = &c.description {
-            m.insert("description".into(), d.clone().into());
-        }
-        m.insert("source".into(), "extension".into());
-        m.insert(
-            "sourceInfo".into(),
-            info(
-                std::path::Path::new(path),
-                &"local".into(),
-                &"temporary".into(),
-                None,
-            ),
-        );
-        out.push(Value::Object(m));
-    }
     // pi names auto-discovered resources (the project's `.pi/` and the
     // agent dir) `auto`, with the folder holding `prompts/` or `skills/`
     // as `baseDir` (observed); other origins keep this toolkit's name.
@@ -1030,6 +1142,34 @@ pub fn command_list(
             ),
         }
     };
+    // An extension's command: `-e` ones are pi's `cli`/`temporary` without
+    // a `baseDir` (capture 06, 09); discovered ones as the resources above.
+    let ext_info = |path: &std::path::Path| {
+        use crate::format::resources::Source;
+        let found = resources
+            .extensions
+            .iter()
+            .find(|e| path == e.path || path.starts_with(&e.path));
+        match found {
+            Some(e) if matches!(e.source, Source::Project | Source::User) => {
+                let (src, base) = origin(e.source, path, "extensions");
+                let scope = serde_json::to_value(e.scope).unwrap_or(Value::Null);
+                info(path, &src, &scope, base.as_deref())
+            }
+            _ => info(path, &"cli".into(), &"temporary".into(), None),
+        }
+    };
+    let mut out = Vec::new();
+    for (path, c) in ext_commands {
+        let mut m = Map::new();
+        m.insert("name".into(), c.name.clone().into());
+        if let Some(d) = &c.description {
+            m.insert("description".into(), d.clone().into());
+        }
+        m.insert("source".into(), "extension".into());
+        m.insert("sourceInfo".into(), ext_info(std::path::Path::new(path)));
+        out.push(Value::Object(m));
+    }
     for t in &resources.prompts {
         let (src, base) = origin(t.source, &t.path, "prompts");
         let scope = serde_json::to_value(t.scope).unwrap_or(Value::Null);
@@ -1102,7 +1242,10 @@ fn stats(agent: &Agent) -> RpcSessionStats {
     let st = agent.store.session.stats();
     let count = |r: &str| st.messages.get(r).copied().unwrap_or(0);
     let ctx = agent.store.session.context(None);
+    // The last valid usage plus an estimate of what came after it (pi:
+    // mid-run the prompt's user message counts).
     let mut tokens = None;
+    let mut after = 0u64;
     for (_, m) in ctx.messages.iter().rev() {
         match &**m {
             AgentMessage::Assistant(a)
@@ -1120,9 +1263,10 @@ fn stats(agent: &Agent) -> RpcSessionStats {
                 });
                 break;
             }
-            _ => {}
+            other => after += crate::session::compact::estimate_tokens(other),
         }
     }
+    let tokens = tokens.map(|t| t + after);
     let compacted = agent.store.session.projection(None).usage_is_stale();
     let window = agent.opts.model.context_window;
     let context_usage = if window == 0 {
