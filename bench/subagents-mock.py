@@ -3,7 +3,12 @@
 
 usage: subagents-mock.py PORTFILE N BACKGROUND [TIMELOG]
 BACKGROUND == "1": the parent's first request (it offers an `Agent` tool
-and has no tool results yet) gets N background `Agent` calls. Otherwise the
+and has no tool results yet) gets N background `Agent` calls, its next one
+(N tool results) N `get_subagent_result` calls with `wait: true` for the
+children the results name, so every child runs to its end and is read
+before the parent's last turn (a one-shot pi does not wait for background
+children by itself, and a result read this way is not notified again by
+either implementation). Otherwise the
 parent gets one foreground `Agent` call per request until N tool results
 are in its messages, so N children run one after another. Every other
 request gets a short text. N = 0: always text. With TIMELOG, each request
@@ -20,6 +25,7 @@ read of the request's bytes) is a few tens of microseconds, the same for
 every client.
 """
 import json
+import re
 import selectors
 import socket
 import sys
@@ -55,14 +61,33 @@ def calls(n, first=0):
     return s + chunk({}, "tool_calls") + usage() + "data: [DONE]\n\n"
 
 
+def waits(ids):
+    s = chunk({"role": "assistant", "content": ""})
+    for i, a in enumerate(ids):
+        args = json.dumps({"agent_id": a, "wait": True})
+        s += chunk({"tool_calls": [{"index": i, "id": f"wait_{i}", "type": "function",
+                                    "function": {"name": "get_subagent_result", "arguments": args}}]})
+    return s + chunk({}, "tool_calls") + usage() + "data: [DONE]\n\n"
+
+
+# A background start's result names the child: "Session ID: <id>" (pi-run),
+# "Agent ID: <id>" (@tintinweb/pi-subagents).
+CHILD_ID = re.compile(r"(?:Session|Agent) ID: ([0-9A-Za-z-]+)")
+
+
 def answer(body):
     tools = [t.get("function", {}).get("name") for t in body.get("tools", []) or []]
-    results = sum(1 for m in body.get("messages", []) if m.get("role") == "tool")
+    results = [m for m in body.get("messages", []) if m.get("role") == "tool"]
     if "Agent" not in tools or N == 0:
         return text("done")
     if BG:
-        return calls(N) if results == 0 else text("done")
-    return calls(1, results) if results < N else text("done")
+        if not results:
+            return calls(N)
+        if len(results) == N:
+            ids = [CHILD_ID.search(json.dumps(m.get("content"))) for m in results]
+            return waits([i.group(1) for i in ids if i])
+        return text("done")
+    return calls(1, len(results)) if len(results) < N else text("done")
 
 
 class Conn:

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Built-in subagents: what one foreground child and eight background children
+# Built-in subagents: what four foreground children and eight background children
 # cost over the model time, pi-run (built-in) vs pi 1.6.0 with
 # @tintinweb/pi-subagents, on the same loopback mock (bench/subagents-mock.py,
 # which answers at once, so wall time is overhead).
@@ -7,7 +7,8 @@
 #   bench/subagents.sh            # BENCH_RUNS (default 5) runs per case
 #
 # Cases: plain (no delegation), fg4 (four foreground Agent calls, one after
-# another), bg8 (eight background calls in one turn). Overhead per child =
+# another), bg8 (eight background calls in one turn, then one
+# get_subagent_result wait per child, so both run and read all eight). Overhead per child =
 # (case - plain) / children, twice: from each run's wall time with the mock's
 # own time per request (the model's time) taken out, and from the CPU time
 # (user + system) the client process used, which the mock never enters.
@@ -61,6 +62,7 @@ time_cmd() { # sets $result (median seconds of $runs runs of "$@" in $work/cwd, 
 		|| { tail -5 "$work/err" >&2; exit 1; }
 	result=$(cut -d' ' -f1 "$work/times" | median)
 	cpu=$(cut -d' ' -f2 "$work/times" | median)
+	requests=$(wc -l < "$work/mocktime") # model requests of the last run
 }
 
 ours() { # N BACKGROUND [PI_RUN]
@@ -73,26 +75,28 @@ ours() { # N BACKGROUND [PI_RUN]
 theirs() { # N BACKGROUND
 	start_mock "$1" "$2"
 	setup_agent "$work/agent"
+	# pi-subagents runs 4 at a time by default, pi-run 10: both run all 8.
+	echo '{"maxConcurrent": 8}' > "$work/agent/subagents.json"
 	time_cmd env HOME="$work/home" PI_CODING_AGENT_DIR="$work/agent" PI_OFFLINE=1 \
 		"$node" "$picli" --no-extensions -e "$legacy" -p go
 }
 
-printf '%-8s %12s %12s %12s %12s\n' case pi-run pi-1.6.0 pi-run-cpu pi-cpu
+printf '%-8s %12s %12s %12s %12s %9s\n' case pi-run pi-1.6.0 pi-run-cpu pi-cpu requests
 declare -A o t oc tc x xc
 for c in "plain 0 0" "fg4 4 0" "bg8 8 1"; do
 	set -- $c
-	ours "$2" "$3"; o[$1]=$result; oc[$1]=$cpu
+	ours "$2" "$3"; o[$1]=$result; oc[$1]=$cpu; n=$requests
 	if [ -z "${BENCH_SKIP_PI:-}" ] && [ -x "$node" ] && [ -f "$legacy/package.json" ]; then
 		runs_ours=$runs; runs=${BENCH_PI_RUNS:-9}
-		theirs "$2" "$3"; t[$1]=$result; tc[$1]=$cpu
+		theirs "$2" "$3"; t[$1]=$result; tc[$1]=$cpu; n="$n/$requests"
 		runs=$runs_ours
 	else
 		t[$1]=nan; tc[$1]=nan
 	fi
-	printf '%-8s %11.3fs %11ss %11.3fs %11ss\n' "$1" "${o[$1]}" "${t[$1]}" "${oc[$1]}" "${tc[$1]}"
+	printf '%-8s %11.3fs %11ss %11.3fs %11ss %9s\n' "$1" "${o[$1]}" "${t[$1]}" "${oc[$1]}" "${tc[$1]}" "$n"
 	if [ -n "${PI_RUN_OLD_BIN:-}" ]; then
 		ours "$2" "$3" "$PI_RUN_OLD_BIN"; x[$1]=$result; xc[$1]=$cpu
-		printf '%-8s %11.3fs %12s %11.3fs\n' "$1-old" "${x[$1]}" "" "${xc[$1]}"
+		printf '%-8s %11.3fs %12s %11.3fs %12s %9s\n' "$1-old" "${x[$1]}" "" "${xc[$1]}" "" "$requests"
 	fi
 done
 per() { [ "$1" = nan ] && { echo nan; return; }; echo "scale=4; ($1 - $2) / $3" | bc; }
