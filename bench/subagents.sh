@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Built-in subagents: what one foreground child and eight background children
+# Built-in subagents: what four foreground children and eight background children
 # cost over the model time, pi-run (built-in) vs pi 1.6.0 with
 # @tintinweb/pi-subagents, on the same loopback mock (bench/subagents-mock.py,
 # which answers at once, so wall time is overhead).
@@ -7,12 +7,17 @@
 #   bench/subagents.sh            # BENCH_RUNS (default 5) runs per case
 #
 # Cases: plain (no delegation), fg4 (four foreground Agent calls, one after
-# another), bg8 (eight background calls in one turn). Overhead per child =
-# (case - plain) / children, where each run's wall time has the mock's own time
-# per request (the model's time) taken out. pi's start-up varies by tens of ms, so its cases
-# get BENCH_PI_RUNS (default 9) runs.
+# another), bg8 (eight background calls in one turn, then one
+# get_subagent_result wait per child, so both run and read all eight). Overhead per child =
+# (case - plain) / children, twice: from each run's wall time with the mock's
+# own time per request (the model's time) taken out, and from the CPU time
+# (user + system) the client process used, which the mock never enters.
+# Medians over the runs; pi's start-up varies by tens of ms, so its cases get
+# BENCH_PI_RUNS (default 9) runs.
 # Needs: cargo, python3; the pi side also the oracle (tests/oracle/install.sh)
 # and tests/ext-node/install.sh. BENCH_SKIP_PI=1 times only pi-run.
+# PI_RUN_OLD_BIN=path also times another pi-run binary in the same run (same
+# mock, same cases), to compare two builds on a loaded machine.
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 repo="$(dirname "$here")"
@@ -52,47 +57,61 @@ JSON
 
 median() { sort -n | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
 
-time_cmd() { # sets $result: the median seconds of $runs runs of "$@" (in $work/cwd), mock time taken out
-	: > "$work/times"
-	for _ in $(seq "$runs"); do
-		local t0 t1
-		: > "$work/mocktime"
-		t0=$(date +%s.%N)
-		(cd "$work/cwd" && "$@") > /dev/null 2>>"$work/err" || { echo "failed: $*" >&2; tail -5 "$work/err" >&2; exit 1; }
-		t1=$(date +%s.%N)
-		echo "$t1 - $t0 - $(paste -sd+ "$work/mocktime" | sed 's/^$/0/')" | bc >> "$work/times"
-	done
-	result=$(median < "$work/times")
+time_cmd() { # sets $result (median seconds of $runs runs of "$@" in $work/cwd, mock time taken out) and $cpu (median user+sys seconds)
+	python3 "$here/subagents-run.py" "$runs" "$work/mocktime" "$work/cwd" "$work/err" "$@" > "$work/times" \
+		|| { tail -5 "$work/err" >&2; exit 1; }
+	result=$(cut -d' ' -f1 "$work/times" | median)
+	cpu=$(cut -d' ' -f2 "$work/times" | median)
+	requests=$(wc -l < "$work/mocktime") # model requests of the last run
 }
 
-ours() { # N BACKGROUND
+ours() { # N BACKGROUND [PI_RUN]
 	start_mock "$1" "$2"
 	setup_agent "$work/agent"
 	PI_CODING_AGENT_DIR="$work/agent" HOME="$work/home" "$pires" agents --enable --format jsonl > /dev/null
-	time_cmd env HOME="$work/home" PI_CODING_AGENT_DIR="$work/agent" "$pirun" -p go
+	time_cmd env HOME="$work/home" PI_CODING_AGENT_DIR="$work/agent" "${3:-$pirun}" -p go
 }
 
 theirs() { # N BACKGROUND
 	start_mock "$1" "$2"
 	setup_agent "$work/agent"
+	# pi-subagents runs 4 at a time by default, pi-run 10: both run all 8.
+	echo '{"maxConcurrent": 8}' > "$work/agent/subagents.json"
 	time_cmd env HOME="$work/home" PI_CODING_AGENT_DIR="$work/agent" PI_OFFLINE=1 \
 		"$node" "$picli" --no-extensions -e "$legacy" -p go
 }
 
-printf '%-8s %12s %12s\n' case pi-run pi-1.6.0
-declare -A o t
+printf '%-8s %12s %12s %12s %12s %9s\n' case pi-run pi-1.6.0 pi-run-cpu pi-cpu requests
+declare -A o t oc tc x xc
 for c in "plain 0 0" "fg4 4 0" "bg8 8 1"; do
 	set -- $c
-	ours "$2" "$3"; o[$1]=$result
+	ours "$2" "$3"; o[$1]=$result; oc[$1]=$cpu; n=$requests
 	if [ -z "${BENCH_SKIP_PI:-}" ] && [ -x "$node" ] && [ -f "$legacy/package.json" ]; then
 		runs_ours=$runs; runs=${BENCH_PI_RUNS:-9}
-		theirs "$2" "$3"; t[$1]=$result
+		theirs "$2" "$3"; t[$1]=$result; tc[$1]=$cpu; n="$n/$requests"
 		runs=$runs_ours
 	else
-		t[$1]=nan
+		t[$1]=nan; tc[$1]=nan
 	fi
-	printf '%-8s %11.3fs %11ss\n' "$1" "${o[$1]}" "${t[$1]}"
+	printf '%-8s %11.3fs %11ss %11.3fs %11ss %9s\n' "$1" "${o[$1]}" "${t[$1]}" "${oc[$1]}" "${tc[$1]}" "$n"
+	if [ -n "${PI_RUN_OLD_BIN:-}" ]; then
+		ours "$2" "$3" "$PI_RUN_OLD_BIN"; x[$1]=$result; xc[$1]=$cpu
+		printf '%-8s %11.3fs %12s %11.3fs %12s %9s\n' "$1-old" "${x[$1]}" "" "${xc[$1]}" "" "$requests"
+	fi
 done
-per() { echo "scale=4; ($1 - $2) / $3" | bc; }
-echo "overhead per foreground child (4 in sequence): pi-run $(per "${o[fg4]}" "${o[plain]}" 4)s, pi $( [ "${t[fg4]}" = nan ] && echo nan || per "${t[fg4]}" "${t[plain]}" 4)s"
-echo "overhead per background child (8 in parallel): pi-run $(per "${o[bg8]}" "${o[plain]}" 8)s, pi $( [ "${t[bg8]}" = nan ] && echo nan || per "${t[bg8]}" "${t[plain]}" 8)s"
+per() { [ "$1" = nan ] && { echo nan; return; }; echo "scale=4; ($1 - $2) / $3" | bc; }
+ratio() { case "$1$2" in *nan*) echo nan ;; *) echo "scale=1; $2 / $1" | bc ;; esac; }
+report() { # LABEL CASE CHILDREN
+	local ow tw ou tu
+	ow=$(per "${o[$2]}" "${o[plain]}" "$3"); tw=$(per "${t[$2]}" "${t[plain]}" "$3")
+	ou=$(per "${oc[$2]}" "${oc[plain]}" "$3"); tu=$(per "${tc[$2]}" "${tc[plain]}" "$3")
+	echo "overhead per $1: wall pi-run ${ow}s, pi ${tw}s ($(ratio "$ow" "$tw")x); CPU pi-run ${ou}s, pi ${tu}s ($(ratio "$ou" "$tu")x)"
+}
+report "foreground child (4 in sequence)" fg4 4
+report "background child (8 in parallel)" bg8 8
+if [ -n "${PI_RUN_OLD_BIN:-}" ]; then
+	for c in "fg4 4" "bg8 8"; do
+		set -- $c
+		echo "old pi-run per $1 child: wall $(per "${x[$1]}" "${x[plain]}" "$2")s, CPU $(per "${xc[$1]}" "${xc[plain]}" "$2")s"
+	done
+fi

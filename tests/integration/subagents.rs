@@ -877,6 +877,54 @@ fn parent_and_children(sb: &Sandbox) -> (std::path::PathBuf, Vec<std::path::Path
 /// `running` record left by a killed parent reads as interrupted and can be
 /// resumed; an invalid snapshot leaves a normal session (pi-web's rule);
 /// `model` cannot change on resume.
+/// pi-web drops a background report whose result was read while the
+/// parent was busy (reference 5.8): `get_subagent_result` with `wait`
+/// reads it, and no notification follows, although the child ended while
+/// the parent's tool call was running (its report was queued already).
+#[test]
+fn a_background_result_read_with_wait_is_not_notified_again() {
+    let sb = Sandbox::new();
+    let mock = Mock::start_steps(
+        vec![
+            vec![agent_call(
+                serde_json::json!({"prompt": "BG task", "description": "Background", "run_in_background": true}),
+            )],
+            vec![(
+                "get_subagent_result",
+                r#"{"agent_id": "$ID", "wait": true}"#.to_string(),
+            )],
+        ],
+        None,
+    );
+    mock.configure(&sb.agent());
+    enable(&sb, 4);
+    ok(&sb.cmd("pi-run").args(["-p", "delegate"]).output().unwrap());
+    let (parent, children) = parent_and_children(&sb);
+    assert_eq!(children.len(), 1, "{children:?}");
+    let id = read_jsonl(&children[0])[0]["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let entries = read_jsonl(&parent);
+    let texts = tool_result_texts(&entries);
+    assert_eq!(
+        texts[1],
+        (
+            format!("Subagent {id} completed.\n\nchild says: BG task"),
+            false
+        )
+    );
+    let notes = entries
+        .iter()
+        .filter(|e| e["customType"] == "pi-web:subagent-notification")
+        .count();
+    assert_eq!(notes, 0, "{entries:#?}");
+    // Parent requests: the start, the wait, the last answer; nothing for a
+    // report.
+    let reqs = mock.requests.lock().unwrap().clone();
+    assert_eq!(reqs.iter().filter(|r| has_tool(r, "Agent")).count(), 3);
+}
+
 #[test]
 fn resume_continues_the_child_and_a_dead_running_child_reads_as_interrupted() {
     let sb = Sandbox::new();

@@ -330,6 +330,33 @@ impl MessageQueue {
         lock(&self.state).idle_runs.pop_front()
     }
 
+    /// Takes back the first custom message `which` accepts that was sent
+    /// with [`MessageQueue::send_custom`] and is not delivered yet (queued
+    /// as steering or follow-up, or waiting to start an idle run); `true`
+    /// when one was removed. A sender whose message became pointless
+    /// meanwhile (a subagent report read through `get_subagent_result`)
+    /// withdraws it so it never reaches the model.
+    pub fn withdraw_custom(&self, which: impl Fn(&CustomMessage) -> bool) -> bool {
+        let mut guard = lock(&self.state);
+        let s = &mut *guard;
+        let hit = |q: &Queued| matches!(&q.msg, AgentMessage::Custom(c) if which(c));
+        for q in [&mut s.steering, &mut s.follow_up] {
+            if let Some(i) = q.iter().position(hit) {
+                q.remove(i);
+                return true;
+            }
+        }
+        let idle = s
+            .idle_runs
+            .iter()
+            .position(|r| matches!(r, IdleRun::Custom(c) if which(c)));
+        if let Some(i) = idle {
+            s.idle_runs.remove(i);
+            return true;
+        }
+        false
+    }
+
     /// pi's `hasPendingMessages`: steering or follow-up waiting.
     pub fn has_pending(&self) -> bool {
         let s = lock(&self.state);
@@ -392,6 +419,31 @@ mod tests {
         q.send_user(user, "u".into(), Some(DeliverAs::FollowUp))
             .unwrap();
         assert_eq!(q.drain_follow_up().len(), 1);
+    }
+
+    #[test]
+    fn a_custom_message_not_delivered_yet_can_be_withdrawn() {
+        let q = MessageQueue::default();
+        let is = |t: &'static str| move |c: &CustomMessage| c.custom_type == t;
+        // Idle with a trigger: the run it would start is taken back.
+        q.send_custom(custom("idle"), Some(true), None);
+        assert!(q.withdraw_custom(is("idle")));
+        assert!(q.take_idle_run().is_none());
+        q.set_streaming(true);
+        q.send_custom(custom("f1"), Some(true), Some(DeliverAs::FollowUp));
+        q.send_custom(custom("f2"), Some(true), Some(DeliverAs::FollowUp));
+        q.send_custom(custom("s"), None, None);
+        assert!(q.withdraw_custom(is("f1")));
+        assert!(q.withdraw_custom(is("s")));
+        // Gone once: nothing else matches, the rest stays in order.
+        assert!(!q.withdraw_custom(is("f1")));
+        assert!(!q.withdraw_custom(is("missing")));
+        assert_eq!(types(q.drain_follow_up()), ["f2"]);
+        assert!(!q.has_pending());
+        // A delivered message cannot be withdrawn.
+        q.send_custom(custom("d"), Some(true), Some(DeliverAs::FollowUp));
+        assert_eq!(types(q.drain_follow_up()), ["d"]);
+        assert!(!q.withdraw_custom(is("d")));
     }
 
     #[test]

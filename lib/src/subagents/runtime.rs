@@ -662,18 +662,21 @@ impl Controller {
         state
     }
 
+    /// Queues a finished background run's report for the parent (a
+    /// follow-up that starts a turn), unless its result was read already.
+    /// The `consumed` lock is held until the report is queued, so a
+    /// concurrent [`Controller::consume`] either finds the report queued
+    /// (and withdraws it) or leaves its mark first.
     fn notify_parent(&self, state: &RunState) {
         let info = lock(&state.info).clone();
-        {
-            let mut consumed = lock(&self.consumed);
-            let key = (
-                info.session_id.clone(),
-                info.completed_at.clone().unwrap_or_default(),
-            );
-            if let Some(i) = consumed.iter().position(|c| *c == key) {
-                consumed.remove(i);
-                return;
-            }
+        let mut consumed = lock(&self.consumed);
+        let key = (
+            info.session_id.clone(),
+            info.completed_at.clone().unwrap_or_default(),
+        );
+        if let Some(i) = consumed.iter().position(|c| *c == key) {
+            consumed.remove(i);
+            return;
         }
         let Some(q) = lock(&self.parent_queue).clone() else {
             return;
@@ -687,6 +690,33 @@ impl Controller {
             extra: serde_json::Map::new(),
         };
         q.send_custom(msg, Some(true), Some(DeliverAs::FollowUp));
+        drop(consumed);
+    }
+
+    /// Marks a finished background run's result as read (pi-web's
+    /// consumption mark, keyed by session id and `completedAt`): a report
+    /// still waiting in the parent's queue is withdrawn, as pi-web drops a
+    /// report consumed while the parent was busy; one not queued yet is
+    /// dropped by [`Controller::notify_parent`] when it comes.
+    fn consume(&self, info: &RunInfo) {
+        let mut consumed = lock(&self.consumed);
+        let completed = info.completed_at.clone().unwrap_or_default();
+        let queued = lock(&self.parent_queue).clone();
+        let withdrawn = queued.is_some_and(|q| {
+            q.withdraw_custom(|c| {
+                let d = c.details.as_ref();
+                c.custom_type == st::NOTIFICATION_TYPE
+                    && d.and_then(|d| d.get("sessionId")).and_then(Value::as_str)
+                        == Some(info.session_id.as_str())
+                    && d.and_then(|d| d.get("completedAt"))
+                        .and_then(Value::as_str)
+                        .unwrap_or_default()
+                        == completed
+            })
+        });
+        if !withdrawn {
+            consumed.push((info.session_id.clone(), completed));
+        }
     }
 
     async fn get_result(&self, args: Value, tc: ToolContext) -> ToolOutput {
@@ -712,10 +742,7 @@ impl Controller {
         }
         let info = lock(&state.info).clone();
         if info.run_in_background && info.status.is_terminal() {
-            lock(&self.consumed).push((
-                info.session_id.clone(),
-                info.completed_at.clone().unwrap_or_default(),
-            ));
+            self.consume(&info);
         }
         text_output(info.final_text(), Some(info.details()), info.is_error())
     }
