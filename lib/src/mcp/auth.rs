@@ -230,12 +230,39 @@ async fn login_inner(
     let mut manager = AuthorizationManager::new_allowing_private_addresses(url)
         .await
         .map_err(auth_err)?;
-    let resolved = manager
-        .resolve_metadata_from_challenge(challenge.as_deref())
-        .await
-        .map_err(|e| format!("OAuth discovery failed: {e}"))?;
-    let as_metadata = serde_json::to_value(&resolved.metadata).unwrap_or(Value::Null);
-    manager.set_metadata(resolved.metadata);
+    if oauth.client_registration == super::config::Registration::Cimd && oauth.client_id.is_none() {
+        return Err(format!(
+            "MCP server \"{}\": oauth.clientRegistration \"cimd\" is not supported by this toolkit; use \"auto\" or \"dcr\", or set oauth.clientId",
+            cfg.name
+        ));
+    }
+    // The authorization server's metadata: from oauth.authServerMetadataUrl
+    // when given, else discovered from the challenge.
+    let metadata = match &oauth.auth_server_metadata_url {
+        Some(u) => {
+            let _ = rustls::crypto::ring::default_provider().install_default();
+            let text = reqwest013::Client::new()
+                .get(u)
+                .header("accept", "application/json")
+                .send()
+                .await
+                .map_err(|e| format!("{u}: {e}"))?
+                .text()
+                .await
+                .map_err(|e| format!("{u}: {e}"))?;
+            serde_json::from_str::<rmcp::transport::auth::AuthorizationMetadata>(&text)
+                .map_err(|e| format!("{u}: not authorization server metadata: {e}"))?
+        }
+        None => {
+            manager
+                .resolve_metadata_from_challenge(challenge.as_deref())
+                .await
+                .map_err(|e| format!("OAuth discovery failed: {e}"))?
+                .metadata
+        }
+    };
+    let as_metadata = serde_json::to_value(&metadata).unwrap_or(Value::Null);
+    manager.set_metadata(metadata);
 
     // The loopback callback.
     let (listener, redirect) = callback_listener(oauth).await?;

@@ -285,7 +285,7 @@ pub fn load(agent_dir: &Path, cwd: &Path, trusted: bool) -> McpConfig {
             out.auto_enable_codemode = auto.or(out.auto_enable_codemode);
             for (name, v) in servers {
                 match parse_entry(&name, &v, &global, cwd, false) {
-                    Ok(Entry::Full(s)) => push_checked(&mut entries, s, &global, &mut out.errors),
+                    Ok(Entry::Full(s)) => push_checked(&mut entries, *s, &global, &mut out.errors),
                     Ok(Entry::Override(_)) => out.errors.push(format!(
                         "{}: server \"{name}\" needs either \"command\" (stdio) or \"url\" (streamable HTTP)",
                         global.display()
@@ -310,9 +310,9 @@ pub fn load(agent_dir: &Path, cwd: &Path, trusted: bool) -> McpConfig {
                         Ok(Entry::Full(s)) => {
                             // The project entry replaces the global one.
                             if let Some(i) = entries.iter().position(|e| e.name == s.name) {
-                                entries[i] = s;
+                                entries[i] = *s;
                             } else {
-                                push_checked(&mut entries, s, &project, &mut out.errors);
+                                push_checked(&mut entries, *s, &project, &mut out.errors);
                             }
                         }
                         Ok(Entry::Override(o)) => {
@@ -415,7 +415,7 @@ struct Override {
 }
 
 enum Entry {
-    Full(ServerConfig),
+    Full(Box<ServerConfig>),
     Override(Override),
 }
 
@@ -639,7 +639,7 @@ fn parse_entry(
             ))
         }
     };
-    Ok(Entry::Full(ServerConfig {
+    Ok(Entry::Full(Box::new(ServerConfig {
         name: name.to_string(),
         source: _path.to_path_buf(),
         enabled: enabled.unwrap_or(true),
@@ -648,7 +648,7 @@ fn parse_entry(
         exposure: exposure.unwrap_or(Exposure::Codemode),
         tool_exposure: tool_exposure.unwrap_or_default(),
         transport,
-    }))
+    })))
 }
 
 #[cfg(test)]
