@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Start -> first model request with three stdio MCP servers (direct tools, so both wait for
 # them), pi-run vs pi 1.6.0 on the same mcp.json. The servers are tests/mcp/fixture.py (Python,
-# stdlib); BENCH_REAL=1 uses server-everything, server-filesystem and mcp-server-time from
+# stdlib), started with the absolute interpreter path (sys.executable); BENCH_REAL=1 uses server-everything, server-filesystem and mcp-server-time from
 # tests/mcp/install.sh instead. A loopback model server written here notes when the first
 # request arrives and answers "done". Median of BENCH_RUNS runs each. Target: pi-run >= 5x.
 # pi-run is measured twice: "cold" (its metadata cache ~/.cache/pi-toolkit/mcp-cache.json removed
@@ -12,7 +12,10 @@
 #   bench/mcp.sh
 #
 # Environment: BENCH_RUNS=7, PI_RUN_BIN=<binary> (default target/release/pi-run, built unless
-# BENCH_SKIP_BUILD=1), BENCH_REAL=1, BENCH_KEEP=1 (keep the scratch directory).
+# BENCH_SKIP_BUILD=1), BENCH_REAL=1, BENCH_KEEP=1 (keep the scratch directory), BENCH_SERVER_PY=<cmd>
+# (the fixture servers' command instead of the resolved interpreter, e.g. `python3` to time the
+# shim), BENCH_BASE_BIN=<older pi-run> (its cold time too, runs alternating with PI_RUN_BIN's),
+# BENCH_SKIP_PI=1 (pi-run only).
 set -euo pipefail
 
 die() { echo "bench/mcp.sh: error: $*" >&2; exit 1; }
@@ -20,6 +23,10 @@ HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 REPO="$(cd "$HERE/.." && pwd)"
 RUNS="${BENCH_RUNS:-7}"
 command -v python3 >/dev/null || die "python3 is required"
+# The interpreter itself, resolved once: `python3` may be a wrapper (a pyenv shim is a bash script
+# costing ~100 ms per spawn), which both sides would otherwise pay for every fixture server.
+PY="$(python3 -c 'import sys; print(sys.executable)')"
+[ -x "$PY" ] || die "cannot resolve the python3 interpreter (got '$PY')"
 [ -n "${EPOCHREALTIME:-}" ] || die "bash >= 5 is required (\$EPOCHREALTIME)"
 
 if [ -n "${PI_RUN_BIN:-}" ]; then
@@ -69,7 +76,7 @@ s = http.server.ThreadingHTTPServer(("127.0.0.1", 0), H)
 print(s.server_address[1], flush=True)
 s.serve_forever()
 PY
-python3 "$WORK/model.py" "$WORK/arrivals" > "$WORK/port" &
+"$PY" "$WORK/model.py" "$WORK/arrivals" > "$WORK/port" &
 SERVER_PID=$!
 for _ in $(seq 200); do [ -s "$WORK/port" ] && break; sleep 0.02; done
 PORT="$(head -1 "$WORK/port")"
@@ -92,13 +99,14 @@ JSON
     WHAT="server-everything, server-filesystem, mcp-server-time"
 else
     F="$REPO/tests/mcp/fixture.py"
+    SPY="${BENCH_SERVER_PY:-$PY}"
     cat > "$WORK/agent/mcp.json" <<JSON
 {"mcpServers":{
- "one":{"command":"python3","args":["$F","ok"],"exposure":"direct"},
- "two":{"command":"python3","args":["$F","ok"],"exposure":"direct"},
- "three":{"command":"python3","args":["$F","ok"],"exposure":"direct"}}}
+ "one":{"command":"$SPY","args":["$F","ok"],"exposure":"direct"},
+ "two":{"command":"$SPY","args":["$F","ok"],"exposure":"direct"},
+ "three":{"command":"$SPY","args":["$F","ok"],"exposure":"direct"}}}
 JSON
-    WHAT="3 x tests/mcp/fixture.py"
+    WHAT="3 x tests/mcp/fixture.py (command $SPY)"
 fi
 
 one() { # program args... -> ms from start to the first model request
@@ -108,9 +116,9 @@ one() { # program args... -> ms from start to the first model request
         PI_CODING_AGENT_DIR="$WORK/agent" PI_OFFLINE=1 "$@" --no-session -p go \
         > "$WORK/out.txt" 2> "$WORK/err.txt" < /dev/null) || die "$1 failed: $(cat "$WORK/err.txt")"
     [ "$(cat "$WORK/out.txt")" = done ] || die "unexpected answer from $1: $(cat "$WORK/out.txt")"
-    python3 -c "import sys; print((float(open(sys.argv[1]).readline()) - $t0) * 1000)" "$WORK/arrivals"
+    "$PY" -c "import sys; print((float(open(sys.argv[1]).readline()) - $t0) * 1000)" "$WORK/arrivals"
 }
-median() { python3 -c 'import statistics, sys; print(statistics.median(float(x) for x in sys.argv[1:]))' "$@"; }
+median() { "$PY" -c 'import statistics, sys; print(statistics.median(float(x) for x in sys.argv[1:]))' "$@"; }
 # cell COLD program args...: median ms; COLD=1 removes pi-run's cache before every run.
 cell() {
     local cold=$1; shift
@@ -122,14 +130,30 @@ cell() {
     done
     median "${v[@]}"
 }
+if [ -n "${BENCH_BASE_BIN:-}" ]; then
+    # Cold, the older binary and this one alternating (same load for both).
+    [ -x "$BENCH_BASE_BIN" ] || die "no binary at $BENCH_BASE_BIN"
+    one "$BENCH_BASE_BIN" > /dev/null; one "$BIN" > /dev/null
+    b=() n=()
+    for _ in $(seq "$RUNS"); do
+        rm -f "$WORK/home/.cache/pi-toolkit/mcp-cache.json"; b+=("$(one "$BENCH_BASE_BIN")")
+        rm -f "$WORK/home/.cache/pi-toolkit/mcp-cache.json"; n+=("$(one "$BIN")")
+    done
+    echo "cold, alternating: base $(median "${b[@]}") ms, this $(median "${n[@]}") ms"
+fi
 cold=$(cell 1 "$BIN")
 warm=$(cell 0 "$BIN")
-theirs=$(cell 0 "$NODE22" "$PI_CLI")
-python3 - "$cold" "$warm" "$theirs" "$WHAT" <<'PY'
+theirs=0
+[ -n "${BENCH_SKIP_PI:-}" ] || theirs=$(cell 0 "$NODE22" "$PI_CLI")
+"$PY" - "$cold" "$warm" "$theirs" "$WHAT" <<'PY'
 import sys
 cold, warm, theirs, what = float(sys.argv[1]), float(sys.argv[2]), float(sys.argv[3]), sys.argv[4]
 print(f"start -> first request, {what}:")
-print(f"  pi-run warm (cached tools) {warm:.0f} ms, {theirs / warm:.1f}x (target >= 5x)")
-print(f"  pi-run cold (no cache)     {cold:.0f} ms, {theirs / cold:.1f}x")
-print(f"  pi 1.6.0                   {theirs:.0f} ms")
+if theirs:
+    print(f"  pi-run warm (cached tools) {warm:.0f} ms, {theirs / warm:.1f}x (target >= 5x)")
+    print(f"  pi-run cold (no cache)     {cold:.0f} ms, {theirs / cold:.1f}x")
+    print(f"  pi 1.6.0                   {theirs:.0f} ms")
+else:
+    print(f"  pi-run warm (cached tools) {warm:.0f} ms")
+    print(f"  pi-run cold (no cache)     {cold:.0f} ms")
 PY

@@ -8,6 +8,7 @@ use clap::{Parser, Subcommand};
 use pi_lib::cli::{Generate, OutputFormat};
 
 use crate::agents_cmd::AgentsArgs;
+use crate::mcp_cmd::McpArgs;
 use crate::trust_cmd::TrustArgs;
 
 pub const AFTER_HELP: &str = "\
@@ -37,6 +38,7 @@ Examples:
   pi-resources | jq 'select(.type==\"diagnostic\")'
   pi-resources trust --help                 show or change saved trust
   pi-resources agents --help                the built-in subagents' switch and profiles
+  pi-resources mcp login <server>           OAuth sign-in to an HTTP MCP server
 
 Exit status:
   0    success (diagnostics about single resources are allowed)
@@ -49,7 +51,8 @@ A closed stdout (| head) ends quietly with 0.
 
 Environment:
   PI_CODING_AGENT_DIR  pi's agent directory (default ~/.pi/agent): global
-                       resources, settings.json and trust.json
+                       resources, settings.json, trust.json, mcp.json and
+                       mcp-auth.json (OAuth tokens)
   HOME                 ~/.agents/skills and `~` in settings paths";
 
 /// Discover pi's resources and decide project trust.
@@ -107,6 +110,8 @@ pub enum Command {
     Trust(TrustArgs),
     /// Show or change the built-in subagents' settings; list the profiles.
     Agents(AgentsArgs),
+    /// Sign in to HTTP MCP servers with OAuth (`mcp login <server>`).
+    Mcp(McpArgs),
 }
 
 /// pi's multi-letter short flags (`-na`, `-nc`, `-ns`, `-np`, `-ne`, `-nt`,

@@ -4,6 +4,7 @@
 
 mod agents_cmd;
 mod cli;
+mod mcp_cmd;
 mod out;
 mod trust_cmd;
 
@@ -38,10 +39,11 @@ fn run(cli: Cli) -> Result<i32, CliError> {
         stdout.finish()?;
         return Ok(EXIT_OK);
     }
-    let agents = match cli.command {
+    let (agents, mcp_cmd) = match cli.command {
         Some(Command::Trust(args)) => return trust_cmd::run(args, cli.format),
-        Some(Command::Agents(args)) => Some(args),
-        None => None,
+        Some(Command::Agents(args)) => (Some(args), None),
+        Some(Command::Mcp(args)) => (None, Some(args)),
+        None => (None, None),
     };
     let cwd = resolve_cwd(cli.cwd.as_deref())?;
     let agent_dir = pi_lib::paths::agent_dir();
@@ -56,6 +58,9 @@ fn run(cli: Cli) -> Result<i32, CliError> {
         .map_err(|e| CliError::input(e.to_string()))?;
     if let Some(args) = agents {
         return agents_cmd::run(args, cli.format, &agent_dir, &cwd, outcome.trusted);
+    }
+    if let Some(args) = mcp_cmd {
+        return mcp_cmd::run(args, &agent_dir, &cwd, outcome.trusted);
     }
     let trust = outcome.record();
     let bad_settings = |e: pi_lib::settings::SettingsError| {

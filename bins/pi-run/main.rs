@@ -264,9 +264,9 @@ fn run(
             thinking: has_level.then(|| ctx.thinking_level.clone()),
         }
     });
-    let resolved = models::resolve(&cli, &agent_dir, &settings, restore.as_ref())?;
-    // MCP servers connect in parallel; the first request waits (at most
-    // pi's limit) only for servers with direct tools that the metadata
+    // MCP servers connect in parallel, started before the model is
+    // resolved so their start-up overlaps ours; the first request waits (at
+    // most pi's limit) only for servers with direct tools that the metadata
     // cache does not describe.
     let mcp = (!cli.no_mcp && !chat_only_first).then(|| {
         let _rt = rt.enter();
@@ -276,6 +276,15 @@ fn run(
             Some(pi_lib::mcp::cache::Cache::user()),
         )
     });
+    let resolved = match models::resolve(&cli, &agent_dir, &settings, restore.as_ref()) {
+        Ok(r) => r,
+        Err(e) => {
+            if let Some(m) = &mcp {
+                rt.block_on(m.shutdown());
+            }
+            return Err(e);
+        }
+    };
     let mcp_tools = match &mcp {
         Some(m) => {
             let first = rt.block_on(m.first_request());

@@ -3,20 +3,45 @@
 #   conformance-client.sh PI_RUN PI_RESOURCES SERVER_URL
 # (the harness appends the URL) with MCP_CONFORMANCE_SCENARIO naming the scenario. It writes an
 # mcp.json for the URL into a temp agent dir; `initialize` is `pi-resources --inspect` (connect,
-# list tools, close); `tools_call` and `sse-retry` are a `pi-run` with the faux provider whose
-# script calls the scenario's tool once.
+# list tools, close); `tools_call`, `sse-retry` and `elicitation-sep1034-client-defaults` are a
+# `pi-run` with the faux provider whose script calls the scenario's tool once. `auth/*` is
+# `pi-resources mcp login c` (the "browser" is an xdg-open on PATH that fetches the
+# authorization URL with curl and follows its redirect to the loopback callback), then
+# `pi-resources --inspect` with the stored token. MCP_CONFORMANCE_CONTEXT's client_id and
+# client_secret (pre-registration) become the entry's `oauth.clientId`/`clientSecret`.
 set -euo pipefail
 run="$1" res="$2" url="${*: -1}"
 d="$(mktemp -d "${TMPDIR:-/tmp}/pi-mcp-conf.XXXXXX")"
 trap 'rm -rf "$d"' EXIT
-mkdir -p "$d/agent" "$d/cwd" "$d/home"
-printf '{"mcpServers":{"c":{"url":"%s","exposure":"direct","timeout":20}}}\n' "$url" >"$d/agent/mcp.json"
-case "${MCP_CONFORMANCE_SCENARIO:-initialize}" in
+mkdir -p "$d/agent" "$d/cwd" "$d/home" "$d/bin"
+scenario="${MCP_CONFORMANCE_SCENARIO:-initialize}"
+oauth='{}'
+if [ -n "${MCP_CONFORMANCE_CONTEXT:-}" ]; then
+	oauth="$(printf '%s' "$MCP_CONFORMANCE_CONTEXT" | python3 -c '
+import json, sys
+c = json.load(sys.stdin)
+o = {}
+if "client_id" in c: o["clientId"] = c["client_id"]
+if "client_secret" in c: o["clientSecret"] = c["client_secret"]
+print(json.dumps(o))')"
+fi
+printf '{"mcpServers":{"c":{"url":"%s","exposure":"direct","timeout":20,"oauth":%s}}}\n' "$url" "$oauth" >"$d/agent/mcp.json"
+case "$scenario" in
 tools_call) tool=add_numbers args='{"a":2,"b":3}' ;;
 sse-retry) tool=test_reconnection args='{}' ;;
+elicitation-sep1034-client-defaults) tool=test_client_elicitation_defaults args='{}' ;;
 *) tool= args= ;;
 esac
 export HOME="$d/home" PI_CODING_AGENT_DIR="$d/agent"
+case "$scenario" in
+auth/*)
+	printf '#!/bin/sh\nexec curl -s -o /dev/null -L --max-time 20 "$1"\n' >"$d/bin/xdg-open"
+	chmod +x "$d/bin/xdg-open"
+	PATH="$d/bin:$PATH" "$res" --cwd "$d/cwd" mcp login c --timeout 25
+	"$res" --cwd "$d/cwd" --inspect --format jsonl
+	exit
+	;;
+esac
 if [ -z "$tool" ]; then
 	"$res" --cwd "$d/cwd" --inspect --format jsonl
 	exit

@@ -8,6 +8,9 @@ usage: fixture.py MODE [MARKER]
   rpcerror     tools/call answers a JSON-RPC error
   die          exits in the middle of tools/call
   roots        asks the client for roots/list and writes the answer to MARKER
+  elicit       also tools "ask" (sends elicitation/create, a form whose fields have defaults) and
+               "sample" (sends sampling/createMessage); each returns the client's answer as its
+               text; the initialize capabilities go to MARKER
   slow         also tools "progress" (three notifications/progress, then "finished") and
                "wait" (never answers; a notifications/cancelled for it is appended to MARKER)
 MARKER: a file created at start (trust tests). When MARKER.hold exists the server records
@@ -38,6 +41,22 @@ TOOLS = [
     {"name": "big-text", "description": "Returns N characters.",
      "inputSchema": {"type": "object", "properties": {"n": {"type": "integer"}}}},
 ]
+if mode == "elicit":
+    TOOLS += [
+        {"name": "ask", "description": "Asks the user to fill in a form.",
+         "inputSchema": {"type": "object", "properties": {}}},
+        {"name": "sample", "description": "Asks the client's model.",
+         "inputSchema": {"type": "object", "properties": {}}},
+    ]
+ELICIT_SCHEMA = {"type": "object", "properties": {
+    "name": {"type": "string", "description": "User name", "default": "John Doe"},
+    "age": {"type": "integer", "description": "User age", "default": 30},
+    "score": {"type": "number", "description": "User score", "default": 95.5},
+    "status": {"type": "string", "description": "User status", "enum": ["active", "inactive", "pending"],
+               "default": "active"},
+    "verified": {"type": "boolean", "description": "Verification status", "default": True},
+    "note": {"type": "string", "description": "No default"}}, "required": []}
+pending = {}  # our request id -> the tools/call id waiting for its answer
 if mode == "slow":
     TOOLS += [
         {"name": "progress", "description": "Reports progress three times, then finishes.",
@@ -62,6 +81,11 @@ for line in sys.stdin:
         send({"jsonrpc": "2.0", "id": "roots-1", "method": "roots/list"})
     if method is None and mid == "roots-1" and len(sys.argv) > 2:
         open(sys.argv[2], "w").write(json.dumps(msg) + "\n")
+    if method is None and mid in pending:
+        answer = msg["result"] if "result" in msg else {"error": msg.get("error")}
+        send({"jsonrpc": "2.0", "id": pending.pop(mid), "result": {
+            "content": [{"type": "text", "text": json.dumps(answer, sort_keys=True)}]}})
+        continue
     if method == "notifications/cancelled" and len(sys.argv) > 2:
         with open(sys.argv[2], "a") as f:
             f.write(json.dumps(msg) + "\n")
@@ -70,6 +94,9 @@ for line in sys.stdin:
     if method == "initialize":
         if mode == "hang":
             continue
+        if mode == "elicit" and len(sys.argv) > 2:
+            with open(sys.argv[2], "a") as f:
+                f.write(json.dumps({"capabilities": msg["params"].get("capabilities")}) + "\n")
         send({"jsonrpc": "2.0", "id": mid, "result": {
             "protocolVersion": msg["params"].get("protocolVersion", "2025-06-18"),
             "capabilities": {"tools": {}, "resources": {}},
@@ -95,6 +122,16 @@ for line in sys.stdin:
                           "params": dict(p, progressToken=token)})
                 time.sleep(0.05)
             send({"jsonrpc": "2.0", "id": mid, "result": {"content": [{"type": "text", "text": "finished"}]}})
+        elif name == "ask":
+            pending["elicit-1"] = mid
+            send({"jsonrpc": "2.0", "id": "elicit-1", "method": "elicitation/create", "params": {
+                "mode": "form", "message": "Please review and update the form fields with defaults",
+                "requestedSchema": ELICIT_SCHEMA}})
+        elif name == "sample":
+            pending["sample-1"] = mid
+            send({"jsonrpc": "2.0", "id": "sample-1", "method": "sampling/createMessage", "params": {
+                "messages": [{"role": "user", "content": {"type": "text", "text": "Say hi"}}],
+                "maxTokens": 10}})
         elif name == "wait":
             if len(sys.argv) > 2:
                 with open(sys.argv[2], "a") as f:

@@ -206,6 +206,38 @@ impl rmcp::ClientHandler for Client {
         std::future::ready(Ok(ListRootsResult::new(vec![root])))
     }
 
+    // pi 1.6.0's client offers neither sampling nor elicitation (it
+    // declares only `roots`) and answers those requests, like any other it
+    // does not know, with JSON-RPC "Method not found: <method>"; so do we
+    // (FINDINGS §14), instead of the SDK's silent decline.
+    fn create_message(
+        &self,
+        _params: rmcp::model::CreateMessageRequestParams,
+        _context: rmcp::service::RequestContext<RoleClient>,
+    ) -> impl std::future::Future<Output = Result<rmcp::model::CreateMessageResult, rmcp::ErrorData>>
+           + Send
+           + '_ {
+        std::future::ready(Err(not_offered("sampling/createMessage")))
+    }
+
+    fn create_elicitation(
+        &self,
+        _request: rmcp::model::ElicitRequestParams,
+        _context: rmcp::service::RequestContext<RoleClient>,
+    ) -> impl std::future::Future<Output = Result<rmcp::model::ElicitResult, rmcp::ErrorData>> + Send + '_
+    {
+        std::future::ready(Err(not_offered("elicitation/create")))
+    }
+
+    fn on_custom_request(
+        &self,
+        request: rmcp::model::CustomRequest,
+        _context: rmcp::service::RequestContext<RoleClient>,
+    ) -> impl std::future::Future<Output = Result<rmcp::model::CustomResult, rmcp::ErrorData>> + Send + '_
+    {
+        std::future::ready(Err(not_offered(&request.method)))
+    }
+
     fn on_progress(
         &self,
         params: ProgressNotificationParam,
@@ -214,6 +246,15 @@ impl rmcp::ClientHandler for Client {
         self.routes.deliver(params);
         std::future::ready(())
     }
+}
+
+/// pi's answer to a server request the client does not offer.
+fn not_offered(method: &str) -> rmcp::ErrorData {
+    rmcp::ErrorData::new(
+        rmcp::model::ErrorCode::METHOD_NOT_FOUND,
+        format!("Method not found: {method}"),
+        None,
+    )
 }
 
 /// A failed call or connection, as one line.
@@ -225,10 +266,13 @@ fn err_text(e: impl std::fmt::Display) -> String {
 /// session's, offered as the root.
 /// A stdio server's process group is noted in `group` as soon as it is
 /// spawned, so a run that ends while it still connects can stop it.
+/// An HTTP server's stored OAuth access token (`store`) is sent as a
+/// bearer token; a server that asks for sign-in is an error saying how.
 pub async fn connect(
     cfg: &ServerConfig,
     session_cwd: &std::path::Path,
     group: &std::sync::atomic::AtomicU32,
+    store: Option<&super::auth::Store>,
 ) -> Result<Connection, String> {
     let stderr = StderrTail::default();
     let routes = ProgressRoutes::default();
@@ -274,14 +318,22 @@ pub async fn connect(
             )
             .await?
         }
-        Transport::Http { url, headers } => {
-            let transport = super::http::transport(url, headers)?;
+        Transport::Http { url, headers, .. } => {
+            let token = store.and_then(|s| s.access_token(cfg, url));
+            let transport = super::http::transport(url, headers, token)?;
             handshake(
                 Client::new(session_cwd, &routes).serve(transport),
                 cfg,
                 &stderr,
             )
-            .await?
+            .await
+            .map_err(|e| {
+                if e.contains("authorization required") || e.contains("Auth required") {
+                    format!("{e}; sign in with `pi-resources mcp login {}`", cfg.name)
+                } else {
+                    e
+                }
+            })?
         }
     };
     let peer = running.peer().clone();

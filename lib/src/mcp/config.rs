@@ -62,7 +62,125 @@ pub enum Transport {
     Http {
         url: String,
         headers: BTreeMap<String, String>,
+        /// The `oauth` fields (all optional).
+        oauth: OAuth,
     },
+}
+
+/// How a client registers with the authorization server.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Registration {
+    #[default]
+    Auto,
+    Dcr,
+    Cimd,
+}
+
+/// An entry's `oauth` object, as pi 1.6.0 validates it (unknown keys are
+/// ignored, as pi does).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct OAuth {
+    pub client_id: Option<String>,
+    /// `${VAR}` and `!command` expanded.
+    pub client_secret: Option<String>,
+    pub callback_port: Option<u16>,
+    pub callback_url: Option<String>,
+    pub scope: Option<String>,
+    pub client_name: Option<String>,
+    pub client_registration: Registration,
+    pub auth_server_metadata_url: Option<String>,
+}
+
+/// `http://` or `https://` on localhost, 127.0.0.1 or [::1].
+fn loopback_http(u: &str) -> bool {
+    let Some(rest) = u
+        .strip_prefix("http://")
+        .or_else(|| u.strip_prefix("https://"))
+    else {
+        return false;
+    };
+    let host_port = rest.split(['/', '?', '#']).next().unwrap_or("");
+    let host = if host_port.starts_with('[') {
+        host_port
+            .split(']')
+            .next()
+            .map(|h| format!("{h}]"))
+            .unwrap_or_default()
+    } else {
+        host_port.split(':').next().unwrap_or("").to_string()
+    };
+    matches!(host.as_str(), "localhost" | "127.0.0.1" | "[::1]")
+}
+
+fn oauth_field(m: &Map<String, Value>, name: &str) -> Result<OAuth, String> {
+    let Some(v) = m.get("oauth") else {
+        return Ok(OAuth::default());
+    };
+    let e = |msg: &str| format!("server \"{name}\": oauth{msg}");
+    let Value::Object(o) = v else {
+        return Err(e(" must be an object"));
+    };
+    let string = |k: &str, msg: &str| -> Result<Option<String>, String> {
+        match o.get(k) {
+            None => Ok(None),
+            Some(Value::String(s)) => Ok(Some(s.clone())),
+            Some(_) => Err(e(&format!(".{k} {msg}"))),
+        }
+    };
+    let mut out = OAuth {
+        client_id: string("clientId", "must be a string")?,
+        client_secret: string("clientSecret", "must be a string")?.map(|s| expand_value(&s)),
+        scope: string("scope", "must be a string")?,
+        ..OAuth::default()
+    };
+    out.callback_port = match o.get("callbackPort") {
+        None => None,
+        Some(p) => Some(
+            p.as_u64()
+                .filter(|p| (1..=65535).contains(p))
+                .map(|p| p as u16)
+                .ok_or_else(|| e(".callbackPort must be a port number"))?,
+        ),
+    };
+    out.callback_url = match o.get("callbackUrl") {
+        None => None,
+        Some(Value::String(u)) if u.starts_with("http://") && loopback_http(u) && !u.contains(['?', '#']) => {
+            Some(u.clone())
+        }
+        Some(_) => {
+            return Err(e(
+                ".callbackUrl must be an http URI on localhost, 127.0.0.1, or [::1] without query or fragment",
+            ))
+        }
+    };
+    out.client_name = match o.get("clientName") {
+        None => None,
+        Some(Value::String(s)) if !s.is_empty() => Some(s.clone()),
+        Some(_) => return Err(e(".clientName must be a non-empty string")),
+    };
+    out.client_registration = match o.get("clientRegistration") {
+        None => Registration::Auto,
+        Some(v) => match v.as_str() {
+            Some("auto") => Registration::Auto,
+            Some("dcr") => Registration::Dcr,
+            Some("cimd") => Registration::Cimd,
+            _ => {
+                return Err(e(
+                    ".clientRegistration must be \"auto\", \"dcr\", or \"cimd\"",
+                ))
+            }
+        },
+    };
+    out.auth_server_metadata_url = match o.get("authServerMetadataUrl") {
+        None => None,
+        Some(Value::String(u)) if u.starts_with("https://") || loopback_http(u) => Some(u.clone()),
+        Some(_) => {
+            return Err(e(
+                ".authServerMetadataUrl must be an https URL, or http on localhost, 127.0.0.1, or [::1]",
+            ))
+        }
+    };
+    Ok(out)
 }
 
 impl Transport {
@@ -144,11 +262,17 @@ pub struct McpConfig {
     /// The files that exist.
     pub files: Vec<ConfigFile>,
     pub auto_enable_codemode: Option<bool>,
+    /// The agent dir it was read from (its `mcp-auth.json` holds the OAuth
+    /// tokens); `None` for a config built in memory.
+    pub agent_dir: Option<PathBuf>,
 }
 
 /// Reads `<agent_dir>/mcp.json` and, when `trusted`, `<cwd>/.pi/mcp.json`.
 pub fn load(agent_dir: &Path, cwd: &Path, trusted: bool) -> McpConfig {
-    let mut out = McpConfig::default();
+    let mut out = McpConfig {
+        agent_dir: Some(agent_dir.to_path_buf()),
+        ..McpConfig::default()
+    };
     let global = agent_dir.join("mcp.json");
     let mut entries: Vec<ServerConfig> = Vec::new();
     if global.exists() {
@@ -161,7 +285,7 @@ pub fn load(agent_dir: &Path, cwd: &Path, trusted: bool) -> McpConfig {
             out.auto_enable_codemode = auto.or(out.auto_enable_codemode);
             for (name, v) in servers {
                 match parse_entry(&name, &v, &global, cwd, false) {
-                    Ok(Entry::Full(s)) => push_checked(&mut entries, s, &global, &mut out.errors),
+                    Ok(Entry::Full(s)) => push_checked(&mut entries, *s, &global, &mut out.errors),
                     Ok(Entry::Override(_)) => out.errors.push(format!(
                         "{}: server \"{name}\" needs either \"command\" (stdio) or \"url\" (streamable HTTP)",
                         global.display()
@@ -186,9 +310,9 @@ pub fn load(agent_dir: &Path, cwd: &Path, trusted: bool) -> McpConfig {
                         Ok(Entry::Full(s)) => {
                             // The project entry replaces the global one.
                             if let Some(i) = entries.iter().position(|e| e.name == s.name) {
-                                entries[i] = s;
+                                entries[i] = *s;
                             } else {
-                                push_checked(&mut entries, s, &project, &mut out.errors);
+                                push_checked(&mut entries, *s, &project, &mut out.errors);
                             }
                         }
                         Ok(Entry::Override(o)) => {
@@ -291,7 +415,7 @@ struct Override {
 }
 
 enum Entry {
-    Full(ServerConfig),
+    Full(Box<ServerConfig>),
     Override(Override),
 }
 
@@ -459,6 +583,7 @@ fn parse_entry(
             }
         },
     };
+    let oauth = oauth_field(m, name)?;
     let transport = match (m.get("url"), m.get("command")) {
         (Some(url), _) if matches!(ty, None | Some("http") | Some("streamable-http")) => {
             let url = url
@@ -468,6 +593,7 @@ fn parse_entry(
             Transport::Http {
                 url: url.to_string(),
                 headers: string_map(m.get("headers"), "headers must map names to strings", name)?,
+                oauth,
             }
         }
         (None, Some(cmd)) if matches!(ty, None | Some("stdio")) => {
@@ -513,7 +639,7 @@ fn parse_entry(
             ))
         }
     };
-    Ok(Entry::Full(ServerConfig {
+    Ok(Entry::Full(Box::new(ServerConfig {
         name: name.to_string(),
         source: _path.to_path_buf(),
         enabled: enabled.unwrap_or(true),
@@ -522,12 +648,62 @@ fn parse_entry(
         exposure: exposure.unwrap_or(Exposure::Codemode),
         tool_exposure: tool_exposure.unwrap_or_default(),
         transport,
-    }))
+    })))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The `oauth` fields with pi 1.6.0's error texts (observed with `pi mcp
+    /// list`); unknown keys are ignored and a good object is kept.
+    #[test]
+    fn oauth_fields_are_validated_like_pi() {
+        let u = r#""url":"http://127.0.0.1:1/mcp""#;
+        let cases = [
+            (r#""x""#, "oauth must be an object"),
+            (r#"{"clientId":5}"#, "oauth.clientId must be a string"),
+            (r#"{"clientSecret":5}"#, "oauth.clientSecret must be a string"),
+            (r#"{"callbackPort":"x"}"#, "oauth.callbackPort must be a port number"),
+            (r#"{"callbackPort":70000}"#, "oauth.callbackPort must be a port number"),
+            (r#"{"callbackUrl":"http://example.com/cb"}"#, "oauth.callbackUrl must be an http URI on localhost, 127.0.0.1, or [::1] without query or fragment"),
+            (r#"{"callbackUrl":"http://localhost:3/cb?x=1"}"#, "oauth.callbackUrl must be an http URI on localhost, 127.0.0.1, or [::1] without query or fragment"),
+            (r#"{"scope":5}"#, "oauth.scope must be a string"),
+            (r#"{"clientName":5}"#, "oauth.clientName must be a non-empty string"),
+            (r#"{"clientRegistration":"x"}"#, "oauth.clientRegistration must be \"auto\", \"dcr\", or \"cimd\""),
+            (r#"{"authServerMetadataUrl":"ftp://x"}"#, "oauth.authServerMetadataUrl must be an https URL, or http on localhost, 127.0.0.1, or [::1]"),
+        ];
+        for (oauth, want) in cases {
+            let (_t, agent, cwd) = setup(
+                &format!(r#"{{"mcpServers":{{"s":{{{u},"oauth":{oauth}}}}}}}"#),
+                None,
+            );
+            let cfg = load(&agent, &cwd, false);
+            let path = agent.join("mcp.json");
+            assert_eq!(
+                cfg.errors,
+                [format!("{}: server \"s\": {want}", path.display())],
+                "{oauth}"
+            );
+            assert!(cfg.servers.is_empty());
+        }
+        let (_t, agent, cwd) = setup(
+            &format!(
+                r#"{{"mcpServers":{{"s":{{{u},"oauth":{{"clientId":"id","clientSecret":"${{PI_TEST_NO_SUCH_VAR}}x","callbackPort":8123,"scope":"a b","clientRegistration":"dcr","bogus":1}}}}}}}}"#
+            ),
+            None,
+        );
+        let cfg = load(&agent, &cwd, false);
+        assert!(cfg.errors.is_empty(), "{:?}", cfg.errors);
+        let Transport::Http { oauth, .. } = &cfg.servers[0].transport else {
+            panic!("http")
+        };
+        assert_eq!(oauth.client_id.as_deref(), Some("id"));
+        assert_eq!(oauth.client_secret.as_deref(), Some("x"));
+        assert_eq!(oauth.callback_port, Some(8123));
+        assert_eq!(oauth.scope.as_deref(), Some("a b"));
+        assert_eq!(oauth.client_registration, Registration::Dcr);
+    }
 
     fn setup(global: &str, project: Option<&str>) -> (tempfile::TempDir, PathBuf, PathBuf) {
         let t = tempfile::tempdir().unwrap();

@@ -7,11 +7,12 @@ use reqwest::header::{HeaderName, HeaderValue};
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use rmcp::transport::StreamableHttpClientTransport;
 
-/// The transport for `url`; a header that is not a valid HTTP header is an
-/// error naming it.
+/// The transport for `url` (with `bearer` as the `Authorization: Bearer`
+/// token); a header that is not a valid HTTP header is an error naming it.
 pub fn transport(
     url: &str,
     headers: &BTreeMap<String, String>,
+    bearer: Option<String>,
 ) -> Result<StreamableHttpClientTransport<reqwest013::Client>, String> {
     let mut custom = HashMap::new();
     for (k, v) in headers {
@@ -27,5 +28,6 @@ pub fn transport(
     let _ = rustls::crypto::ring::default_provider().install_default();
     let mut cfg = StreamableHttpClientTransportConfig::with_uri(url);
     cfg.custom_headers = custom;
+    cfg.auth_header = bearer;
     Ok(StreamableHttpClientTransport::from_config(cfg))
 }

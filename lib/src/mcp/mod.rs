@@ -10,6 +10,7 @@
 //! not declared. With the metadata [`cache`] a server that answered before
 //! is declared at once and connects in the background.
 
+pub mod auth;
 pub mod cache;
 pub mod client;
 pub mod config;
@@ -166,9 +167,11 @@ impl Mcp {
                 })
             })
             .collect();
+        let store = config.agent_dir.as_deref().map(auth::Store::new);
         for s in servers.iter().filter(|s| s.cfg.enabled) {
             let s = Arc::clone(s);
             let cwd = cwd.to_path_buf();
+            let store = store.clone();
             let counter = Arc::clone(&counter);
             let cache = cache.clone();
             tokio::spawn(async move {
@@ -176,18 +179,19 @@ impl Mcp {
                 let key = cache::Cache::key(&cfg, &cwd);
                 let group = Arc::clone(&s.group);
                 // A panic inside the SDK fails this server only.
-                let st =
-                    match tokio::spawn(async move { client::connect(&cfg, &cwd, &group).await })
-                        .await
-                    {
-                        Ok(Ok(c)) => {
-                            use std::sync::atomic::Ordering::SeqCst;
-                            s.connected_as.store(counter.fetch_add(1, SeqCst), SeqCst);
-                            State::Connected(Arc::new(c))
-                        }
-                        Ok(Err(e)) => State::Failed(e),
-                        Err(e) => State::Failed(format!("internal error: {e}")),
-                    };
+                let st = match tokio::spawn(async move {
+                    client::connect(&cfg, &cwd, &group, store.as_ref()).await
+                })
+                .await
+                {
+                    Ok(Ok(c)) => {
+                        use std::sync::atomic::Ordering::SeqCst;
+                        s.connected_as.store(counter.fetch_add(1, SeqCst), SeqCst);
+                        State::Connected(Arc::new(c))
+                    }
+                    Ok(Err(e)) => State::Failed(e),
+                    Err(e) => State::Failed(format!("internal error: {e}")),
+                };
                 let entry = match &st {
                     State::Connected(c) => Some(cache::Entry {
                         tools: c.tools.clone(),
@@ -434,6 +438,28 @@ pub fn effective(e: Exposure) -> Exposure {
     } else {
         e
     }
+}
+
+/// Signs in to the configured HTTP server `name` with OAuth (at most
+/// `limit`), storing its tokens in `<agent_dir>/mcp-auth.json` as pi does;
+/// `open` gets the authorization URL (the browser).
+pub async fn login(
+    agent_dir: &std::path::Path,
+    cwd: &std::path::Path,
+    trusted: bool,
+    name: &str,
+    limit: Duration,
+    open: auth::Opener<'_>,
+) -> Result<(), String> {
+    let cfg = config::load(agent_dir, cwd, trusted);
+    let Some(server) = cfg.servers.iter().find(|s| s.name == name) else {
+        let mut msg = format!("no MCP server \"{name}\" in the mcp.json files");
+        if let Some(e) = cfg.errors.first() {
+            msg.push_str(&format!(" ({e})"));
+        }
+        return Err(msg);
+    };
+    auth::login(server, &auth::Store::new(agent_dir), limit, open).await
 }
 
 /// What `pi-resources` lists: every configured server (an untrusted

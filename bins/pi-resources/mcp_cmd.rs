@@ -1,0 +1,75 @@
+//! `pi-resources mcp login <server>`: OAuth sign-in to an HTTP MCP server,
+//! as `pi mcp login` does; `pi_lib::mcp::login` does the work and stores
+//! the tokens in `<agentDir>/mcp-auth.json`, where pi keeps them.
+
+use std::path::Path;
+use std::time::Duration;
+
+use pi_lib::cli::{CliError, EXIT_OK};
+
+/// Sign in to MCP servers (OAuth).
+#[derive(Debug, Clone, clap::Args)]
+pub struct McpArgs {
+    #[command(subcommand)]
+    pub command: McpCommand,
+}
+
+#[derive(Debug, Clone, clap::Subcommand)]
+pub enum McpCommand {
+    /// Sign in to an HTTP MCP server through the browser.
+    ///
+    /// Discovers the server's authorization server from its 401 answer,
+    /// registers a client (or uses `oauth.clientId`), opens the
+    /// authorization URL with `xdg-open` (`open` on macOS; the URL is also
+    /// printed on stderr) and waits for the browser at the loopback
+    /// callback (`oauth.callbackUrl`, else
+    /// `http://127.0.0.1:<oauth.callbackPort or a free port>/callback`). The
+    /// tokens go to `<agentDir>/mcp-auth.json` (mode 0600), which pi-run and
+    /// pi 1.6.0 both read.
+    #[command(after_long_help = LOGIN_HELP)]
+    Login {
+        /// The server's name in mcp.json.
+        server: String,
+        /// Time limit for the whole sign-in, in seconds.
+        #[arg(long, value_name = "SECONDS", default_value_t = 300)]
+        timeout: u64,
+    },
+}
+
+const LOGIN_HELP: &str = "\
+Example:
+  pi-resources mcp login github
+
+Exit status:
+  0  signed in; the tokens are stored
+  1  the sign-in failed or timed out (one line on stderr says why)
+  2  usage error, or no such server in the mcp.json files";
+
+pub fn run(args: McpArgs, agent_dir: &Path, cwd: &Path, trusted: bool) -> Result<i32, CliError> {
+    match args.command {
+        McpCommand::Login { server, timeout } => {
+            let rt = tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(2)
+                .enable_all()
+                .build()
+                .map_err(|e| CliError::input(format!("cannot start the runtime: {e}")))?;
+            let cfg = pi_lib::mcp::config::load(agent_dir, cwd, trusted);
+            if !cfg.servers.iter().any(|s| s.name == server) {
+                return Err(CliError::input(format!(
+                    "no MCP server \"{server}\" in the mcp.json files"
+                )));
+            }
+            rt.block_on(pi_lib::mcp::login(
+                agent_dir,
+                cwd,
+                trusted,
+                &server,
+                Duration::from_secs(timeout.max(1)),
+                &pi_lib::mcp::auth::open_browser,
+            ))
+            .map_err(CliError::failed)?;
+            eprintln!("Signed in to \"{server}\".");
+            Ok(EXIT_OK)
+        }
+    }
+}
