@@ -9,6 +9,7 @@
 //! lifted into its own crate unchanged.
 
 pub mod agent;
+pub mod atomic_file;
 pub mod cli;
 pub mod extensions;
 pub mod format;

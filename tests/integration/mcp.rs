@@ -544,6 +544,32 @@ fn mcp_servers_listed_by_pi_resources() {
             .ends_with("server \"bad\": args must be an array of strings")));
 }
 
+/// Runs one `@modelcontextprotocol/conformance client` scenario with
+/// tests/mcp/conformance-client.sh as the client (results under `out_dir`
+/// when given) and asserts it passed with nothing failed.
+fn conformance_scenario(o: &Oracle, root: &Path, scenario: &str, out_dir: Option<&Path>) {
+    let suite = root.join("npm/node_modules/@modelcontextprotocol/conformance/dist/index.js");
+    let client = format!(
+        "bash {} {} {}",
+        repo().join("tests/mcp/conformance-client.sh").display(),
+        bin("pi-run").display(),
+        bin("pi-resources").display()
+    );
+    let mut cmd = Command::new(&o.node22);
+    cmd.arg(&suite)
+        .args(["client", "--command", &client, "--scenario", scenario]);
+    if let Some(d) = out_dir {
+        cmd.arg("-o").arg(d);
+    }
+    let out = cmd.output().unwrap();
+    let text = format!("{}{}", stdout(&out), stderr(&out));
+    assert!(
+        out.status.success() && text.contains("OVERALL: PASSED"),
+        "{scenario}: {text}"
+    );
+    assert!(text.contains(" 0 failed"), "{scenario}: {text}");
+}
+
 /// The client scenarios of `@modelcontextprotocol/conformance` that need
 /// no OAuth or elicitation, over streamable HTTP (the suite's client
 /// scenarios are all HTTP), with tests/mcp/conformance-client.sh as the
@@ -556,29 +582,12 @@ fn mcp_conformance_client_scenarios_pass() {
     let Some(root) = servers("mcp_conformance_client_scenarios_pass") else {
         return;
     };
-    let suite = root.join("npm/node_modules/@modelcontextprotocol/conformance/dist/index.js");
-    let client = format!(
-        "bash {} {} {}",
-        repo().join("tests/mcp/conformance-client.sh").display(),
-        bin("pi-run").display(),
-        bin("pi-resources").display()
-    );
     // elicitation-sep1034-client-defaults fails for pi 1.6.0's client and
     // ours alike (neither offers elicitation: see
     // mcp_elicitation_and_sampling_are_refused_like_pi); the auth/*
     // scenarios are in mcp_conformance_auth_scenarios_pass.
     for scenario in ["initialize", "tools_call", "sse-retry"] {
-        let out = Command::new(&o.node22)
-            .arg(&suite)
-            .args(["client", "--command", &client, "--scenario", scenario])
-            .output()
-            .unwrap();
-        let text = format!("{}{}", stdout(&out), stderr(&out));
-        assert!(
-            out.status.success() && text.contains("OVERALL: PASSED"),
-            "{scenario}: {text}"
-        );
-        assert!(text.contains(" 0 failed"), "{scenario}: {text}");
+        conformance_scenario(&o, &root, scenario, None);
     }
 }
 
@@ -599,13 +608,6 @@ fn mcp_conformance_auth_scenarios_pass() {
     let Some(root) = servers("mcp_conformance_auth_scenarios_pass") else {
         return;
     };
-    let suite = root.join("npm/node_modules/@modelcontextprotocol/conformance/dist/index.js");
-    let client = format!(
-        "bash {} {} {}",
-        repo().join("tests/mcp/conformance-client.sh").display(),
-        bin("pi-run").display(),
-        bin("pi-resources").display()
-    );
     let scenarios = [
         "metadata-default",
         "metadata-var1",
@@ -626,20 +628,7 @@ fn mcp_conformance_auth_scenarios_pass() {
     ];
     let out_dir = tempfile::tempdir().unwrap();
     for scenario in scenarios {
-        let out = Command::new(&o.node22)
-            .arg(&suite)
-            .args(["client", "--command", &client, "--scenario"])
-            .arg(format!("auth/{scenario}"))
-            .arg("-o")
-            .arg(out_dir.path())
-            .output()
-            .unwrap();
-        let text = format!("{}{}", stdout(&out), stderr(&out));
-        assert!(
-            out.status.success() && text.contains("OVERALL: PASSED"),
-            "auth/{scenario}: {text}"
-        );
-        assert!(text.contains(" 0 failed"), "auth/{scenario}: {text}");
+        conformance_scenario(&o, &root, &format!("auth/{scenario}"), Some(out_dir.path()));
     }
 }
 

@@ -3,6 +3,7 @@
 //! opened and continued by the real pi 1.6.0.
 
 use std::collections::BTreeMap;
+use std::path::Path;
 
 use serde_json::{json, Value};
 
@@ -92,16 +93,7 @@ fn ls_of_one_cwd_matches_pi_sdk_list() {
     let ours = jsonl(&sb.session(&["ls", "--format", "jsonl"]));
     assert_eq!(ours.len(), 2);
     if let Some(o) = Oracle::find("ls_of_one_cwd_matches_pi_sdk_list") {
-        let live = o.node(
-            "sdk-list.mjs",
-            &[
-                "--cwd",
-                cwd.to_str().unwrap(),
-                "--agent-dir",
-                sb.agent().to_str().unwrap(),
-            ],
-        );
-        let live: Value = serde_json::from_slice(&live.stdout).expect("sdk-list output");
+        let live = sdk_list_cwd(&o, &cwd, &sb.agent());
         check_ls_against(
             &ours,
             live.as_array().unwrap(),
@@ -193,16 +185,7 @@ fn fixtures_hold_placeholders_the_sandbox_fills() {
     assert_eq!(parent, Some(Value::String(plain.display().to_string())));
     if let Some(o) = Oracle::find("fixtures_hold_placeholders_the_sandbox_fills") {
         let cwd = sb.proj().join("tools-160");
-        let live = o.node(
-            "sdk-list.mjs",
-            &[
-                "--cwd",
-                cwd.to_str().unwrap(),
-                "--agent-dir",
-                sb.agent().to_str().unwrap(),
-            ],
-        );
-        let live: Value = serde_json::from_slice(&live.stdout).expect("sdk-list output");
+        let live = sdk_list_cwd(&o, &cwd, &sb.agent());
         let ids: Vec<&Value> = live.as_array().unwrap().iter().map(|s| &s["id"]).collect();
         assert_eq!(ids, [&sb.scenario("tools-160")["sessionId"]]);
     }
@@ -381,4 +364,18 @@ fn sessions_we_edit_are_opened_and_continued_by_real_pi() {
         fork_ls["parentSession"],
         Value::String(std::fs::canonicalize(f).unwrap().display().to_string())
     );
+}
+
+/// pi's SDK answer to `SessionManager.list(cwd)` with `agent` as the agent dir.
+fn sdk_list_cwd(o: &Oracle, cwd: &Path, agent: &Path) -> Value {
+    let live = o.node(
+        "sdk-list.mjs",
+        &[
+            "--cwd",
+            cwd.to_str().unwrap(),
+            "--agent-dir",
+            agent.to_str().unwrap(),
+        ],
+    );
+    serde_json::from_slice(&live.stdout).expect("sdk-list output")
 }

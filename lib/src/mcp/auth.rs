@@ -90,7 +90,7 @@ impl Store {
         if let Some(dir) = self.path.parent() {
             std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
         }
-        crate::subagents::settings::write_private_atomic(&self.path, text.as_bytes())
+        crate::atomic_file::write_private_atomic(&self.path, text.as_bytes())
             .map_err(|e| format!("{}: {e}", self.path.display()))
     }
 }

@@ -8,7 +8,6 @@
 //! keep every other key in place and replace the file atomically with a
 //! private (0600) temporary file in the same folder.
 
-use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use serde_json::{Map, Value};
@@ -165,32 +164,7 @@ fn write_field(
     read(path)
 }
 
-/// Replaces `path` with `bytes`: an exclusive, mode-0600 temporary file
-/// `.<name>-<uuid>.tmp` in the same folder, fsync, rename. The temporary
-/// file never survives.
-pub fn write_private_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    use std::os::unix::fs::OpenOptionsExt;
-    let dir = path.parent().unwrap_or(Path::new("."));
-    let name = path
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    let tmp = dir.join(format!(".{name}-{}.tmp", uuid::Uuid::new_v4()));
-    let result = (|| {
-        let mut f = std::fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(0o600)
-            .open(&tmp)?;
-        f.write_all(bytes)?;
-        f.sync_all()?;
-        std::fs::rename(&tmp, path)
-    })();
-    match std::fs::remove_file(&tmp) {
-        Err(e) if e.kind() != std::io::ErrorKind::NotFound && result.is_ok() => Err(e),
-        _ => result,
-    }
-}
+pub use crate::atomic_file::write_private_atomic;
 
 #[cfg(test)]
 mod tests {
