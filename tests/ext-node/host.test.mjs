@@ -80,7 +80,7 @@ ts("register lists the fixture's tools, commands, flags and events; extension ou
 
 ts("tool_call: a dangerous bash command is blocked, another is rewritten in place; other tools pass", async (t) => {
 	const { d } = await started(t, [FIXTURE]);
-	const blocked = await d.event(0, { type: "tool_call", toolName: "bash", toolCallId: "c1", input: { command: "rm -rf /tmp/x" } });
+	const blocked = await d.event(0, { type: "tool_call", toolName: "bash", toolCallId: "c1", input: { command: "rm -rf ./x" } });
 	assert.deepEqual(blocked.result, { block: true, reason: "Dangerous command blocked by gate-ext" });
 	const rewritten = await d.event(0, { type: "tool_call", toolName: "bash", toolCallId: "c2", input: { command: "echo mutate" } });
 	assert.deepEqual(rewritten.result, { input: { command: "echo mutated-by-gate" } });

@@ -8,7 +8,7 @@ HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 FIX="${FIXTURE_OUT:-$HERE/../fixtures/pi-sessions}"
 . "$HERE/env.sh"
 export PI_OFFLINE=1 NO_COLOR=1 CI=true
-W="$(mktemp -d /tmp/pi-probe-cli.XXXXXX)"
+W="$(mktemp -d -t pi-probe-cli.XXXXXX)"
 AGENT="$W/agent"
 mkdir -p "$AGENT" "$W/proj"
 "$NODE22" "$HERE/mock-llm.mjs" --log "$W/requests.jsonl" >"$W/port" &

@@ -21,6 +21,7 @@
 import { spawnSync, spawn } from "node:child_process";
 import { mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync, existsSync } from "node:fs";
 import { join } from "node:path";
+import { tmpdir } from "node:os";
 
 const argv = process.argv.slice(2);
 const opt = (n) => {
@@ -33,7 +34,7 @@ const outPath = opt("--out");
 const piCmd = opt("--pi").split(" ");
 const mockPath = opt("--mock");
 
-const work = mkdtempSync("/tmp/pi-expand-capture.");
+const work = mkdtempSync(join(tmpdir(), "pi-expand-capture."));
 const agent = join(work, "agent");
 const logPath = join(work, "requests.jsonl");
 mkdirSync(agent, { recursive: true });
