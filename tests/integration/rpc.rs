@@ -1343,15 +1343,8 @@ fn rpc_extension_dialogs_round_trip_to_the_client_as_pi() {
         let sb = Sandbox::new();
         let server = Server::start(vec![]);
         configure(&sb.agent(), server.port, &[]);
-        let ext = sb.root().join("ask.js");
-        std::fs::write(&ext, ASK_EXTENSION).unwrap();
-        let mut cmd = if pi {
-            theirs(&o, &sb, false)
-        } else {
-            ours(&sb, false)
-        };
-        cmd.args(["-e", ext.to_str().unwrap()])
-            .env("PI_NODE", &o.node22);
+        let mut cmd = side(&o, &sb, pi, false);
+        with_extension(&mut cmd, &o, &sb, "ask.js", ASK_EXTENSION);
         ask_round_trip(cmd)
     };
     let (pi_ui, pi_resp) = run(true);
@@ -1426,11 +1419,7 @@ fn rpc_compact_matches_pi() {
             r#"{"defaultProvider":"mock","defaultModel":"mock-1","compaction":{"keepRecentTokens":1}}"#,
         )
         .unwrap();
-        let cmd = if pi {
-            theirs(&o, &sb, true)
-        } else {
-            ours(&sb, true)
-        };
+        let cmd = side(&o, &sb, pi, true);
         let root = sb.root().display().to_string();
         let records: Vec<Value> = drive(cmd, &commands)
             .into_iter()
@@ -1627,16 +1616,9 @@ fn replacement_run(o: &Oracle, pi: bool, cancel: &str, commands: &[Value]) -> Re
     let sb = Sandbox::new();
     let server = Server::start(vec![text_turn("Answer one."), text_turn("Answer two.")]);
     configure(&sb.agent(), server.port, &[]);
-    let ext = sb.root().join("probe.js");
-    std::fs::write(&ext, SESSION_PROBE).unwrap();
-    let mut cmd = if pi {
-        theirs(o, &sb, true)
-    } else {
-        ours(&sb, true)
-    };
-    cmd.args(["-e", ext.to_str().unwrap()])
-        .env("PI_NODE", &o.node22)
-        .env("PROBE_LOG", sb.root().join("probe.log"))
+    let mut cmd = side(o, &sb, pi, true);
+    with_extension(&mut cmd, o, &sb, "probe.js", SESSION_PROBE);
+    cmd.env("PROBE_LOG", sb.root().join("probe.log"))
         .env("PROBE_CANCEL", cancel);
     let records = drive_refs(cmd, commands);
     let log = probe_log(&sb, &records);
@@ -1765,16 +1747,9 @@ fn rpc_extension_shutdown_ends_the_process_after_the_command_as_pi() {
         let sb = Sandbox::new();
         let server = Server::start(vec![]);
         configure(&sb.agent(), server.port, &[]);
-        let ext = sb.root().join("bye.js");
-        std::fs::write(&ext, BYE_EXTENSION).unwrap();
-        let mut cmd = if pi {
-            theirs(&o, &sb, false)
-        } else {
-            ours(&sb, false)
-        };
-        cmd.args(["-e", ext.to_str().unwrap()])
-            .env("PI_NODE", &o.node22)
-            .env("PROBE_LOG", sb.root().join("probe.log"));
+        let mut cmd = side(&o, &sb, pi, false);
+        with_extension(&mut cmd, &o, &sb, "bye.js", BYE_EXTENSION);
+        cmd.env("PROBE_LOG", sb.root().join("probe.log"));
         let mut client = Client::spawn(cmd);
         client.send(&json!({"id": "p", "type": "prompt", "message": "/bye"}));
         let r = client.response("p");
@@ -1819,15 +1794,8 @@ fn rpc_eof_session_shutdown_append_entry_is_written_as_pi() {
         let sb = Sandbox::new();
         let server = Server::start(vec![text_turn("hello")]);
         configure(&sb.agent(), server.port, &[]);
-        let ext = sb.root().join("bye.js");
-        std::fs::write(&ext, LIFECYCLE_BYE).unwrap();
-        let mut cmd = if pi {
-            theirs(&o, &sb, true)
-        } else {
-            ours(&sb, true)
-        };
-        cmd.args(["-e", ext.to_str().unwrap()])
-            .env("PI_NODE", &o.node22);
+        let mut cmd = side(&o, &sb, pi, true);
+        with_extension(&mut cmd, &o, &sb, "bye.js", LIFECYCLE_BYE);
         let mut client = Client::spawn(cmd);
         client.send(&json!({"id": "p", "type": "prompt", "message": "hi"}));
         client.response("p");
@@ -1888,11 +1856,7 @@ fn rpc_read_commands_answer_at_once_while_a_run_streams_as_pi() {
         };
         let server = Server::start(vec![text_turn("First answer."), slow]);
         configure(&sb.agent(), server.port, &[]);
-        let mut client = Client::spawn(if pi {
-            theirs(&o, &sb, true)
-        } else {
-            ours(&sb, true)
-        });
+        let mut client = Client::spawn(side(&o, &sb, pi, true));
         client.send(&json!({"id": "p0", "type": "prompt", "message": "first"}));
         client.wait_count("settled", 1, &|v| v["type"] == "agent_settled");
         let delta = |v: &Value| v["assistantMessageEvent"]["type"] == "text_delta";
@@ -2005,11 +1969,7 @@ fn rpc_get_state_during_compactions_matches_pi() {
             .unwrap()
             .replace("128000", "16500");
         std::fs::write(&models, text).unwrap();
-        let mut client = Client::spawn(if pi {
-            theirs(&o, &sb, true)
-        } else {
-            ours(&sb, true)
-        });
+        let mut client = Client::spawn(side(&o, &sb, pi, true));
         client.send(&json!({"id": "p0", "type": "prompt", "message": "first question"}));
         client.wait_count("settled", 1, &|v| v["type"] == "agent_settled");
         client.send(&json!({"id": "p", "type": "prompt", "message": "a question"}));
@@ -2038,4 +1998,22 @@ fn rpc_get_state_during_compactions_matches_pi() {
             "between turns: {between}: (answered during the compaction, isCompacting then, after)"
         );
     }
+}
+
+/// Our `pi-run --mode rpc` or pi 1.6.0's, in `sb`.
+fn side(o: &Oracle, sb: &Sandbox, pi: bool, persisted: bool) -> Command {
+    if pi {
+        theirs(o, sb, persisted)
+    } else {
+        ours(sb, persisted)
+    }
+}
+
+/// Writes `source` as `<sandbox>/<name>` and loads it with `-e` (Node 22
+/// runs it on our side too).
+fn with_extension(cmd: &mut Command, o: &Oracle, sb: &Sandbox, name: &str, source: &str) {
+    let ext = sb.root().join(name);
+    std::fs::write(&ext, source).unwrap();
+    cmd.args(["-e", ext.to_str().unwrap()])
+        .env("PI_NODE", &o.node22);
 }
