@@ -1232,9 +1232,20 @@ fn worktree_isolation_creates_removes_and_keeps_a_dirty_tree() {
     ]);
     mock.configure(&sb.agent());
     enable(&sb, 1);
-    ok(&sb.cmd("pi-run").args(["-p", "go"]).output().unwrap());
+    let out = sb.cmd("pi-run").args(["-p", "go"]).output().unwrap();
+    ok(&out);
     let (parent, children) = parent_and_children(&sb);
-    assert_eq!(children.len(), 3);
+    assert_eq!(
+        children.len(),
+        3,
+        "tool results: {:?}\nstderr: {}",
+        read_jsonl(&parent)
+            .iter()
+            .filter(|e| e["message"]["role"] == "toolResult")
+            .map(|e| e["message"]["content"].to_string())
+            .collect::<Vec<_>>(),
+        String::from_utf8_lossy(&out.stderr)
+    );
     let root = std::fs::canonicalize(sb.cwd()).unwrap();
     let base = root.with_file_name(format!(
         "{}-worktrees",

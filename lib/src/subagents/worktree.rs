@@ -4,7 +4,11 @@
 //! removal when the run ends — without `--force`, so a dirty tree is kept and
 //! the reason recorded (`Worktree retained at <path>: <git error>`). The
 //! branch is never deleted: whatever the child committed survives on it.
-//! git runs with `LC_ALL=C`, no stdin and a 5-minute limit.
+//! git runs with `LC_ALL=C`, no stdin and a 5-minute limit. git's own
+//! worktree bookkeeping is not safe against itself: two `git worktree add`
+//! at once can fail with `failed to read .git/worktrees/<other>/commondir`
+//! while the other entry is half written, so every worktree mutation of this
+//! process (parallel `Agent` calls) runs under one lock ([`WORKTREE_LOCK`]).
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -20,6 +24,16 @@ pub struct Worktree {
 }
 
 const GIT_LIMIT: Duration = Duration::from_secs(300);
+
+/// Serialises `git worktree add` / `remove` within the process.
+static WORKTREE_LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn worktree_lock() -> std::sync::MutexGuard<'static, ()> {
+    // A panic elsewhere while holding it leaves nothing to repair.
+    WORKTREE_LOCK
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
 
 /// Runs git in `dir`; stdout on success, trimmed stderr otherwise.
 fn git(dir: &Path, args: &[&str]) -> Result<String, String> {
@@ -126,6 +140,7 @@ fn create_branch(root: &Path, branch: &str) -> Result<Worktree, String> {
         return Err(format!("Directory already exists: {}", path.display()));
     }
     let p = path.display().to_string();
+    let _serial = worktree_lock();
     let remote = format!("refs/remotes/origin/{branch}");
     let has_remote = git(root, &["show-ref", "--verify", "--quiet", &remote]).is_ok();
     let exists = git(
@@ -154,6 +169,7 @@ fn create_branch(root: &Path, branch: &str) -> Result<Worktree, String> {
 
 /// Removes the worktree without force; the error says why it was kept.
 pub fn remove(wt: &Worktree) -> Result<(), String> {
+    let _serial = worktree_lock();
     let list = git(&wt.root, &["worktree", "list", "--porcelain"])?;
     let listed: Vec<&str> = list
         .lines()
@@ -271,5 +287,32 @@ mod tests {
         );
         let not_git = tempfile::tempdir().unwrap();
         assert!(create(not_git.path()).is_err());
+    }
+
+    /// Parallel children in one repository: every create succeeds (git alone
+    /// fails here now and then, see the module comment) and every clean
+    /// tree is removed.
+    #[test]
+    fn parallel_creates_and_removes_in_one_repository_all_succeed() {
+        let Some((_d, r)) = repo() else {
+            assert!(
+                std::env::var_os("CI").is_none(),
+                "git is not available (CI=true)"
+            );
+            eprintln!("SKIP parallel_creates: git is not available");
+            return;
+        };
+        let threads: Vec<_> = (0..8)
+            .map(|_| {
+                let r = r.clone();
+                std::thread::spawn(move || {
+                    let wt = create(&r)?;
+                    cleanup(&wt).map_or(Ok(()), Err)
+                })
+            })
+            .collect();
+        for t in threads {
+            assert_eq!(t.join().unwrap(), Ok(()));
+        }
     }
 }
