@@ -43,6 +43,35 @@ fn text_turn(t: &str) -> Turn {
 struct Server {
     port: u16,
     requests: std::sync::Arc<std::sync::Mutex<Vec<Value>>>,
+    /// Holds the requests numbered in `held` until released.
+    gate: std::sync::Arc<Gate>,
+}
+
+/// Where held requests wait (30 s at most) until the test releases them.
+#[derive(Default)]
+struct Gate {
+    open: std::sync::Mutex<bool>,
+    cv: std::sync::Condvar,
+}
+
+impl Gate {
+    fn wait(&self) {
+        let g = self.open.lock().unwrap_or_else(|p| p.into_inner());
+        let _ = self
+            .cv
+            .wait_timeout_while(g, Duration::from_secs(30), |open| !*open);
+    }
+
+    fn release(&self) {
+        *self.open.lock().unwrap_or_else(|p| p.into_inner()) = true;
+        self.cv.notify_all();
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        self.gate.release();
+    }
 }
 
 fn chunk(delta: Value, finish: Option<&str>) -> String {
@@ -54,22 +83,47 @@ fn chunk(delta: Value, finish: Option<&str>) -> String {
 impl Server {
     /// Answers the n-th request with `turns[n]`.
     fn start(turns: Vec<Turn>) -> Server {
-        Server::serve(turns, false)
+        Server::serve(turns, false, vec![])
+    }
+
+    /// As [`Server::start`], but the requests numbered in `held` (from 0)
+    /// get their answer only after [`Server::release`]: a summary or a
+    /// reply that is certainly still running while the test asks.
+    fn holding(turns: Vec<Turn>, held: Vec<usize>) -> Server {
+        Server::serve(turns, false, held)
+    }
+
+    fn release(&self) {
+        self.gate.release();
+    }
+
+    /// Waits (30 s at most) until `n` requests came.
+    fn wait_requests(&self, n: usize) {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while self.request_count() < n {
+            assert!(
+                Instant::now() < deadline,
+                "timed out waiting for request #{n}"
+            );
+            std::thread::sleep(Duration::from_millis(5));
+        }
     }
 
     /// Answers each request with the turn numbered by how many assistant
     /// messages it holds, as the captures' mock did (so a summarization
     /// request, which has none, gets turn 0).
     fn start_counting(turns: Vec<Turn>) -> Server {
-        Server::serve(turns, true)
+        Server::serve(turns, true, vec![])
     }
 
-    fn serve(turns: Vec<Turn>, counting: bool) -> Server {
+    fn serve(turns: Vec<Turn>, counting: bool, held: Vec<usize>) -> Server {
         let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
         let port = listener.local_addr().unwrap().port();
         let requests = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
         let reqs = std::sync::Arc::clone(&requests);
         let turns = std::sync::Arc::new(turns);
+        let gate = std::sync::Arc::new(Gate::default());
+        let gates = std::sync::Arc::clone(&gate);
         std::thread::spawn(move || {
             let mut n = 0usize;
             for stream in listener.incoming() {
@@ -78,8 +132,9 @@ impl Server {
                 n += 1;
                 let reqs = std::sync::Arc::clone(&reqs);
                 let turns = std::sync::Arc::clone(&turns);
+                let hold = held.contains(&nth).then(|| std::sync::Arc::clone(&gates));
                 std::thread::spawn(move || {
-                    serve_one(stream, reqs, &|body: &Value| {
+                    serve_one(stream, reqs, hold, &|body: &Value| {
                         let i = if counting {
                             body["messages"].as_array().map_or(0, |m| {
                                 m.iter().filter(|m| m["role"] == "assistant").count()
@@ -92,7 +147,11 @@ impl Server {
                 });
             }
         });
-        Server { port, requests }
+        Server {
+            port,
+            requests,
+            gate,
+        }
     }
 
     fn request_count(&self) -> usize {
@@ -103,6 +162,7 @@ impl Server {
 fn serve_one(
     mut stream: std::net::TcpStream,
     reqs: std::sync::Arc<std::sync::Mutex<Vec<Value>>>,
+    hold: Option<std::sync::Arc<Gate>>,
     choose: &dyn Fn(&Value) -> Turn,
 ) {
     let mut reader = BufReader::new(stream.try_clone().unwrap());
@@ -125,6 +185,9 @@ fn serve_one(
     let body: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
     let turn = choose(&body);
     reqs.lock().unwrap().push(body);
+    if let Some(g) = hold {
+        g.wait();
+    }
     let mut parts = vec![
         "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\nconnection: close\r\n\r\n"
             .to_string(),
@@ -1916,23 +1979,40 @@ fn rpc_read_commands_answer_at_once_while_a_run_streams_as_pi() {
     );
 }
 
-/// pi 1.6.0 answers a `get_state` sent at `compaction_start` (after a run
-/// and between turns) only once the compaction ended, `isCompacting`
-/// false; pi-run the same.
+/// Where a compaction runs in [`rpc_get_state_during_compactions_matches_pi`].
+#[derive(Clone, Copy, Debug)]
+enum Compaction {
+    /// The threshold after a run (its `agent_end` emitted).
+    AfterRun,
+    /// The threshold between turns (the run goes on after it).
+    BetweenTurns,
+    /// The `compact` command while idle.
+    Manual,
+}
+
+/// `get_state` while a compaction certainly runs (its summary request is
+/// held at the mock until the answer came) and again once it ended and
+/// the server settled: pi 1.6.0 answers at once with `isCompacting` true
+/// (`isStreaming` as the run's), then false; pi-run the same, for the
+/// threshold after a run, between turns and the manual command. A read
+/// command the agent answers (`get_session_stats`) is answered meanwhile
+/// too.
 #[test]
 fn rpc_get_state_during_compactions_matches_pi() {
     let Some(o) = Oracle::find("rpc isCompacting side by side") else {
         return;
     };
-    let run = |pi: bool, between: bool| {
+    let run = |pi: bool, at: Compaction| {
         let sb = Sandbox::new();
-        // The second reply's usage passes the threshold (window 16500
-        // minus the 16384 reserve): a threshold compaction follows, whose
-        // summary streams slowly.
-        // Between turns: the big reply is a tool call, and the run goes on
-        // after the compaction.
-        let big = if between {
-            Turn {
+        // The first reply stays under the threshold (window 16500 minus
+        // the 16384 reserve); the second passes it. Between turns it is a
+        // tool call, and the run goes on after the compaction.
+        let first = Turn {
+            usage: (10, 5),
+            ..text_turn("First answer.")
+        };
+        let big = match at {
+            Compaction::BetweenTurns => Turn {
                 text: None,
                 calls: vec![(
                     "call_1".into(),
@@ -1941,23 +2021,29 @@ fn rpc_get_state_during_compactions_matches_pi() {
                 )],
                 usage: (400, 20),
                 slow: false,
-            }
-        } else {
-            Turn {
+            },
+            Compaction::AfterRun => Turn {
                 usage: (400, 20),
                 ..text_turn("An answer.")
-            }
+            },
+            Compaction::Manual => Turn {
+                usage: (10, 5),
+                ..text_turn("An answer.")
+            },
         };
-        let summary = Turn {
-            slow: true,
-            ..text_turn("SUMMARY: one question was answered, slowly summarised.")
-        };
-        let server = Server::start(vec![
-            text_turn("First answer."),
-            big,
-            summary.clone(),
-            summary,
-        ]);
+        let summary = text_turn("SUMMARY: one question was answered.");
+        // Request 2 is the (first) summary in every case.
+        let server = Server::holding(
+            vec![
+                first,
+                big,
+                summary.clone(),
+                text_turn("Done."),
+                summary.clone(),
+                summary,
+            ],
+            vec![2],
+        );
         configure(&sb.agent(), server.port, &[]);
         std::fs::write(
             sb.agent().join("settings.json"),
@@ -1970,33 +2056,54 @@ fn rpc_get_state_during_compactions_matches_pi() {
             .replace("128000", "16500");
         std::fs::write(&models, text).unwrap();
         let mut client = Client::spawn(side(&o, &sb, pi, true));
+        let settled = |v: &Value| v["type"] == "agent_settled";
         client.send(&json!({"id": "p0", "type": "prompt", "message": "first question"}));
-        client.wait_count("settled", 1, &|v| v["type"] == "agent_settled");
+        client.wait_count("settled", 1, &settled);
         client.send(&json!({"id": "p", "type": "prompt", "message": "a question"}));
+        if let Compaction::Manual = at {
+            client.wait_count("settled", 2, &settled);
+            client.send(&json!({"id": "c", "type": "compact"}));
+        }
         client.wait_count("compaction_start", 1, &|v| v["type"] == "compaction_start");
+        server.wait_requests(3);
         client.send(&json!({"id": "gs", "type": "get_state"}));
-        let gs = client.response("gs");
-        client.wait_count("settled", 2, &|v| v["type"] == "agent_settled");
+        client.send(&json!({"id": "ss", "type": "get_session_stats"}));
+        client.response("gs");
+        client.response("ss");
+        assert!(
+            !client.seen.iter().any(|v| v["type"] == "compaction_end"),
+            "pi: {pi}, {at:?}: answered while the summary is held"
+        );
+        server.release();
+        match at {
+            Compaction::Manual => {
+                client.response("c");
+            }
+            _ => client.wait_count("settled", 2, &settled),
+        }
         client.send(&json!({"id": "gs2", "type": "get_state"}));
-        let gs2 = client.response("gs2");
+        client.response("gs2");
         let (code, seen, err) = client.finish();
         assert_eq!(code, Some(0), "{err}");
-        let at = |pred: &dyn Fn(&Value) -> bool| seen.iter().position(pred).unwrap();
-        let answered = at(&|v| v["id"] == "gs");
-        let ended = at(&|v| v["type"] == "compaction_end");
-        (
-            answered < ended,
-            gs["data"]["isCompacting"].clone(),
-            gs2["data"]["isCompacting"].clone(),
-        )
+        let pick = |id: &str| {
+            seen.iter()
+                .find(|v| v["type"] == "response" && v["id"] == id)
+                .cloned()
+                .unwrap_or_default()
+        };
+        vec![pick("gs"), pick("ss"), pick("gs2")]
     };
-    for between in [false, true] {
-        let pi = run(true, between);
-        let got = run(false, between);
-        assert_eq!(
-            got, pi,
-            "between turns: {between}: (answered during the compaction, isCompacting then, after)"
-        );
+    for at in [
+        Compaction::AfterRun,
+        Compaction::BetweenTurns,
+        Compaction::Manual,
+    ] {
+        let want = run(true, at);
+        let got = run(false, at);
+        assert_eq!(got[0]["data"]["isCompacting"], true, "{at:?}: {}", got[0]);
+        assert_eq!(got[2]["data"]["isCompacting"], false, "{at:?}: {}", got[2]);
+        let problems = compare(&format!("{at:?} (pi 1.6.0 live)"), &want, &got);
+        assert!(problems.is_empty(), "{}", problems.join("\n"));
     }
 }
 
@@ -2016,4 +2123,107 @@ fn with_extension(cmd: &mut Command, o: &Oracle, sb: &Sandbox, name: &str, sourc
     std::fs::write(&ext, source).unwrap();
     cmd.args(["-e", ext.to_str().unwrap()])
         .env("PI_NODE", &o.node22);
+}
+
+/// `compact` and `bash` sent while a reply streams (held at the mock), side
+/// by side with pi 1.6.0: `compact` aborts the run, which settles, then
+/// compacts and answers; `bash` runs and answers at once, before the reply
+/// ends, and its `bashExecution` joins the session only after the run (the
+/// run's next request does not carry it).
+#[test]
+fn rpc_compact_and_bash_while_a_run_streams_match_pi() {
+    let Some(o) = Oracle::find("rpc compact and bash while streaming side by side") else {
+        return;
+    };
+    let run = |pi: bool, compact: bool| {
+        let sb = Sandbox::new();
+        let reply = if compact {
+            text_turn("A reply that never ends.")
+        } else {
+            Turn {
+                text: None,
+                calls: vec![(
+                    "call_1".into(),
+                    "bash".into(),
+                    json!({"command": "echo tool"}).to_string(),
+                )],
+                usage: (100, 20),
+                slow: false,
+            }
+        };
+        let server = Server::holding(
+            vec![
+                text_turn("First answer."),
+                reply,
+                text_turn(if compact {
+                    "SUMMARY: a question."
+                } else {
+                    "Done."
+                }),
+            ],
+            vec![1],
+        );
+        configure(&sb.agent(), server.port, &[]);
+        std::fs::write(
+            sb.agent().join("settings.json"),
+            r#"{"defaultProvider":"mock","defaultModel":"mock-1","compaction":{"keepRecentTokens":1}}"#,
+        )
+        .unwrap();
+        let mut client = Client::spawn(side(&o, &sb, pi, true));
+        let settled = |v: &Value| v["type"] == "agent_settled";
+        client.send(&json!({"id": "p0", "type": "prompt", "message": "first question"}));
+        client.wait_count("settled", 1, &settled);
+        client.send(&json!({"id": "p1", "type": "prompt", "message": "second question"}));
+        client.response("p1");
+        server.wait_requests(2);
+        client.send(&json!({"id": "gs", "type": "get_state"}));
+        client.response("gs");
+        let from = client.seen.len();
+        if compact {
+            client.send(&json!({"id": "c", "type": "compact"}));
+            client.response("c");
+        } else {
+            client.send(&json!({"id": "b", "type": "bash", "command": "echo hello"}));
+            client.response("b");
+            assert!(
+                !client.seen[from..].iter().any(|v| v["type"] == "agent_end"),
+                "pi: {pi}: bash answered while the reply is held"
+            );
+            server.release();
+            client.wait_count("settled", 2, &settled);
+        }
+        client.send(&json!({"id": "gm", "type": "get_messages"}));
+        client.response("gm");
+        let (code, seen, err) = client.finish();
+        assert_eq!(code, Some(0), "{err}");
+        let entries: Vec<String> = session_lines(&sb)
+            .iter()
+            .filter(|l| l["type"] == "message")
+            .map(|l| l["message"]["role"].as_str().unwrap_or("?").to_string())
+            .collect();
+        let reqs = server.requests.lock().unwrap().clone();
+        let last = reqs.last().cloned().unwrap_or_default().to_string();
+        let records: Vec<Value> = seen[from..].iter().cloned().map(hide_kept_ids).collect();
+        (records, entries, reqs.len(), last.contains("hello"))
+    };
+    for compact in [true, false] {
+        let (want, want_entries, want_reqs, want_hello) = run(true, compact);
+        let (got, got_entries, got_reqs, got_hello) = run(false, compact);
+        let label = if compact { "compact" } else { "bash" };
+        let problems = compare(
+            &format!("{label} while streaming (pi 1.6.0 live)"),
+            &want,
+            &got,
+        );
+        assert!(problems.is_empty(), "{}", problems.join("\n"));
+        assert_eq!(
+            got_entries, want_entries,
+            "{label}: message entries in order"
+        );
+        assert_eq!(got_reqs, want_reqs, "{label}: model requests");
+        assert!(
+            !want_hello && !got_hello,
+            "{label}: the run's requests carry no bash output"
+        );
+    }
 }

@@ -201,7 +201,25 @@ impl Agent {
     /// that finds nothing to do reports it as a failure; an automatic one
     /// emits nothing then. Usable whether or not automatic compaction is on
     /// (RPC `compact`).
+    ///
+    /// While it runs [`Agent::compacting`] is true (pi's `isCompacting`) and
+    /// the client's questions are answered ([`super::hooks::Inquiries`]).
     pub async fn compact_now(
+        &mut self,
+        reason: CompactionReason,
+        instructions: Option<&str>,
+        will_retry: bool,
+        emit: Emit<'_>,
+    ) -> Compacted {
+        let was = std::mem::replace(&mut self.compacting, true);
+        let done = self
+            .compact_inner(reason, instructions, will_retry, emit)
+            .await;
+        self.compacting = was;
+        done
+    }
+
+    async fn compact_inner(
         &mut self,
         reason: CompactionReason,
         instructions: Option<&str>,
@@ -264,10 +282,11 @@ impl Agent {
         let result = match own {
             Some(c) => Ok(extension_result(&c, &prep)),
             None => {
-                reporting_retries(compact(&prep, &model, instructions), &mut retries, |r| {
-                    emit(&r.record(source))
-                })
-                .await
+                let summary =
+                    reporting_retries(compact(&prep, &model, instructions), &mut retries, |r| {
+                        emit(&r.record(source))
+                    });
+                self.serving(summary).await
             }
         };
         drop(prep);

@@ -91,6 +91,9 @@ pub struct Agent {
     pub compaction: crate::session::compact::CompactionSettings,
     /// Questions answered while a run goes on (see [`hooks::Inquiries`]).
     pub inquiries: Option<Arc<dyn hooks::Inquiries>>,
+    /// A compaction is running ([`Agent::compact_now`]; pi's
+    /// `isCompacting`).
+    pub compacting: bool,
     /// This run's whole prompt from `before_agent_start` (sent, never
     /// recorded).
     run_forced: Option<String>,
@@ -117,6 +120,7 @@ impl Agent {
             auto_compaction: false,
             compaction: Default::default(),
             inquiries: None,
+            compacting: false,
             run_forced: None,
             run_extra: Vec::new(),
         }

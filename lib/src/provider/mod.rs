@@ -249,7 +249,9 @@ pub struct FailureInfo {
 impl FailureInfo {
     fn of(f: &sse::Failure) -> FailureInfo {
         let (kind, retry_after) = match f {
-            sse::Failure::Aborted => (FailureKind::Aborted, None),
+            sse::Failure::Aborted | sse::Failure::AbortedBeforeAnswer => {
+                (FailureKind::Aborted, None)
+            }
             sse::Failure::Error(_) => (FailureKind::Reported, None),
             sse::Failure::Http {
                 status,
@@ -555,11 +557,11 @@ impl<'a> Out<'a> {
     /// Ends the stream with `error` (or `aborted`); open blocks get no end.
     pub fn fail(mut self, failure: sse::Failure) -> Streamed {
         self.strip_partials();
-        let reason = if failure == sse::Failure::Aborted {
-            "aborted"
-        } else {
-            "error"
-        };
+        let aborted = matches!(
+            failure,
+            sse::Failure::Aborted | sse::Failure::AbortedBeforeAnswer
+        );
+        let reason = if aborted { "aborted" } else { "error" };
         self.msg.stop_reason = reason.to_string();
         self.msg.error_message = Some(failure.message().to_string());
         self.emit(StreamEvent::Error {

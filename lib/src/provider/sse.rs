@@ -181,6 +181,10 @@ impl SseDecoder {
 pub enum Failure {
     /// The cancel token fired ("Request was aborted").
     Aborted,
+    /// The cancel token fired while the request waited for the answer's
+    /// headers (pi 1.6.0 says "Request aborted" then, observed on
+    /// openai-completions; mid-stream it says "Request was aborted").
+    AbortedBeforeAnswer,
     /// An error the provider reported in a well-formed answer (an error
     /// event in the stream, an unknown stop reason…), with the message the
     /// assistant message will carry; only its text says whether it is
@@ -203,6 +207,7 @@ impl Failure {
     pub fn message(&self) -> &str {
         match self {
             Failure::Aborted => ABORTED,
+            Failure::AbortedBeforeAnswer => ABORTED_BEFORE_ANSWER,
             Failure::Error(m) | Failure::Transport(m) => m,
             Failure::Http { message, .. } => message,
         }
@@ -252,6 +257,8 @@ fn parse_http_date(v: &str) -> Option<time::OffsetDateTime> {
 
 /// pi's text for an aborted request.
 pub const ABORTED: &str = "Request was aborted";
+/// The same before the answer's headers came.
+pub const ABORTED_BEFORE_ANSWER: &str = "Request aborted";
 
 /// How an API words a non-2xx answer: gets the status and the body text.
 pub type HttpErrorFormat = fn(u16, &str) -> String;
@@ -403,7 +410,7 @@ pub async fn open(call: HttpCall<'_>) -> Result<SseStream, Failure> {
     let body = serde_json::to_vec(call.body).unwrap_or_default();
     let send = client.post(&call.url).headers(headers).body(body).send();
     let resp = tokio::select! {
-        _ = call.cancel.cancelled() => return Err(Failure::Aborted),
+        _ = call.cancel.cancelled() => return Err(Failure::AbortedBeforeAnswer),
         r = tokio::time::timeout(call.idle_timeout, send) => match r {
             Err(_) => return Err(Failure::Transport(idle_message(call.idle_timeout))),
             Ok(Err(e)) => return Err(Failure::Transport(format!("Connection error.: {}", error_chain(&e)))),

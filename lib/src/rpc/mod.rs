@@ -7,12 +7,17 @@
 //! the state, model, session and queue commands from the library's own
 //! types, and ends cleanly on stdin EOF, SIGTERM or SIGHUP with every entry
 //! already on disk. Session replacement and `export_html` are in
-//! [`replace`]. While a run streams, `get_state`, `get_messages`,
+//! [`replace`], the `bash` command in [`bash`]. A run and a `compact`
+//! command are both jobs during which commands are read: `get_messages`,
 //! `get_last_assistant_text` and `get_commands` are answered at once from
-//! what the run began with and the messages it ended since; commands that
-//! need the whole agent (`bash`, `set_model`, `get_entries`, …) are
-//! answered as soon as it settles, in the order they came.
+//! what the job began with and the messages it ended since; `get_state`
+//! and the other read and model commands by the running agent
+//! ([`inquire`]), so `isCompacting` is true while any compaction runs
+//! (manual, threshold, overflow); `bash` runs at once; `compact` and the
+//! session replacements abort a streaming run first, as pi 1.6.0 does; the
+//! rest is answered as soon as the job settled, in the order it came.
 
+mod bash;
 mod inquire;
 pub mod io;
 mod replace;
@@ -31,11 +36,10 @@ use crate::agent::autocompact::Compacted;
 use crate::agent::queue::{DrainMode, QueueKind};
 use crate::agent::{events, Agent};
 use crate::format::compaction::CompactionReason;
-use crate::format::message::{BashExecutionMessage, UserMessage};
+use crate::format::message::UserMessage;
 use crate::format::model::ThinkingLevel;
 use crate::format::rpc::{
-    RpcBashResult, RpcCommand, RpcContextUsage, RpcResponse, RpcSessionStats, RpcState, RpcTokens,
-    COMMANDS,
+    RpcCommand, RpcContextUsage, RpcResponse, RpcSessionStats, RpcState, RpcTokens, COMMANDS,
 };
 use crate::format::{AgentMessage, ContentBlock, Entry, Num, UserContent};
 use crate::model::ModelRegistry;
@@ -99,6 +103,8 @@ struct Ctl {
     out: Out,
     /// Cancels a running `bash` command.
     bash_cancel: Option<CancellationToken>,
+    /// Answers are given while a prompt's run streams (`isStreaming`).
+    streaming: bool,
 }
 
 fn mode_name(m: DrainMode) -> &'static str {
@@ -177,6 +183,7 @@ pub async fn serve(
         opts,
         out,
         bash_cancel: None,
+        streaming: false,
     };
     let mut backlog: std::collections::VecDeque<String> = Default::default();
     loop {
@@ -199,7 +206,10 @@ pub async fn serve(
                 }
             };
             if let Some(user) = user {
-                if let Some(code) = ctl.run(agent, user, &mut input, &mut backlog).await {
+                if let Some(code) = ctl
+                    .run(agent, Job::Prompt(user), &mut input, &mut backlog)
+                    .await
+                {
                     return code;
                 }
             }
@@ -234,7 +244,7 @@ pub async fn serve(
             }
             Parsed::Command(id, kind, cmd) => (id, kind, cmd),
         };
-        let user = match cmd {
+        let job = match cmd {
             RpcCommand::Prompt {
                 message, images, ..
             } => {
@@ -273,7 +283,7 @@ pub async fn serve(
                             &kind,
                             Some(json!({"disposition": "started"})),
                         ));
-                        u
+                        Job::Prompt(u)
                     }
                     None => {
                         ctl.out.record(&RpcResponse::ok(
@@ -308,29 +318,13 @@ pub async fn serve(
                 }
                 continue;
             }
+            // The client's commands are read while it runs, as pi does.
             RpcCommand::Compact {
                 custom_instructions,
-            } => {
-                let out = ctl.out.clone();
-                let done = agent
-                    .compact_now(
-                        CompactionReason::Manual,
-                        custom_instructions.as_deref(),
-                        false,
-                        &mut |v: &Value| {
-                            out.record(v);
-                        },
-                    )
-                    .await;
-                let r = match done {
-                    Compacted::Done(result) => {
-                        RpcResponse::ok(id, &kind, serde_json::to_value(&*result).ok())
-                    }
-                    Compacted::Nothing(e) | Compacted::Failed(e) => RpcResponse::err(id, &kind, e),
-                };
-                ctl.out.record(&r);
-                continue;
-            }
+            } => Job::Compact {
+                id,
+                instructions: custom_instructions,
+            },
             RpcCommand::NewSession { .. }
             | RpcCommand::SwitchSession { .. }
             | RpcCommand::Fork { .. }
@@ -358,10 +352,21 @@ pub async fn serve(
                 continue;
             }
         };
-        if let Some(code) = ctl.run(agent, user, &mut input, &mut backlog).await {
+        if let Some(code) = ctl.run(agent, job, &mut input, &mut backlog).await {
             return code;
         }
     }
+}
+
+/// What the server runs while it goes on reading commands.
+enum Job {
+    /// A prompt's run.
+    Prompt(AgentMessage),
+    /// The `compact` command (answered when it ends).
+    Compact {
+        id: Option<Value>,
+        instructions: Option<String>,
+    },
 }
 
 impl Ctl {
@@ -429,12 +434,12 @@ impl Ctl {
         Ok(self.enqueue(queue, kind, text, images))
     }
 
-    /// One prompt's run, reading commands while it streams. `Some(code)`:
-    /// exit (a signal, or EOF after the run was aborted).
+    /// One prompt's run or one compaction, reading commands while it goes
+    /// on. `Some(code)`: exit (a signal, or EOF after the run was aborted).
     async fn run(
         &mut self,
         agent: &mut Agent,
-        user: AgentMessage,
+        job: Job,
         input: &mut UnboundedReceiver<Input>,
         backlog: &mut std::collections::VecDeque<String>,
     ) -> Option<i32> {
@@ -453,15 +458,26 @@ impl Ctl {
             .map(|(_, m)| (**m).clone())
             .collect();
         let ended: Arc<std::sync::Mutex<Vec<AgentMessage>>> = Arc::default();
-        let snapshot = self.state(agent, true);
+        let (compact_id, prompting) = match &job {
+            Job::Compact { id, .. } => (Some(id.clone()), false),
+            Job::Prompt(_) => (None, true),
+        };
         let inquiries = inquire::Asked::new(Ctl {
             opts: self.opts.clone(),
             out: self.out.clone(),
             bash_cancel: None,
+            streaming: prompting,
         });
         agent.inquiries = Some(inquiries.clone());
         let mut aborts: Vec<Option<Value>> = Vec::new();
         let mut exit = None;
+        let compacted;
+        // A `bash` sent mid-run runs at once (unless an extension must see
+        // it first); its message joins the session after the run.
+        let bash_here = bash::where_(agent);
+        let bash_hooked = agent.hooked("user_bash");
+        let mut user_bash: Option<bash::UserBash> = None;
+        let mut bashed: Vec<AgentMessage> = Vec::new();
         {
             let out = self.out.clone();
             let live = Arc::clone(&ended);
@@ -483,11 +499,37 @@ impl Ctl {
                     stop.cancel();
                 }
             };
-            let fut = agent.run(user, &mut emit);
+            let (ag, em) = (&mut *agent, &mut emit);
+            let fut: LocalFuture<'_, Option<Compacted>> = match job {
+                Job::Prompt(user) => Box::pin(async move {
+                    ag.run(user, em).await;
+                    None
+                }),
+                Job::Compact { instructions, .. } => Box::pin(async move {
+                    let done = ag
+                        .compact_now(CompactionReason::Manual, instructions.as_deref(), false, em)
+                        .await;
+                    Some(done)
+                }),
+            };
             tokio::pin!(fut);
             loop {
                 tokio::select! {
-                    _ = &mut fut => break,
+                    r = &mut fut => break compacted = r,
+                    step = bash::next_step(&mut user_bash) => match step {
+                        bash::Step::Update(text) => {
+                            if let Some(b) = user_bash.as_mut() {
+                                b.update(self, text);
+                            }
+                        }
+                        bash::Step::Done(done) => {
+                            if let Some(b) = user_bash.take() {
+                                let (b, r) = b.finish(self, done);
+                                bashed.push(bash::message(&b.command, b.exclude, &r));
+                                self.respond(b.id, "bash", Ok(serde_json::to_value(r).ok()));
+                            }
+                        }
+                    },
                     inp = input.recv() => match inp {
                         Some(Input::Line(line)) => {
                             if line.trim().is_empty() {
@@ -498,6 +540,12 @@ impl Ctl {
                                 Parsed::Ui(v) => { self.ui_answer(v); continue; }
                                 Parsed::Command(id, kind, cmd) => (id, kind, cmd),
                             };
+                            // A compaction takes no prompts or queued
+                            // messages: they wait until it ended.
+                            if !prompting && matches!(cmd, RpcCommand::Prompt { .. } | RpcCommand::Steer { .. } | RpcCommand::FollowUp { .. }) {
+                                backlog.push_back(line);
+                                continue;
+                            }
                             match cmd {
                                 RpcCommand::Prompt { message, images, streaming_behavior } => {
                                     let r = match streaming_behavior.as_deref() {
@@ -523,15 +571,6 @@ impl Ctl {
                                     let r = self.clear_queue(&queue);
                                     self.respond(id, &kind, Ok(r));
                                 }
-                                RpcCommand::GetState => {
-                                    let mut st = snapshot.clone();
-                                    st.message_count = base.len() + ended.lock().map_or(0, |l| l.len());
-                                    st.pending_message_count = queue.pending_count();
-                                    let (s, f) = queue.modes();
-                                    st.steering_mode = mode_name(s);
-                                    st.follow_up_mode = mode_name(f);
-                                    self.respond(id, &kind, Ok(serde_json::to_value(st).ok()));
-                                }
                                 RpcCommand::SetSteeringMode { mode } => {
                                     let r = self.set_mode(&queue, QueueKind::Steering, &mode);
                                     self.respond(id, &kind, r);
@@ -540,7 +579,20 @@ impl Ctl {
                                     let r = self.set_mode(&queue, QueueKind::FollowUp, &mode);
                                     self.respond(id, &kind, r);
                                 }
+                                RpcCommand::Bash { command, exclude_from_context }
+                                    if prompting && !bash_hooked && user_bash.is_none() =>
+                                {
+                                    user_bash = Some(bash::UserBash::start(
+                                        bash_here.clone(),
+                                        id,
+                                        &command,
+                                        exclude_from_context,
+                                    ));
+                                }
                                 RpcCommand::AbortRetry | RpcCommand::AbortBash => {
+                                    if let (RpcCommand::AbortBash, Some(b)) = (&cmd, &user_bash) {
+                                        b.cancel.cancel();
+                                    }
                                     self.respond(id, &kind, Ok(None));
                                 }
                                 RpcCommand::GetMessages | RpcCommand::GetLastAssistantText => {
@@ -555,7 +607,8 @@ impl Ctl {
                                 RpcCommand::GetCommands => {
                                     self.respond(id, &kind, Ok(Some(json!({ "commands": self.opts.commands }))));
                                 }
-                                RpcCommand::GetAvailableModels
+                                RpcCommand::GetState
+                                | RpcCommand::GetAvailableModels
                                 | RpcCommand::GetAvailableThinkingLevels
                                 | RpcCommand::GetEntries { .. }
                                 | RpcCommand::GetTree
@@ -567,10 +620,13 @@ impl Ctl {
                                 | RpcCommand::CycleThinkingLevel => inquiries.ask(id, kind, cmd),
                                 // A replacement aborts the run first (pi
                                 // does), then goes on once it settled.
+                                // So does `compact` (pi 1.6.0 aborts the
+                                // streaming run, then compacts).
                                 RpcCommand::NewSession { .. }
                                 | RpcCommand::SwitchSession { .. }
                                 | RpcCommand::Fork { .. }
-                                | RpcCommand::Clone => {
+                                | RpcCommand::Clone
+                                | RpcCommand::Compact { .. } => {
                                     cancel.cancel();
                                     backlog.push_back(line);
                                 }
@@ -598,6 +654,26 @@ impl Ctl {
         // What the run had no wait left to answer.
         agent.inquiries = None;
         crate::agent::hooks::Inquiries::serve(&*inquiries, agent);
+        if let Some(b) = user_bash.take() {
+            let (id, command, exclude) = (b.id.clone(), b.command.clone(), b.exclude);
+            let (r, e) = self.bash_to_end(b, input, backlog).await;
+            exit = exit.or(e);
+            bashed.push(bash::message(&command, exclude, &r));
+            self.respond(id, "bash", Ok(serde_json::to_value(r).ok()));
+        }
+        for m in bashed {
+            let e = agent.store.message_entry(m);
+            if let Err(e) = self.append(agent, e) {
+                eprintln!("pi-run: {e}");
+            }
+        }
+        if let (Some(id), Some(done)) = (compact_id, compacted) {
+            let r = match done {
+                Compacted::Done(result) => Ok(serde_json::to_value(&*result).ok()),
+                Compacted::Nothing(e) | Compacted::Failed(e) => Err(e),
+            };
+            self.respond(id, "compact", r);
+        }
         for id in aborts {
             self.respond(id, "abort", Ok(None));
         }
@@ -644,7 +720,7 @@ impl Ctl {
             model: self.model_json(agent),
             thinking_level: agent.opts.thinking.as_str().to_string(),
             is_streaming: streaming,
-            is_compacting: false,
+            is_compacting: agent.compacting,
             steering_mode: mode_name(s),
             follow_up_mode: mode_name(f),
             session_file: agent.store.path().map(|p| p.display().to_string()),
@@ -740,7 +816,9 @@ impl Ctl {
                 Ok(None)
             }
             RpcCommand::ClearQueue => Ok(self.clear_queue(&queue)),
-            RpcCommand::GetState => Ok(serde_json::to_value(self.state(agent, false)).ok()),
+            RpcCommand::GetState => {
+                Ok(serde_json::to_value(self.state(agent, self.streaming)).ok())
+            }
             RpcCommand::SetSteeringMode { mode } => {
                 self.set_mode(&queue, QueueKind::Steering, &mode)
             }
@@ -845,160 +923,6 @@ impl Ctl {
             | RpcCommand::Fork { .. }
             | RpcCommand::Clone => Ok(None),
         }
-    }
-
-    /// The `bash` command: runs now in the session's cwd, streaming
-    /// `bash_execution_update`, then records a `bashExecution` message.
-    /// Reads input meanwhile (only `abort_bash` acts; the rest waits).
-    async fn bash(
-        &mut self,
-        agent: &mut Agent,
-        id: &Option<Value>,
-        command: &str,
-        exclude: Option<bool>,
-        input: &mut UnboundedReceiver<Input>,
-        backlog: &mut std::collections::VecDeque<String>,
-    ) -> Result<Option<i32>, String> {
-        use crate::tools::Tool;
-        // An extension may run the command itself (or refuse it).
-        let event = json!({"type": "user_bash", "command": command,
-            "excludeFromContext": exclude.unwrap_or(false), "cwd": agent.opts.cwd});
-        let out = self.out.clone();
-        let own = agent
-            .user_bash(event, &mut |v: &Value| {
-                out.record(v);
-            })
-            .await?;
-        if let Some(r) = own {
-            let result = RpcBashResult {
-                output: r["output"].as_str().unwrap_or("").to_string(),
-                exit_code: r["exitCode"].as_i64(),
-                cancelled: r["cancelled"].as_bool().unwrap_or(false),
-                truncated: r["truncated"].as_bool().unwrap_or(false),
-                full_output_path: r["fullOutputPath"].as_str().map(str::to_string),
-            };
-            self.bash_done(agent, id, command, exclude, result)?;
-            return Ok(None);
-        }
-        let cancel = CancellationToken::new();
-        self.bash_cancel = Some(cancel.clone());
-        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<String>();
-        let ctx = crate::tools::ToolContext {
-            cwd: agent.opts.cwd.clone(),
-            cancel: cancel.clone(),
-            auto_resize_images: agent.opts.auto_resize_images,
-            tool_call_id: String::new(),
-        };
-        let mut seen = String::new();
-        let sink = Box::new(move |p: crate::tools::ToolOutput| {
-            let _ = tx.send(crate::format::message::blocks_text(&p.content, ""));
-        });
-        let args = json!({ "command": command });
-        let tool = crate::tools::bash::BashTool;
-        let fut = tool.execute(args, ctx, sink);
-        tokio::pin!(fut);
-        let mut exit = None;
-        let update = |text: String, seen: &mut String| {
-            if let Some(delta) = text.strip_prefix(seen.as_str()) {
-                if !delta.is_empty() {
-                    self.out.record(
-                        &json!({"type": "bash_execution_update", "id": id, "delta": delta}),
-                    );
-                }
-            }
-            *seen = text;
-        };
-        let out = loop {
-            tokio::select! {
-                o = &mut fut => break o,
-                Some(text) = rx.recv() => update(text, &mut seen),
-                inp = input.recv() => match inp {
-                    Some(Input::Line(l)) => match parse(&l) {
-                        Parsed::Command(aid, kind, RpcCommand::AbortBash) => {
-                            cancel.cancel();
-                            self.respond(aid, &kind, Ok(None));
-                        }
-                        Parsed::Ui(v) => self.ui_answer(v),
-                        _ => backlog.push_back(l),
-                    },
-                    Some(Input::Signal(code)) => { exit = Some(code); cancel.cancel(); }
-                    Some(Input::Eof) | None => { exit = Some(0); cancel.cancel(); }
-                },
-            }
-        };
-        while let Ok(text) = rx.try_recv() {
-            update(text, &mut seen);
-        }
-        self.bash_cancel = None;
-        let structured = out.structured.clone().unwrap_or(Value::Null);
-        let cancelled = cancel.is_cancelled();
-        let truncated = structured
-            .get("truncated")
-            .and_then(Value::as_bool)
-            .unwrap_or(false);
-        // The tool's last chunk may come with the exit and no progress
-        // update: what the finished output has beyond the streamed text is
-        // the last update (its "(no output)" stands for nothing streamed).
-        if !truncated {
-            if let Some(full) = structured.get("output").and_then(Value::as_str) {
-                if full.len() > seen.len()
-                    && full.starts_with(seen.as_str())
-                    && !(seen.is_empty() && full == "(no output)")
-                {
-                    update(full.to_string(), &mut seen);
-                }
-            }
-        }
-        // The raw output as it streamed (every chunk is an update with
-        // the whole text so far); a truncated one is the tool's tail.
-        let output = if truncated {
-            structured
-                .get("output")
-                .and_then(Value::as_str)
-                .map(str::to_string)
-                .unwrap_or_else(|| seen.clone())
-        } else {
-            seen.clone()
-        };
-        let result = RpcBashResult {
-            output,
-            exit_code: if cancelled {
-                None
-            } else {
-                structured.get("exit_code").and_then(Value::as_i64)
-            },
-            cancelled,
-            truncated,
-            full_output_path: None,
-        };
-        self.bash_done(agent, id, command, exclude, result)?;
-        Ok(exit)
-    }
-
-    /// A finished `bash`: its `bashExecution` entry, then the response.
-    fn bash_done(
-        &mut self,
-        agent: &mut Agent,
-        id: &Option<Value>,
-        command: &str,
-        exclude: Option<bool>,
-        result: RpcBashResult,
-    ) -> Result<(), String> {
-        let msg = AgentMessage::BashExecution(Box::new(BashExecutionMessage {
-            command: command.to_string(),
-            output: result.output.clone(),
-            exit_code: result.exit_code.map(Num::signed),
-            cancelled: result.cancelled,
-            truncated: result.truncated,
-            full_output_path: result.full_output_path.clone(),
-            timestamp: Num::signed(now_ms()),
-            exclude_from_context: exclude.filter(|&x| x),
-            extra: Map::new(),
-        }));
-        let e = agent.store.message_entry(msg);
-        self.append(agent, e)?;
-        self.respond(id.clone(), "bash", Ok(serde_json::to_value(result).ok()));
-        Ok(())
     }
 }
 
