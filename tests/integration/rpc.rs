@@ -2227,3 +2227,69 @@ fn rpc_compact_and_bash_while_a_run_streams_match_pi() {
         );
     }
 }
+
+/// Commands sent while the `compact` command runs (its summary held at
+/// the mock), side by side with pi 1.6.0: a `prompt` is refused, a `steer`
+/// is queued, `get_state` says `isCompacting`, and `abort` cancels the
+/// compaction (`compaction_end {aborted: true}`, `Compaction cancelled`).
+#[test]
+fn rpc_commands_during_the_compact_command_match_pi() {
+    let Some(o) = Oracle::find("rpc commands during compact side by side") else {
+        return;
+    };
+    let run = |pi: bool| {
+        let sb = Sandbox::new();
+        let server = Server::holding(
+            vec![
+                text_turn("First answer."),
+                text_turn("Second answer."),
+                text_turn("SUMMARY: never sent."),
+            ],
+            vec![2],
+        );
+        configure(&sb.agent(), server.port, &[]);
+        std::fs::write(
+            sb.agent().join("settings.json"),
+            r#"{"defaultProvider":"mock","defaultModel":"mock-1","compaction":{"keepRecentTokens":1}}"#,
+        )
+        .unwrap();
+        let mut client = Client::spawn(side(&o, &sb, pi, true));
+        let settled = |v: &Value| v["type"] == "agent_settled";
+        for (n, id) in ["p0", "p1"].into_iter().enumerate() {
+            client.send(&json!({"id": id, "type": "prompt", "message": format!("question {id}")}));
+            client.wait_count("settled", n + 1, &settled);
+        }
+        let from = client.seen.len();
+        client.send(&json!({"id": "c", "type": "compact"}));
+        client.wait_count("compaction_start", 1, &|v| v["type"] == "compaction_start");
+        server.wait_requests(3);
+        for c in [
+            json!({"id": "q", "type": "prompt", "message": "during"}),
+            json!({"id": "s", "type": "steer", "message": "steer during"}),
+            json!({"id": "gs", "type": "get_state"}),
+        ] {
+            client.send(&c);
+            client.response(c["id"].as_str().unwrap_or(""));
+        }
+        assert!(
+            !client.seen.iter().any(|v| v["type"] == "compaction_end"),
+            "pi: {pi}: answered while the summary is held"
+        );
+        client.send(&json!({"id": "a", "type": "abort"}));
+        client.response("c");
+        client.response("a");
+        let (code, seen, err) = client.finish();
+        assert_eq!(code, Some(0), "{err}");
+        seen[from..].to_vec()
+    };
+    let want = run(true);
+    let got = run(false);
+    let problems = compare("during compact (pi 1.6.0 live)", &want, &got);
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+    let c = got
+        .iter()
+        .find(|v| v["id"] == "c" && v["type"] == "response")
+        .cloned()
+        .unwrap_or_default();
+    assert_eq!(c["error"], "Compaction cancelled", "{c}");
+}

@@ -33,6 +33,9 @@ pub const OVERFLOW_RETRY_FAILED: &str = "Context overflow recovery failed after 
 pub const TRUNCATED_RETRY_FAILED: &str =
     "Truncated response recovery failed after one compact-and-retry attempt.";
 
+/// A cancelled compaction (an abort, an extension's `{cancel: true}`).
+pub const CANCELLED: &str = "Compaction cancelled";
+
 /// What [`Agent::compact_now`] came to.
 #[derive(Debug, Clone)]
 pub enum Compacted {
@@ -261,7 +264,7 @@ impl Agent {
                 emit(&to_value(&CompactionEnd::aborted(reason)));
                 self.compact_failed(reason, None, true, will_retry, emit)
                     .await;
-                return Compacted::Failed("Compaction cancelled".into());
+                return Compacted::Failed(CANCELLED.into());
             }
             own = answer
                 .and_then(|v| v.get("compaction").cloned())
@@ -302,6 +305,11 @@ impl Agent {
                 emit(&to_value(&end));
                 self.compact_failed(reason, end.error_message.clone(), aborted, will_retry, emit)
                     .await;
+                // An abort reads as pi's cancellation, whatever the model
+                // call said.
+                if aborted {
+                    return Compacted::Failed(CANCELLED.into());
+                }
                 return Compacted::Failed(msg);
             }
         };

@@ -358,6 +358,10 @@ pub async fn serve(
     }
 }
 
+/// A `prompt` sent while the `compact` command runs (pi 1.6.0's text).
+const COMPACTING: &str =
+    "Cannot submit a prompt while compaction is in progress. Wait for compaction to finish and retry.";
+
 /// What the server runs while it goes on reading commands.
 enum Job {
     /// A prompt's run.
@@ -540,10 +544,10 @@ impl Ctl {
                                 Parsed::Ui(v) => { self.ui_answer(v); continue; }
                                 Parsed::Command(id, kind, cmd) => (id, kind, cmd),
                             };
-                            // A compaction takes no prompts or queued
-                            // messages: they wait until it ended.
-                            if !prompting && matches!(cmd, RpcCommand::Prompt { .. } | RpcCommand::Steer { .. } | RpcCommand::FollowUp { .. }) {
-                                backlog.push_back(line);
+                            // The `compact` command refuses prompts (steering
+                            // and follow-ups are queued), as pi 1.6.0 does.
+                            if !prompting && matches!(cmd, RpcCommand::Prompt { .. }) {
+                                self.respond(id, &kind, Err(COMPACTING.to_string()));
                                 continue;
                             }
                             match cmd {
