@@ -2293,3 +2293,61 @@ fn rpc_commands_during_the_compact_command_match_pi() {
         .unwrap_or_default();
     assert_eq!(c["error"], "Compaction cancelled", "{c}");
 }
+
+/// A `get_state` sent while a failed request waits for its retry (the
+/// provider's 500, a 2 s backoff) is answered at once, before the retry
+/// begins its turn, on both sides.
+#[test]
+fn rpc_get_state_during_a_retry_backoff_is_answered_at_once_as_pi() {
+    use crate::common::{sse_text, Reply, ScriptServer};
+    let Some(o) = Oracle::find("rpc get_state during a retry side by side") else {
+        return;
+    };
+    let run = |pi: bool| {
+        let sb = Sandbox::new();
+        let server = ScriptServer::start(vec![
+            Reply::Status(500, r#"{"error":{"message":"boom"}}"#.into()),
+            Reply::Sse(sse_text("Recovered.")),
+        ]);
+        server.configure(&sb.agent());
+        std::fs::write(
+            sb.agent().join("settings.json"),
+            r#"{"defaultProvider":"mock","defaultModel":"mock-model","retry":{"baseDelayMs":2000}}"#,
+        )
+        .unwrap();
+        let mut client = Client::spawn(side(&o, &sb, pi, true));
+        client.send(&json!({"id": "p", "type": "prompt", "message": "hello"}));
+        client.wait_count("auto_retry_start", 1, &|v| v["type"] == "auto_retry_start");
+        client.send(&json!({"id": "gs", "type": "get_state"}));
+        let gs = client.response("gs");
+        client.wait_count("settled", 1, &|v| v["type"] == "agent_settled");
+        let (code, seen, err) = client.finish();
+        assert_eq!(code, Some(0), "{err}");
+        assert_eq!(
+            server.requests.lock().unwrap().len(),
+            2,
+            "pi: {pi}: retried"
+        );
+        // Answered at once: before the retry (2 s later) starts its turn.
+        let at = |pred: &dyn Fn(&Value) -> bool| seen.iter().position(pred);
+        let answered = at(&|v| v["id"] == "gs" && v["type"] == "response");
+        let waiting = at(&|v| v["type"] == "auto_retry_start").unwrap_or(usize::MAX);
+        let retry = seen
+            .iter()
+            .skip(waiting)
+            .position(|v| v["type"] == "turn_start")
+            .map(|n| n + waiting);
+        (
+            answered.is_some() && retry.is_some() && answered < retry,
+            gs["data"]["isStreaming"].clone(),
+            gs["data"]["messageCount"].clone(),
+        )
+    };
+    let want = run(true);
+    let got = run(false);
+    assert!(want.0, "pi answers during the backoff: {want:?}");
+    assert_eq!(
+        got, want,
+        "(answered before the retry began, isStreaming, messageCount)"
+    );
+}

@@ -611,13 +611,26 @@ impl Agent {
                         }
                     }
                     if !matches!(result, TurnsEnd::Failed(_)) {
-                        tokio::select! {
-                            _ = tokio::time::sleep(Duration::from_millis(delay)) => {}
-                            _ = self.cancel.cancelled() => {
-                                emit(&json!({"type": "auto_retry_end", "success": false, "attempt": attempt, "finalError": "Retry cancelled"}));
-                                emit(&json!({"type": "agent_settled", "aborted": true}));
-                                return RunOutcome { last: last_assistant(&new_messages), error: Some("Retry cancelled".into()), aborted: true };
-                            }
+                        // The client's questions are answered meanwhile.
+                        let cancel = self.cancel.clone();
+                        let slept = self
+                            .serving(async {
+                                tokio::select! {
+                                    _ = tokio::time::sleep(Duration::from_millis(delay)) => true,
+                                    _ = cancel.cancelled() => false,
+                                }
+                            })
+                            .await;
+                        if !slept {
+                            emit(
+                                &json!({"type": "auto_retry_end", "success": false, "attempt": attempt, "finalError": "Retry cancelled"}),
+                            );
+                            emit(&json!({"type": "agent_settled", "aborted": true}));
+                            return RunOutcome {
+                                last: last_assistant(&new_messages),
+                                error: Some("Retry cancelled".into()),
+                                aborted: true,
+                            };
                         }
                         new_messages.clear();
                         retrying = true;
