@@ -89,6 +89,23 @@ pub struct OAuth {
     pub client_name: Option<String>,
     pub client_registration: Registration,
     pub auth_server_metadata_url: Option<String>,
+    /// Ours (pi has no such field; pi ignores it): the URL of the client's
+    /// own Client ID Metadata Document, used as the client ID when the
+    /// authorization server supports documents (pi uses its fixed
+    /// `https://pi.dev/oauth/client.json` instead).
+    pub client_metadata_url: Option<String>,
+    /// Ours: `"client_credentials"` signs in without a browser, with
+    /// `clientId`/`clientSecret` (machine-to-machine); the default is the
+    /// browser's authorization code flow.
+    pub grant: Grant,
+}
+
+/// The OAuth grant a server's tokens come from.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Grant {
+    #[default]
+    AuthorizationCode,
+    ClientCredentials,
 }
 
 /// `http://` or `https://` on localhost, 127.0.0.1 or [::1].
@@ -180,6 +197,28 @@ fn oauth_field(m: &Map<String, Value>, name: &str) -> Result<OAuth, String> {
             ))
         }
     };
+    out.client_metadata_url = match o.get("clientMetadataUrl") {
+        None => None,
+        Some(Value::String(u)) if u.starts_with("https://") || loopback_http(u) => Some(u.clone()),
+        Some(_) => return Err(e(
+            ".clientMetadataUrl must be an https URL, or http on localhost, 127.0.0.1, or [::1]",
+        )),
+    };
+    out.grant = match o.get("grantType") {
+        None => Grant::AuthorizationCode,
+        Some(v) => match v.as_str() {
+            Some("authorization_code") => Grant::AuthorizationCode,
+            Some("client_credentials") => Grant::ClientCredentials,
+            _ => {
+                return Err(e(
+                    ".grantType must be \"authorization_code\" or \"client_credentials\"",
+                ))
+            }
+        },
+    };
+    if out.grant == Grant::ClientCredentials && out.client_id.is_none() {
+        return Err(e(".grantType \"client_credentials\" needs oauth.clientId"));
+    }
     Ok(out)
 }
 
@@ -671,6 +710,10 @@ mod tests {
             (r#"{"scope":5}"#, "oauth.scope must be a string"),
             (r#"{"clientName":5}"#, "oauth.clientName must be a non-empty string"),
             (r#"{"clientRegistration":"x"}"#, "oauth.clientRegistration must be \"auto\", \"dcr\", or \"cimd\""),
+            // Ours (pi has no such fields).
+            (r#"{"grantType":"password"}"#, "oauth.grantType must be \"authorization_code\" or \"client_credentials\""),
+            (r#"{"grantType":"client_credentials"}"#, "oauth.grantType \"client_credentials\" needs oauth.clientId"),
+            (r#"{"clientMetadataUrl":"http://example.com/c.json"}"#, "oauth.clientMetadataUrl must be an https URL, or http on localhost, 127.0.0.1, or [::1]"),
             (r#"{"authServerMetadataUrl":"ftp://x"}"#, "oauth.authServerMetadataUrl must be an https URL, or http on localhost, 127.0.0.1, or [::1]"),
         ];
         for (oauth, want) in cases {
@@ -689,7 +732,7 @@ mod tests {
         }
         let (_t, agent, cwd) = setup(
             &format!(
-                r#"{{"mcpServers":{{"s":{{{u},"oauth":{{"clientId":"id","clientSecret":"${{PI_TEST_NO_SUCH_VAR}}x","callbackPort":8123,"scope":"a b","clientRegistration":"dcr","bogus":1}}}}}}}}"#
+                r#"{{"mcpServers":{{"s":{{{u},"oauth":{{"clientId":"id","clientSecret":"${{PI_TEST_NO_SUCH_VAR}}x","callbackPort":8123,"scope":"a b","clientRegistration":"dcr","grantType":"client_credentials","clientMetadataUrl":"https://c.example/m.json","bogus":1}}}}}}}}"#
             ),
             None,
         );
@@ -703,6 +746,11 @@ mod tests {
         assert_eq!(oauth.callback_port, Some(8123));
         assert_eq!(oauth.scope.as_deref(), Some("a b"));
         assert_eq!(oauth.client_registration, Registration::Dcr);
+        assert_eq!(oauth.grant, Grant::ClientCredentials);
+        assert_eq!(
+            oauth.client_metadata_url.as_deref(),
+            Some("https://c.example/m.json")
+        );
     }
 
     fn setup(global: &str, project: Option<&str>) -> (tempfile::TempDir, PathBuf, PathBuf) {
