@@ -28,7 +28,8 @@ pub enum McpCommand {
     /// pi 1.6.0 both read; pi-run refreshes them with the stored refresh
     /// token. A wider scope a server asked for in a 403 is requested too.
     /// Ours beyond pi: `oauth.grantType: "client_credentials"` signs in
-    /// without a browser (`clientId`/`clientSecret`), and
+    /// without a browser (`clientId` with `clientSecret`, or with
+    /// `privateKey` and `signingAlgorithm` for a signed JWT), and
     /// `oauth.clientMetadataUrl` is used as the client ID when the
     /// authorization server supports Client ID Metadata Documents.
     #[command(after_long_help = LOGIN_HELP)]

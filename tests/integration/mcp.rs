@@ -601,10 +601,11 @@ fn mcp_conformance_client_scenarios_pass() {
 /// `insufficient_scope` to a tool call is noted and the next sign-in asks
 /// for the wider scope), `2025-03-26-oauth-metadata-backcompat` (the
 /// server's own root metadata when discovery finds no matching issuer) and
-/// `client-credentials-basic` (our `oauth.grantType: "client_credentials"`,
-/// the token fetched at connect). Not passing: `client-credentials-jwt`
-/// (needs `private_key_jwt` signing) and `cross-app-access-complete-flow`
-/// (an enterprise IdP token exchange), both suite extensions.
+/// `client-credentials-basic`/`-jwt` (our `oauth.grantType:
+/// "client_credentials"`, with `clientSecret` or our `privateKey` for a
+/// `private_key_jwt` assertion; the token fetched at connect). Not passing:
+/// `cross-app-access-complete-flow` (an enterprise IdP token exchange, a
+/// suite extension).
 #[test]
 fn mcp_conformance_auth_scenarios_pass() {
     let Some(o) = Oracle::find("mcp_conformance_auth_scenarios_pass") else {
@@ -634,6 +635,7 @@ fn mcp_conformance_auth_scenarios_pass() {
         "scope-step-up",
         "2025-03-26-oauth-metadata-backcompat",
         "client-credentials-basic",
+        "client-credentials-jwt",
     ];
     let out_dir = tempfile::tempdir().unwrap();
     for scenario in scenarios {

@@ -11,7 +11,7 @@
 # client_secret (pre-registration) become the entry's `oauth.clientId`/`clientSecret`.
 # Per scenario: basic-cimd gives `oauth.clientMetadataUrl` (the document URL the suite's
 # authorization server expects; a real client hosts its document there); client-credentials-*
-# set `oauth.grantType: "client_credentials"` and only connect (the token is fetched at
+# set `oauth.grantType: "client_credentials"` (the jwt variant's key as `oauth.privateKey`) and only connect (the token is fetched at
 # connect, no browser); scope-step-up signs in, calls the server's tool (403
 # insufficient_scope: the wider scope is noted), signs in again and calls it again.
 set -euo pipefail
@@ -28,6 +28,8 @@ c = json.load(sys.stdin)
 o = {}
 if "client_id" in c: o["clientId"] = c["client_id"]
 if "client_secret" in c: o["clientSecret"] = c["client_secret"]
+if "private_key_pem" in c: o["privateKey"] = c["private_key_pem"]
+if "signing_algorithm" in c: o["signingAlgorithm"] = c["signing_algorithm"]
 print(json.dumps(o))')"
 fi
 case "$scenario" in

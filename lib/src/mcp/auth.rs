@@ -332,6 +332,69 @@ async fn token_request(
     secret: Option<&str>,
     params: &[(&str, &str)],
 ) -> Result<Value, String> {
+    token_request_as(metadata, client_id, secret, true, params).await
+}
+
+/// A signed JWT client assertion (RFC 7523 §2.2, `private_key_jwt`):
+/// `iss` = `sub` = the client ID, `aud` the authorization server, valid
+/// for five minutes, signed with the PEM PKCS#8 key (`ES256` or `RS256`).
+fn client_assertion(pem: &str, alg: &str, client_id: &str, aud: &str) -> Result<String, String> {
+    use base64::Engine;
+    use ring::signature::{
+        EcdsaKeyPair, RsaKeyPair, ECDSA_P256_SHA256_FIXED_SIGNING, RSA_PKCS1_SHA256,
+    };
+    let b64 = base64::engine::general_purpose::URL_SAFE_NO_PAD;
+    let body: String = pem
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.starts_with("-----"))
+        .collect();
+    let der = base64::engine::general_purpose::STANDARD
+        .decode(body)
+        .map_err(|_| "not a PEM key".to_string())?;
+    let now = (now_ms() / 1000) as u64;
+    let mut jti = [0u8; 16];
+    ring::rand::SecureRandom::fill(&ring::rand::SystemRandom::new(), &mut jti)
+        .map_err(|_| "no random numbers".to_string())?;
+    let header = json!({"alg": alg, "typ": "JWT"});
+    let claims = json!({"iss": client_id, "sub": client_id, "aud": aud,
+        "iat": now, "exp": now + 300, "jti": b64.encode(jti)});
+    let input = format!(
+        "{}.{}",
+        b64.encode(header.to_string()),
+        b64.encode(claims.to_string())
+    );
+    let rng = ring::rand::SystemRandom::new();
+    let sig = match alg {
+        "RS256" => {
+            let key =
+                RsaKeyPair::from_pkcs8(&der).map_err(|e| format!("not a PKCS#8 RSA key: {e}"))?;
+            let mut sig = vec![0u8; key.public().modulus_len()];
+            key.sign(&RSA_PKCS1_SHA256, &rng, input.as_bytes(), &mut sig)
+                .map_err(|_| "signing failed".to_string())?;
+            sig
+        }
+        _ => {
+            let key = EcdsaKeyPair::from_pkcs8(&ECDSA_P256_SHA256_FIXED_SIGNING, &der, &rng)
+                .map_err(|e| format!("not a PKCS#8 P-256 key: {e}"))?;
+            key.sign(&rng, input.as_bytes())
+                .map_err(|_| "signing failed".to_string())?
+                .as_ref()
+                .to_vec()
+        }
+    };
+    Ok(format!("{input}.{}", b64.encode(sig)))
+}
+
+/// [`token_request`]; `with_id: false` leaves the client ID out of the body
+/// (a JWT assertion names the client).
+async fn token_request_as(
+    metadata: &Value,
+    client_id: &str,
+    secret: Option<&str>,
+    with_id: bool,
+    params: &[(&str, &str)],
+) -> Result<Value, String> {
     use base64::Engine;
     let endpoint = metadata["token_endpoint"]
         .as_str()
@@ -344,7 +407,7 @@ async fn token_request(
         methods.contains(&"client_secret_post") && !methods.contains(&"client_secret_basic");
     let basic = secret.is_some() && !post_only;
     let mut pairs: Vec<(&str, &str)> = params.to_vec();
-    if !basic {
+    if !basic && with_id {
         pairs.push(("client_id", client_id));
         if let Some(s) = secret {
             pairs.push(("client_secret", s));
@@ -520,14 +583,29 @@ async fn client_credentials(
     if let Some(s) = scope.as_deref() {
         params.push(("scope", s));
     }
-    let tokens = token_request(
-        &metadata,
-        client_id,
-        oauth.client_secret.as_deref(),
-        &params,
-    )
-    .await
-    .map_err(|e| format!("MCP server \"{}\": {e}", cfg.name))?;
+    let assertion;
+    let secret = match &oauth.private_key {
+        Some(pem) => {
+            let aud = metadata["issuer"]
+                .as_str()
+                .or(metadata["token_endpoint"].as_str())
+                .unwrap_or(url);
+            let alg = oauth.signing_algorithm.as_deref().unwrap_or("ES256");
+            assertion = client_assertion(pem, alg, client_id, aud)
+                .map_err(|e| format!("MCP server \"{}\": oauth.privateKey: {e}", cfg.name))?;
+            params.push((
+                "client_assertion_type",
+                "urn:ietf:params:oauth:client-assertion-type:jwt-bearer",
+            ));
+            params.push(("client_assertion", &assertion));
+            None
+        }
+        None => oauth.client_secret.as_deref(),
+    };
+    let with_id = oauth.private_key.is_none();
+    let tokens = token_request_as(&metadata, client_id, secret, with_id, &params)
+        .await
+        .map_err(|e| format!("MCP server \"{}\": {e}", cfg.name))?;
     let token = tokens["access_token"]
         .as_str()
         .unwrap_or_default()
@@ -929,6 +1007,53 @@ mod tests {
         let all: Value =
             serde_json::from_str(&std::fs::read_to_string(&store.path).unwrap()).unwrap();
         assert_eq!(all["other|http://x"]["tokens"]["access_token"], "keep");
+    }
+
+    /// A `private_key_jwt` assertion: ES256 over `header.claims` with the
+    /// PEM key, verifiable with its public key; `iss`/`sub` the client,
+    /// `aud` as given, a short validity. A bad key is an error, no panic.
+    #[test]
+    fn client_assertion_is_a_verifiable_es256_jwt() {
+        use base64::Engine;
+        use ring::signature::{
+            EcdsaKeyPair, KeyPair, ECDSA_P256_SHA256_FIXED, ECDSA_P256_SHA256_FIXED_SIGNING,
+        };
+        let rng = ring::rand::SystemRandom::new();
+        let pkcs8 = EcdsaKeyPair::generate_pkcs8(&ECDSA_P256_SHA256_FIXED_SIGNING, &rng).unwrap();
+        let std = base64::engine::general_purpose::STANDARD;
+        let pem = format!(
+            "-----BEGIN PRIVATE KEY-----\n{}\n-----END PRIVATE KEY-----\n",
+            std.encode(pkcs8.as_ref())
+        );
+        let jwt = client_assertion(&pem, "ES256", "cid", "http://as.example").unwrap();
+        let parts: Vec<&str> = jwt.split('.').collect();
+        assert_eq!(parts.len(), 3);
+        let b64 = base64::engine::general_purpose::URL_SAFE_NO_PAD;
+        let header: Value = serde_json::from_slice(&b64.decode(parts[0]).unwrap()).unwrap();
+        let claims: Value = serde_json::from_slice(&b64.decode(parts[1]).unwrap()).unwrap();
+        assert_eq!(header, json!({"alg": "ES256", "typ": "JWT"}));
+        assert_eq!(
+            (&claims["iss"], &claims["sub"], &claims["aud"]),
+            (&json!("cid"), &json!("cid"), &json!("http://as.example"))
+        );
+        assert_eq!(
+            claims["exp"].as_u64().unwrap() - claims["iat"].as_u64().unwrap(),
+            300
+        );
+        let key = EcdsaKeyPair::from_pkcs8(&ECDSA_P256_SHA256_FIXED_SIGNING, pkcs8.as_ref(), &rng)
+            .unwrap();
+        let public = ring::signature::UnparsedPublicKey::new(
+            &ECDSA_P256_SHA256_FIXED,
+            key.public_key().as_ref(),
+        );
+        let input = format!("{}.{}", parts[0], parts[1]);
+        public
+            .verify(input.as_bytes(), &b64.decode(parts[2]).unwrap())
+            .unwrap();
+        assert!(client_assertion("not a key", "ES256", "cid", "a").is_err());
+        assert!(client_assertion(&pem, "RS256", "cid", "a")
+            .unwrap_err()
+            .contains("RSA"));
     }
 
     /// Sign-out drops one record and keeps the others; a second sign-out

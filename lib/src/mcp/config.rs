@@ -98,6 +98,12 @@ pub struct OAuth {
     /// `clientId`/`clientSecret` (machine-to-machine); the default is the
     /// browser's authorization code flow.
     pub grant: Grant,
+    /// Ours: a PEM PKCS#8 private key (`${VAR}`/`!command` expanded); with
+    /// `grantType: "client_credentials"` the client authenticates with a
+    /// signed JWT (`private_key_jwt`, RFC 7523) instead of a secret.
+    pub private_key: Option<String>,
+    /// Ours: the JWT algorithm for `privateKey`, `ES256` (default) or `RS256`.
+    pub signing_algorithm: Option<String>,
 }
 
 /// The OAuth grant a server's tokens come from.
@@ -215,6 +221,12 @@ fn oauth_field(m: &Map<String, Value>, name: &str) -> Result<OAuth, String> {
                 ))
             }
         },
+    };
+    out.private_key = string("privateKey", "must be a string")?.map(|s| expand_value(&s));
+    out.signing_algorithm = match o.get("signingAlgorithm") {
+        None => None,
+        Some(Value::String(a)) if a == "ES256" || a == "RS256" => Some(a.clone()),
+        Some(_) => return Err(e(".signingAlgorithm must be \"ES256\" or \"RS256\"")),
     };
     if out.grant == Grant::ClientCredentials && out.client_id.is_none() {
         return Err(e(".grantType \"client_credentials\" needs oauth.clientId"));
@@ -713,6 +725,8 @@ mod tests {
             // Ours (pi has no such fields).
             (r#"{"grantType":"password"}"#, "oauth.grantType must be \"authorization_code\" or \"client_credentials\""),
             (r#"{"grantType":"client_credentials"}"#, "oauth.grantType \"client_credentials\" needs oauth.clientId"),
+            (r#"{"privateKey":1}"#, "oauth.privateKey must be a string"),
+            (r#"{"signingAlgorithm":"HS256"}"#, "oauth.signingAlgorithm must be \"ES256\" or \"RS256\""),
             (r#"{"clientMetadataUrl":"http://example.com/c.json"}"#, "oauth.clientMetadataUrl must be an https URL, or http on localhost, 127.0.0.1, or [::1]"),
             (r#"{"authServerMetadataUrl":"ftp://x"}"#, "oauth.authServerMetadataUrl must be an https URL, or http on localhost, 127.0.0.1, or [::1]"),
         ];
