@@ -29,7 +29,8 @@ pub enum McpCommand {
     /// token. A wider scope a server asked for in a 403 is requested too.
     /// Ours beyond pi: `oauth.grantType: "client_credentials"` signs in
     /// without a browser (`clientId` with `clientSecret`, or with
-    /// `privateKey` and `signingAlgorithm` for a signed JWT), and
+    /// `privateKey` and `signingAlgorithm` for a signed JWT),
+    /// `"enterprise"` exchanges `oauth.idp`'s ID token (SEP-990), and
     /// `oauth.clientMetadataUrl` is used as the client ID when the
     /// authorization server supports Client ID Metadata Documents.
     #[command(after_long_help = LOGIN_HELP)]

@@ -603,9 +603,10 @@ fn mcp_conformance_client_scenarios_pass() {
 /// server's own root metadata when discovery finds no matching issuer) and
 /// `client-credentials-basic`/`-jwt` (our `oauth.grantType:
 /// "client_credentials"`, with `clientSecret` or our `privateKey` for a
-/// `private_key_jwt` assertion; the token fetched at connect). Not passing:
-/// `cross-app-access-complete-flow` (an enterprise IdP token exchange, a
-/// suite extension).
+/// `private_key_jwt` assertion; the token fetched at connect) and
+/// `cross-app-access-complete-flow` (our `grantType: "enterprise"` with
+/// `oauth.idp`: the IdP's ID token exchanged for an ID-JAG, then the JWT
+/// bearer grant). That is every auth scenario the suite offers.
 #[test]
 fn mcp_conformance_auth_scenarios_pass() {
     let Some(o) = Oracle::find("mcp_conformance_auth_scenarios_pass") else {
@@ -636,6 +637,7 @@ fn mcp_conformance_auth_scenarios_pass() {
         "2025-03-26-oauth-metadata-backcompat",
         "client-credentials-basic",
         "client-credentials-jwt",
+        "cross-app-access-complete-flow",
     ];
     let out_dir = tempfile::tempdir().unwrap();
     for scenario in scenarios {

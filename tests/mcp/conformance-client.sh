@@ -12,7 +12,8 @@
 # Per scenario: basic-cimd gives `oauth.clientMetadataUrl` (the document URL the suite's
 # authorization server expects; a real client hosts its document there); client-credentials-*
 # set `oauth.grantType: "client_credentials"` (the jwt variant's key as `oauth.privateKey`) and only connect (the token is fetched at
-# connect, no browser); scope-step-up signs in, calls the server's tool (403
+# connect, no browser); cross-app-access-* sets `oauth.grantType: "enterprise"` with the
+# IdP of the context as `oauth.idp` and only connects; scope-step-up signs in, calls the server's tool (403
 # insufficient_scope: the wider scope is noted), signs in again and calls it again.
 set -euo pipefail
 run="$1" res="$2" url="${*: -1}"
@@ -30,6 +31,9 @@ if "client_id" in c: o["clientId"] = c["client_id"]
 if "client_secret" in c: o["clientSecret"] = c["client_secret"]
 if "private_key_pem" in c: o["privateKey"] = c["private_key_pem"]
 if "signing_algorithm" in c: o["signingAlgorithm"] = c["signing_algorithm"]
+if "idp_id_token" in c:
+	o["grantType"] = "enterprise"
+	o["idp"] = {"tokenEndpoint": c["idp_token_endpoint"], "clientId": c["idp_client_id"], "idToken": c["idp_id_token"]}
 print(json.dumps(o))')"
 fi
 case "$scenario" in
@@ -45,7 +49,7 @@ elicitation-sep1034-client-defaults) tool=test_client_elicitation_defaults args=
 esac
 export HOME="$d/home" PI_CODING_AGENT_DIR="$d/agent"
 case "$scenario" in
-auth/client-credentials-*)
+auth/client-credentials-* | auth/cross-app-access-*)
 	"$res" --cwd "$d/cwd" --inspect --format jsonl
 	exit
 	;;

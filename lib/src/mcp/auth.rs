@@ -12,7 +12,8 @@
 //! tool serves both; a later connection sends the stored access token,
 //! refreshed with the stored refresh token once it has expired or the
 //! server rejects it. Beyond pi: `oauth.grantType: "client_credentials"`
-//! gets tokens without a browser, `oauth.clientMetadataUrl` is the client ID
+//! (a secret or a signed JWT) and `"enterprise"` (an IdP's ID token
+//! exchanged for an ID-JAG) get tokens without a browser, `oauth.clientMetadataUrl` is the client ID
 //! when the authorization server supports Client ID Metadata Documents, a
 //! 2025-03-26 server's own root metadata is used when discovery finds no
 //! matching issuer, and a 403 `insufficient_scope` is remembered
@@ -517,7 +518,7 @@ pub async fn bearer(
     if let Some(t) = refresh(cfg, url, store).await {
         return Ok(Some(t));
     }
-    if oauth.grant == Grant::ClientCredentials {
+    if oauth.grant != Grant::AuthorizationCode {
         return client_credentials(cfg, url, headers, oauth, store)
             .await
             .map(Some);
@@ -552,9 +553,11 @@ async fn refresh(cfg: &ServerConfig, url: &str, store: &Store) -> Option<String>
     Some(token)
 }
 
-/// The client credentials grant (RFC 6749 §4.4; MCP's SEP-1046): discovery
-/// as for a sign-in, then `oauth.clientId`/`clientSecret` exchanged for a
-/// token at the token endpoint, stored like a sign-in's.
+/// The grants without a browser, after discovery as for a sign-in: client
+/// credentials (RFC 6749 §4.4; MCP's SEP-1046), the client authenticated
+/// by `oauth.clientSecret` or a `privateKey` JWT; or enterprise-managed
+/// (SEP-990), the IdP's ID token exchanged for an ID-JAG that is the JWT
+/// bearer grant. The tokens are stored like a sign-in's.
 async fn client_credentials(
     cfg: &ServerConfig,
     url: &str,
@@ -565,7 +568,7 @@ async fn client_credentials(
     use rmcp::transport::auth::{AuthorizationManager, WWWAuthenticateParams};
     let client_id = oauth.client_id.as_deref().ok_or_else(|| {
         format!(
-            "MCP server \"{}\": oauth.grantType \"client_credentials\" needs oauth.clientId",
+            "MCP server \"{}\": this oauth.grantType needs oauth.clientId",
             cfg.name
         )
     })?;
@@ -582,6 +585,47 @@ async fn client_credentials(
     let mut params = vec![("grant_type", "client_credentials"), ("resource", url)];
     if let Some(s) = scope.as_deref() {
         params.push(("scope", s));
+    }
+    // Enterprise-managed: the IdP's ID token becomes an ID-JAG for this
+    // authorization server and resource, which is then the grant.
+    let jag;
+    if let (Grant::Enterprise, Some(idp)) = (oauth.grant, &oauth.idp) {
+        let audience = metadata["issuer"].as_str().unwrap_or(url).to_string();
+        let mut ex = vec![
+            (
+                "grant_type",
+                "urn:ietf:params:oauth:grant-type:token-exchange",
+            ),
+            (
+                "requested_token_type",
+                "urn:ietf:params:oauth:token-type:id-jag",
+            ),
+            ("subject_token", idp.id_token.as_str()),
+            (
+                "subject_token_type",
+                "urn:ietf:params:oauth:token-type:id_token",
+            ),
+            ("audience", audience.as_str()),
+            ("resource", url),
+        ];
+        if let Some(s) = scope.as_deref() {
+            ex.push(("scope", s));
+        }
+        let idp_meta = json!({"token_endpoint": idp.token_endpoint});
+        let answer = token_request(&idp_meta, &idp.client_id, idp.client_secret.as_deref(), &ex)
+            .await
+            .map_err(|e| format!("MCP server \"{}\": the IdP token exchange: {e}", cfg.name))?;
+        jag = answer["access_token"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
+        params = vec![
+            ("grant_type", "urn:ietf:params:oauth:grant-type:jwt-bearer"),
+            ("assertion", jag.as_str()),
+        ];
+        if let Some(s) = scope.as_deref() {
+            params.push(("scope", s));
+        }
     }
     let assertion;
     let secret = match &oauth.private_key {
@@ -628,7 +672,7 @@ async fn login_inner(
     open: Opener<'_>,
 ) -> Result<(), String> {
     use rmcp::transport::auth::{AuthorizationManager, AuthorizationRequest, AuthorizationSession};
-    if oauth.grant == Grant::ClientCredentials {
+    if oauth.grant != Grant::AuthorizationCode {
         return client_credentials(cfg, url, headers, oauth, store)
             .await
             .map(|_| ());

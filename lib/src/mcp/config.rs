@@ -63,7 +63,7 @@ pub enum Transport {
         url: String,
         headers: BTreeMap<String, String>,
         /// The `oauth` fields (all optional).
-        oauth: OAuth,
+        oauth: Box<OAuth>,
     },
 }
 
@@ -104,6 +104,21 @@ pub struct OAuth {
     pub private_key: Option<String>,
     /// Ours: the JWT algorithm for `privateKey`, `ES256` (default) or `RS256`.
     pub signing_algorithm: Option<String>,
+    /// Ours: for `grantType: "enterprise"`, the enterprise identity
+    /// provider whose ID token is exchanged for an ID-JAG (SEP-990).
+    pub idp: Option<Idp>,
+}
+
+/// `oauth.idp` (ours): the enterprise identity provider of the
+/// `"enterprise"` grant.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Idp {
+    pub token_endpoint: String,
+    pub client_id: String,
+    /// `${VAR}` and `!command` expanded.
+    pub client_secret: Option<String>,
+    /// The user's ID token from the IdP; `${VAR}` and `!command` expanded.
+    pub id_token: String,
 }
 
 /// The OAuth grant a server's tokens come from.
@@ -112,6 +127,10 @@ pub enum Grant {
     #[default]
     AuthorizationCode,
     ClientCredentials,
+    /// Enterprise-managed authorization (SEP-990): the IdP's ID token is
+    /// exchanged for an ID-JAG (RFC 8693), then for an access token with
+    /// the JWT bearer grant (RFC 7523).
+    Enterprise,
 }
 
 /// `http://` or `https://` on localhost, 127.0.0.1 or [::1].
@@ -215,13 +234,46 @@ fn oauth_field(m: &Map<String, Value>, name: &str) -> Result<OAuth, String> {
         Some(v) => match v.as_str() {
             Some("authorization_code") => Grant::AuthorizationCode,
             Some("client_credentials") => Grant::ClientCredentials,
+            Some("enterprise") => Grant::Enterprise,
             _ => {
                 return Err(e(
-                    ".grantType must be \"authorization_code\" or \"client_credentials\"",
+                    ".grantType must be \"authorization_code\", \"client_credentials\", or \"enterprise\"",
                 ))
             }
         },
     };
+    out.idp = match o.get("idp") {
+        None => None,
+        Some(Value::Object(i)) => {
+            let field = |k: &str| match i.get(k) {
+                Some(Value::String(v)) if !v.is_empty() => Ok(Some(v.clone())),
+                None => Ok(None),
+                Some(_) => Err(e(&format!(".idp.{k} must be a non-empty string"))),
+            };
+            let need = |k: &str| {
+                field(k)?.ok_or_else(|| e(&format!(".idp.{k} must be a non-empty string")))
+            };
+            let token_endpoint = need("tokenEndpoint")?;
+            if !(token_endpoint.starts_with("https://") || loopback_http(&token_endpoint)) {
+                return Err(e(
+                    ".idp.tokenEndpoint must be an https URL, or http on localhost, 127.0.0.1, or [::1]",
+                ));
+            }
+            Some(Idp {
+                token_endpoint,
+                client_id: need("clientId")?,
+                client_secret: field("clientSecret")?.map(|s| expand_value(&s)),
+                id_token: expand_value(&need("idToken")?),
+            })
+        }
+        Some(_) => return Err(e(".idp must be an object")),
+    };
+    if out.grant == Grant::Enterprise && out.idp.is_none() {
+        return Err(e(".grantType \"enterprise\" needs oauth.idp"));
+    }
+    if out.grant == Grant::Enterprise && out.client_id.is_none() {
+        return Err(e(".grantType \"enterprise\" needs oauth.clientId"));
+    }
     out.private_key = string("privateKey", "must be a string")?.map(|s| expand_value(&s));
     out.signing_algorithm = match o.get("signingAlgorithm") {
         None => None,
@@ -644,7 +696,7 @@ fn parse_entry(
             Transport::Http {
                 url: url.to_string(),
                 headers: string_map(m.get("headers"), "headers must map names to strings", name)?,
-                oauth,
+                oauth: Box::new(oauth),
             }
         }
         (None, Some(cmd)) if matches!(ty, None | Some("stdio")) => {
@@ -723,7 +775,10 @@ mod tests {
             (r#"{"clientName":5}"#, "oauth.clientName must be a non-empty string"),
             (r#"{"clientRegistration":"x"}"#, "oauth.clientRegistration must be \"auto\", \"dcr\", or \"cimd\""),
             // Ours (pi has no such fields).
-            (r#"{"grantType":"password"}"#, "oauth.grantType must be \"authorization_code\" or \"client_credentials\""),
+            (r#"{"grantType":"password"}"#, "oauth.grantType must be \"authorization_code\", \"client_credentials\", or \"enterprise\""),
+            (r#"{"grantType":"enterprise","clientId":"c"}"#, "oauth.grantType \"enterprise\" needs oauth.idp"),
+            (r#"{"idp":{"tokenEndpoint":"http://idp.example/t","clientId":"i","idToken":"t"}}"#, "oauth.idp.tokenEndpoint must be an https URL, or http on localhost, 127.0.0.1, or [::1]"),
+            (r#"{"idp":{"tokenEndpoint":"https://idp.example/t","clientId":"i"}}"#, "oauth.idp.idToken must be a non-empty string"),
             (r#"{"grantType":"client_credentials"}"#, "oauth.grantType \"client_credentials\" needs oauth.clientId"),
             (r#"{"privateKey":1}"#, "oauth.privateKey must be a string"),
             (r#"{"signingAlgorithm":"HS256"}"#, "oauth.signingAlgorithm must be \"ES256\" or \"RS256\""),
