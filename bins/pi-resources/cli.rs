@@ -39,6 +39,7 @@ Examples:
   pi-resources trust --help                 show or change saved trust
   pi-resources agents --help                the built-in subagents' switch and profiles
   pi-resources mcp login <server>           OAuth sign-in to an HTTP MCP server
+  pi-resources mcp logout <server>          drop that server's stored tokens
 
 Exit status:
   0    success (diagnostics about single resources are allowed)
@@ -110,7 +111,7 @@ pub enum Command {
     Trust(TrustArgs),
     /// Show or change the built-in subagents' settings; list the profiles.
     Agents(AgentsArgs),
-    /// Sign in to HTTP MCP servers with OAuth (`mcp login <server>`).
+    /// Sign in to HTTP MCP servers with OAuth, or out (`mcp login|logout <server>`).
     Mcp(McpArgs),
 }
 

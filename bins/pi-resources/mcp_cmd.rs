@@ -1,6 +1,6 @@
-//! `pi-resources mcp login <server>`: OAuth sign-in to an HTTP MCP server,
-//! as `pi mcp login` does; `pi_lib::mcp::login` does the work and stores
-//! the tokens in `<agentDir>/mcp-auth.json`, where pi keeps them.
+//! `pi-resources mcp login|logout <server>`: OAuth sign-in to an HTTP MCP
+//! server and sign-out, as `pi mcp login|logout` do; `pi_lib::mcp` does the
+//! work on `<agentDir>/mcp-auth.json`, where pi keeps the tokens.
 
 use std::path::Path;
 use std::time::Duration;
@@ -25,7 +25,14 @@ pub enum McpCommand {
     /// callback (`oauth.callbackUrl`, else
     /// `http://127.0.0.1:<oauth.callbackPort or a free port>/callback`). The
     /// tokens go to `<agentDir>/mcp-auth.json` (mode 0600), which pi-run and
-    /// pi 1.6.0 both read.
+    /// pi 1.6.0 both read; pi-run refreshes them with the stored refresh
+    /// token. A wider scope a server asked for in a 403 is requested too.
+    /// Ours beyond pi: `oauth.grantType: "client_credentials"` signs in
+    /// without a browser (`clientId` with `clientSecret`, or with
+    /// `privateKey` and `signingAlgorithm` for a signed JWT),
+    /// `"enterprise"` exchanges `oauth.idp`'s ID token (SEP-990), and
+    /// `oauth.clientMetadataUrl` is used as the client ID when the
+    /// authorization server supports Client ID Metadata Documents.
     #[command(after_long_help = LOGIN_HELP)]
     Login {
         /// The server's name in mcp.json.
@@ -34,7 +41,27 @@ pub enum McpCommand {
         #[arg(long, value_name = "SECONDS", default_value_t = 300)]
         timeout: u64,
     },
+    /// Sign out of an MCP server: drop its stored tokens.
+    ///
+    /// Removes the server's record from `<agentDir>/mcp-auth.json` (the file
+    /// is replaced atomically, other servers' records stay), as `pi mcp
+    /// logout` does; prints `Signed out of MCP server "<server>".`, or `No
+    /// stored credentials for MCP server "<server>".` when there were none.
+    #[command(after_long_help = LOGOUT_HELP)]
+    Logout {
+        /// The server's name in mcp.json.
+        server: String,
+    },
 }
+
+const LOGOUT_HELP: &str = "\
+Example:
+  pi-resources mcp logout github
+
+Exit status:
+  0  signed out, or nothing was stored
+  1  mcp-auth.json could not be read or written (one line on stderr says why)
+  2  usage error, or no such server in the mcp.json files";
 
 const LOGIN_HELP: &str = "\
 Example:
@@ -69,6 +96,20 @@ pub fn run(args: McpArgs, agent_dir: &Path, cwd: &Path, trusted: bool) -> Result
             ))
             .map_err(CliError::failed)?;
             eprintln!("Signed in to \"{server}\".");
+            Ok(EXIT_OK)
+        }
+        McpCommand::Logout { server } => {
+            let cfg = pi_lib::mcp::config::load(agent_dir, cwd, trusted);
+            if !cfg.servers.iter().any(|s| s.name == server) {
+                return Err(CliError::input(format!(
+                    "no MCP server \"{server}\" in the mcp.json files"
+                )));
+            }
+            if pi_lib::mcp::logout(agent_dir, cwd, trusted, &server).map_err(CliError::failed)? {
+                println!("Signed out of MCP server \"{server}\".");
+            } else {
+                println!("No stored credentials for MCP server \"{server}\".");
+            }
             Ok(EXIT_OK)
         }
     }

@@ -593,13 +593,20 @@ fn mcp_conformance_client_scenarios_pass() {
 
 /// The suite's OAuth client scenarios, each through `pi-resources mcp
 /// login` (the browser is a curl that follows the authorization redirect to
-/// the loopback callback) and then a connection with the stored token. The
-/// list is the ones pi 1.6.0's `pi mcp login` passes too (observed in the
-/// same harness), plus pre-registration (pi passes it as well once the
-/// client id and secret are in its `oauth` config); `scope-step-up`,
-/// `2025-03-26-oauth-metadata-backcompat`, `basic-cimd` (a warning: no
-/// client metadata document is hosted) and the `client-credentials-*` /
-/// `cross-app-access` extensions fail for pi's client and ours alike.
+/// the loopback callback) and then a connection with the stored token; the
+/// per-scenario steps are in tests/mcp/conformance-client.sh. pi 1.6.0's
+/// `pi mcp login` passes the first sixteen in the same harness (FINDINGS
+/// §14); the rest are ours beyond pi: `basic-cimd` (our
+/// `oauth.clientMetadataUrl` as the client ID), `scope-step-up` (a 403
+/// `insufficient_scope` to a tool call is noted and the next sign-in asks
+/// for the wider scope), `2025-03-26-oauth-metadata-backcompat` (the
+/// server's own root metadata when discovery finds no matching issuer) and
+/// `client-credentials-basic`/`-jwt` (our `oauth.grantType:
+/// "client_credentials"`, with `clientSecret` or our `privateKey` for a
+/// `private_key_jwt` assertion; the token fetched at connect) and
+/// `cross-app-access-complete-flow` (our `grantType: "enterprise"` with
+/// `oauth.idp`: the IdP's ID token exchanged for an ID-JAG, then the JWT
+/// bearer grant). That is every auth scenario the suite offers.
 #[test]
 fn mcp_conformance_auth_scenarios_pass() {
     let Some(o) = Oracle::find("mcp_conformance_auth_scenarios_pass") else {
@@ -625,11 +632,85 @@ fn mcp_conformance_auth_scenarios_pass() {
         "resource-mismatch",
         "offline-access-scope",
         "offline-access-not-supported",
+        "basic-cimd",
+        "scope-step-up",
+        "2025-03-26-oauth-metadata-backcompat",
+        "client-credentials-basic",
+        "client-credentials-jwt",
+        "cross-app-access-complete-flow",
     ];
     let out_dir = tempfile::tempdir().unwrap();
     for scenario in scenarios {
         conformance_scenario(&o, &root, &format!("auth/{scenario}"), Some(out_dir.path()));
     }
+}
+
+/// `pi-resources mcp logout` as `pi mcp logout`: the same words, exit
+/// status and resulting `mcp-auth.json` (only that server's record gone,
+/// the file still private), a second sign-out finds nothing, an unknown
+/// server is an error for both.
+#[test]
+fn mcp_logout_drops_only_that_servers_tokens_like_pi() {
+    use std::os::unix::fs::PermissionsExt;
+    let Some(o) = Oracle::find("mcp_logout_drops_only_that_servers_tokens_like_pi") else {
+        return;
+    };
+    let run = |ours: bool| {
+        let sb = Sandbox::new();
+        let mcp = json!({"mcpServers": {
+            "my-srv": {"url": "http://127.0.0.1:9/mcp"},
+            "other": {"url": "http://127.0.0.1:8/mcp"}}});
+        std::fs::write(sb.agent().join("mcp.json"), mcp.to_string()).unwrap();
+        let auth = json!({
+            "mcp__my_srv|http://127.0.0.1:9/mcp": {"tokens": {"access_token": "a"}},
+            "mcp__other|http://127.0.0.1:8/mcp": {"tokens": {"access_token": "b"}, "serverUrl": "http://127.0.0.1:8/mcp"}});
+        let path = sb.agent().join("mcp-auth.json");
+        std::fs::write(&path, auth.to_string()).unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).unwrap();
+        let logout = |server: &str| {
+            let mut c = if ours {
+                sb.cmd("pi-resources")
+            } else {
+                o.pi160(&sb)
+            };
+            c.args(["mcp", "logout", server]).output().unwrap()
+        };
+        let first = logout("my-srv");
+        let file: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+        let mode = std::fs::metadata(&path).unwrap().permissions().mode() & 0o777;
+        let second = logout("my-srv");
+        let unknown = logout("nope");
+        (first, file, mode, second, unknown)
+    };
+    let (pi, ours) = (run(false), run(true));
+    assert_eq!(stdout(&ours.0), stdout(&pi.0), "{}", stderr(&ours.0));
+    assert_eq!(stdout(&ours.0), "Signed out of MCP server \"my-srv\".\n");
+    assert_eq!(
+        (ours.0.status.code(), pi.0.status.code()),
+        (Some(0), Some(0))
+    );
+    assert_eq!(ours.1, pi.1, "mcp-auth.json after the sign-out");
+    assert_eq!(
+        ours.1,
+        json!({"mcp__other|http://127.0.0.1:8/mcp": {"tokens": {"access_token": "b"}, "serverUrl": "http://127.0.0.1:8/mcp"}})
+    );
+    assert_eq!((ours.2, pi.2), (0o600, 0o600));
+    assert_eq!(stdout(&ours.3), stdout(&pi.3));
+    assert_eq!(
+        stdout(&ours.3),
+        "No stored credentials for MCP server \"my-srv\".\n"
+    );
+    assert_eq!(ours.3.status.code(), Some(0));
+    // pi exits 1 here, ours 2 (our usage-error status, as for `mcp login`).
+    assert_eq!(
+        (ours.4.status.code(), pi.4.status.code()),
+        (Some(2), Some(1))
+    );
+    assert!(
+        stderr(&ours.4).contains("no MCP server \"nope\""),
+        "{}",
+        stderr(&ours.4)
+    );
 }
 
 /// The client offers roots and answers `roots/list` with the session cwd,

@@ -9,14 +9,22 @@
 //! kept where pi keeps them, `<agentDir>/mcp-auth.json` (mode 0600,
 //! replaced atomically, other entries untouched), under pi's key
 //! `<namespace>|<url>` and in pi's record shape, so a sign-in by either
-//! tool serves both; a later connection sends the stored access token.
+//! tool serves both; a later connection sends the stored access token,
+//! refreshed with the stored refresh token once it has expired or the
+//! server rejects it. Beyond pi: `oauth.grantType: "client_credentials"`
+//! (a secret or a signed JWT) and `"enterprise"` (an IdP's ID token
+//! exchanged for an ID-JAG) get tokens without a browser, `oauth.clientMetadataUrl` is the client ID
+//! when the authorization server supports Client ID Metadata Documents, a
+//! 2025-03-26 server's own root metadata is used when discovery finds no
+//! matching issuer, and a 403 `insufficient_scope` is remembered
+//! (`stepUpScope`) so the next sign-in asks for the wider scope.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use serde_json::{json, Map, Value};
 
-use super::config::{OAuth, ServerConfig, Transport};
+use super::config::{Grant, OAuth, Registration, ServerConfig, Transport};
 
 /// The token file in an agent dir.
 pub const FILE: &str = "mcp-auth.json";
@@ -73,7 +81,7 @@ impl Store {
     }
 
     /// Merges `fields` into a server's record (other records and fields
-    /// stay), written atomically with mode 0600.
+    /// stay; a `null` field is removed), written atomically with mode 0600.
     pub fn update(&self, key: &str, fields: Map<String, Value>) -> Result<(), String> {
         let _g = WRITE.lock().unwrap_or_else(|e| e.into_inner());
         let mut all = self.read()?;
@@ -84,15 +92,62 @@ impl Store {
             *rec = Value::Object(Map::new());
         }
         if let Value::Object(m) = rec {
-            m.extend(fields);
+            for (k, v) in fields {
+                if v.is_null() {
+                    m.remove(&k);
+                } else {
+                    m.insert(k, v);
+                }
+            }
         }
-        let text = serde_json::to_string_pretty(&Value::Object(all)).map_err(|e| e.to_string())?;
+        self.write(&all)
+    }
+}
+
+impl Store {
+    /// Drops a server's record (other records stay), atomically; `false`
+    /// when there was none.
+    pub fn remove(&self, key: &str) -> Result<bool, String> {
+        let _g = WRITE.lock().unwrap_or_else(|e| e.into_inner());
+        let mut all = self.read()?;
+        if all.remove(key).is_none() {
+            return Ok(false);
+        }
+        self.write(&all)?;
+        Ok(true)
+    }
+
+    fn write(&self, all: &Map<String, Value>) -> Result<(), String> {
+        let text = serde_json::to_string_pretty(all).map_err(|e| e.to_string())?;
         if let Some(dir) = self.path.parent() {
             std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
         }
         crate::atomic_file::write_private_atomic(&self.path, text.as_bytes())
             .map_err(|e| format!("{}: {e}", self.path.display()))
     }
+
+    /// Notes the scope a server asked for in a 403 `insufficient_scope`
+    /// challenge, added to what it asked for before.
+    pub fn note_step_up(&self, cfg: &ServerConfig, url: &str, scope: &str) -> Result<(), String> {
+        let old = self
+            .record(cfg, url)
+            .and_then(|r| r["stepUpScope"].as_str().map(str::to_string))
+            .unwrap_or_default();
+        let mut fields = Map::new();
+        fields.insert("stepUpScope".into(), json!(union_scopes(&old, scope)));
+        self.update(&Store::key(cfg, url), fields)
+    }
+}
+
+/// The scopes of `a` followed by those of `b` not in `a`, space-separated.
+fn union_scopes(a: &str, b: &str) -> String {
+    let mut out: Vec<&str> = Vec::new();
+    for s in a.split_whitespace().chain(b.split_whitespace()) {
+        if !out.contains(&s) {
+            out.push(s);
+        }
+    }
+    out.join(" ")
 }
 
 fn now_ms() -> u128 {
@@ -211,6 +266,403 @@ async fn challenge(
     Ok(None)
 }
 
+/// The authorization server's metadata: from `oauth.authServerMetadataUrl`
+/// when given, else discovered from the challenge (protected-resource
+/// metadata, then the authorization server's). When that fails, a
+/// 2025-03-26 server's own `/.well-known/oauth-authorization-server` is
+/// used as that revision defines it (the MCP server's origin is the
+/// authorization base URL, so its issuer need not match the resource).
+async fn discover(
+    manager: &rmcp::transport::auth::AuthorizationManager,
+    url: &str,
+    oauth: &OAuth,
+    challenge: Option<&str>,
+) -> Result<rmcp::transport::auth::AuthorizationMetadata, String> {
+    if let Some(u) = &oauth.auth_server_metadata_url {
+        return fetch_metadata(u).await;
+    }
+    match manager.resolve_metadata_from_challenge(challenge).await {
+        Ok(r) => Ok(r.metadata),
+        Err(e) => {
+            let legacy = reqwest013::Url::parse(url).ok().map(|u| {
+                format!(
+                    "{}/.well-known/oauth-authorization-server",
+                    u.origin().ascii_serialization()
+                )
+            });
+            match legacy {
+                Some(l) => fetch_metadata(&l)
+                    .await
+                    .map_err(|_| format!("OAuth discovery failed: {e}")),
+                None => Err(format!("OAuth discovery failed: {e}")),
+            }
+        }
+    }
+}
+
+async fn fetch_metadata(u: &str) -> Result<rmcp::transport::auth::AuthorizationMetadata, String> {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let resp = reqwest013::Client::new()
+        .get(u)
+        .header("accept", "application/json")
+        .send()
+        .await
+        .map_err(|e| format!("{u}: {e}"))?;
+    if !resp.status().is_success() {
+        return Err(format!("{u}: HTTP {}", resp.status().as_u16()));
+    }
+    let text = resp.text().await.map_err(|e| format!("{u}: {e}"))?;
+    serde_json::from_str::<rmcp::transport::auth::AuthorizationMetadata>(&text)
+        .map_err(|e| format!("{u}: not authorization server metadata: {e}"))
+}
+
+/// `application/x-www-form-urlencoded` of `pairs`.
+fn form(pairs: &[(&str, &str)]) -> String {
+    let mut u = reqwest013::Url::parse("http://x/").expect("a constant URL");
+    u.query_pairs_mut().extend_pairs(pairs);
+    u.query().unwrap_or("").to_string()
+}
+
+/// A request to the token endpoint of `metadata` (RFC 6749 §3.2) with the
+/// grant `params`, authenticated as the client: HTTP Basic with a secret
+/// (unless the server lists only `client_secret_post`), else the
+/// credentials in the body. The token response, or the server's error.
+async fn token_request(
+    metadata: &Value,
+    client_id: &str,
+    secret: Option<&str>,
+    params: &[(&str, &str)],
+) -> Result<Value, String> {
+    token_request_as(metadata, client_id, secret, true, params).await
+}
+
+/// A signed JWT client assertion (RFC 7523 §2.2, `private_key_jwt`):
+/// `iss` = `sub` = the client ID, `aud` the authorization server, valid
+/// for five minutes, signed with the PEM PKCS#8 key (`ES256` or `RS256`).
+fn client_assertion(pem: &str, alg: &str, client_id: &str, aud: &str) -> Result<String, String> {
+    use base64::Engine;
+    use ring::signature::{
+        EcdsaKeyPair, RsaKeyPair, ECDSA_P256_SHA256_FIXED_SIGNING, RSA_PKCS1_SHA256,
+    };
+    let b64 = base64::engine::general_purpose::URL_SAFE_NO_PAD;
+    let body: String = pem
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.starts_with("-----"))
+        .collect();
+    let der = base64::engine::general_purpose::STANDARD
+        .decode(body)
+        .map_err(|_| "not a PEM key".to_string())?;
+    let now = (now_ms() / 1000) as u64;
+    let mut jti = [0u8; 16];
+    ring::rand::SecureRandom::fill(&ring::rand::SystemRandom::new(), &mut jti)
+        .map_err(|_| "no random numbers".to_string())?;
+    let header = json!({"alg": alg, "typ": "JWT"});
+    let claims = json!({"iss": client_id, "sub": client_id, "aud": aud,
+        "iat": now, "exp": now + 300, "jti": b64.encode(jti)});
+    let input = format!(
+        "{}.{}",
+        b64.encode(header.to_string()),
+        b64.encode(claims.to_string())
+    );
+    let rng = ring::rand::SystemRandom::new();
+    let sig = match alg {
+        "RS256" => {
+            let key =
+                RsaKeyPair::from_pkcs8(&der).map_err(|e| format!("not a PKCS#8 RSA key: {e}"))?;
+            let mut sig = vec![0u8; key.public().modulus_len()];
+            key.sign(&RSA_PKCS1_SHA256, &rng, input.as_bytes(), &mut sig)
+                .map_err(|_| "signing failed".to_string())?;
+            sig
+        }
+        _ => {
+            let key = EcdsaKeyPair::from_pkcs8(&ECDSA_P256_SHA256_FIXED_SIGNING, &der, &rng)
+                .map_err(|e| format!("not a PKCS#8 P-256 key: {e}"))?;
+            key.sign(&rng, input.as_bytes())
+                .map_err(|_| "signing failed".to_string())?
+                .as_ref()
+                .to_vec()
+        }
+    };
+    Ok(format!("{input}.{}", b64.encode(sig)))
+}
+
+/// [`token_request`]; `with_id: false` leaves the client ID out of the body
+/// (a JWT assertion names the client).
+async fn token_request_as(
+    metadata: &Value,
+    client_id: &str,
+    secret: Option<&str>,
+    with_id: bool,
+    params: &[(&str, &str)],
+) -> Result<Value, String> {
+    use base64::Engine;
+    let endpoint = metadata["token_endpoint"]
+        .as_str()
+        .ok_or("the authorization server's metadata has no token_endpoint")?;
+    let methods: Vec<&str> = metadata["token_endpoint_auth_methods_supported"]
+        .as_array()
+        .map(|a| a.iter().filter_map(Value::as_str).collect())
+        .unwrap_or_default();
+    let post_only =
+        methods.contains(&"client_secret_post") && !methods.contains(&"client_secret_basic");
+    let basic = secret.is_some() && !post_only;
+    let mut pairs: Vec<(&str, &str)> = params.to_vec();
+    if !basic && with_id {
+        pairs.push(("client_id", client_id));
+        if let Some(s) = secret {
+            pairs.push(("client_secret", s));
+        }
+    }
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let mut req = reqwest013::Client::new()
+        .post(endpoint)
+        .header("content-type", "application/x-www-form-urlencoded")
+        .header("accept", "application/json")
+        .body(form(&pairs));
+    if let (true, Some(s)) = (basic, secret) {
+        // RFC 6749 §2.3.1: each part form-encoded, then Base64.
+        let enc = |v: &str| form(&[("", v)]).trim_start_matches('=').to_string();
+        let cred = base64::engine::general_purpose::STANDARD.encode(format!(
+            "{}:{}",
+            enc(client_id),
+            enc(s)
+        ));
+        req = req.header("authorization", format!("Basic {cred}"));
+    }
+    let resp = req.send().await.map_err(|e| format!("{endpoint}: {e}"))?;
+    let status = resp.status();
+    let text = resp.text().await.map_err(|e| format!("{endpoint}: {e}"))?;
+    let body: Value = serde_json::from_str(&text).unwrap_or(Value::Null);
+    if !status.is_success() || body["access_token"].as_str().is_none() {
+        let why = match (body["error"].as_str(), body["error_description"].as_str()) {
+            (Some(e), Some(d)) => format!("{e}: {d}"),
+            (Some(e), None) => e.to_string(),
+            _ => format!("HTTP {}", status.as_u16()),
+        };
+        return Err(format!("the token request failed: {why}"));
+    }
+    Ok(body)
+}
+
+/// Stores a token response under the server's key as pi records it; a
+/// response without a refresh token keeps the one stored before.
+fn save_tokens(
+    store: &Store,
+    cfg: &ServerConfig,
+    url: &str,
+    metadata: &Value,
+    info: Map<String, Value>,
+    mut tokens: Value,
+) -> Result<(), String> {
+    // The server's word for it ("Bearer"), as pi stores it.
+    if tokens["token_type"]
+        .as_str()
+        .is_some_and(|t| t.eq_ignore_ascii_case("bearer"))
+    {
+        tokens["token_type"] = json!("Bearer");
+    }
+    if tokens["refresh_token"].as_str().is_none() {
+        if let Some(old) = store
+            .record(cfg, url)
+            .and_then(|r| r["tokens"]["refresh_token"].as_str().map(str::to_string))
+        {
+            tokens["refresh_token"] = json!(old);
+        }
+    }
+    let mut fields = Map::new();
+    fields.insert("serverUrl".into(), json!(url));
+    fields.insert(
+        "discovery".into(),
+        json!({"authorizationServerMetadata": metadata}),
+    );
+    fields.insert("clientInformation".into(), Value::Object(info));
+    match tokens["expires_in"].as_f64() {
+        Some(secs) => {
+            fields.insert(
+                "tokensExpireAt".into(),
+                json!((now_ms() as f64 + secs * 1000.0) as u64),
+            );
+        }
+        None => {
+            fields.insert("tokensExpireAt".into(), Value::Null);
+        }
+    }
+    fields.insert("tokens".into(), tokens);
+    store.update(&Store::key(cfg, url), fields)
+}
+
+/// The access token to send to the HTTP server `cfg` at `url`: the stored
+/// one while it is valid (unless `rejected`, the server refused it), else
+/// one refreshed with the stored refresh token, else for
+/// `oauth.grantType: "client_credentials"` a new one from the token
+/// endpoint. `Ok(None)`: nothing to send (the server may ask for sign-in).
+pub async fn bearer(
+    cfg: &ServerConfig,
+    store: &Store,
+    rejected: bool,
+) -> Result<Option<String>, String> {
+    let Transport::Http {
+        url,
+        headers,
+        oauth,
+    } = &cfg.transport
+    else {
+        return Ok(None);
+    };
+    if !rejected {
+        if let Some(t) = store.access_token(cfg, url) {
+            return Ok(Some(t));
+        }
+    }
+    if let Some(t) = refresh(cfg, url, store).await {
+        return Ok(Some(t));
+    }
+    if oauth.grant != Grant::AuthorizationCode {
+        return client_credentials(cfg, url, headers, oauth, store)
+            .await
+            .map(Some);
+    }
+    Ok(None)
+}
+
+/// Refreshes the stored tokens (RFC 6749 §6) with the stored refresh
+/// token, client and token endpoint; `None` when there is nothing to
+/// refresh with or the server refuses.
+async fn refresh(cfg: &ServerConfig, url: &str, store: &Store) -> Option<String> {
+    let rec = store.record(cfg, url)?;
+    let refresh_token = rec["tokens"]["refresh_token"].as_str()?;
+    let metadata = &rec["discovery"]["authorizationServerMetadata"];
+    let info = rec["clientInformation"].as_object()?.clone();
+    let client_id = info.get("client_id")?.as_str()?;
+    let secret = info.get("client_secret").and_then(Value::as_str);
+    let tokens = token_request(
+        metadata,
+        client_id,
+        secret,
+        &[
+            ("grant_type", "refresh_token"),
+            ("refresh_token", refresh_token),
+            ("resource", url),
+        ],
+    )
+    .await
+    .ok()?;
+    let token = tokens["access_token"].as_str()?.to_string();
+    save_tokens(store, cfg, url, metadata, info, tokens).ok()?;
+    Some(token)
+}
+
+/// The grants without a browser, after discovery as for a sign-in: client
+/// credentials (RFC 6749 §4.4; MCP's SEP-1046), the client authenticated
+/// by `oauth.clientSecret` or a `privateKey` JWT; or enterprise-managed
+/// (SEP-990), the IdP's ID token exchanged for an ID-JAG that is the JWT
+/// bearer grant. The tokens are stored like a sign-in's.
+async fn client_credentials(
+    cfg: &ServerConfig,
+    url: &str,
+    headers: &std::collections::BTreeMap<String, String>,
+    oauth: &OAuth,
+    store: &Store,
+) -> Result<String, String> {
+    use rmcp::transport::auth::{AuthorizationManager, WWWAuthenticateParams};
+    let client_id = oauth.client_id.as_deref().ok_or_else(|| {
+        format!(
+            "MCP server \"{}\": this oauth.grantType needs oauth.clientId",
+            cfg.name
+        )
+    })?;
+    let challenge = challenge(url, headers).await?.filter(|c| !c.is_empty());
+    let manager = AuthorizationManager::new_allowing_private_addresses(url)
+        .await
+        .map_err(auth_err)?;
+    let metadata = discover(&manager, url, oauth, challenge.as_deref()).await?;
+    let metadata = serde_json::to_value(&metadata).unwrap_or(Value::Null);
+    let scope = oauth.scope.clone().or_else(|| {
+        let base = reqwest013::Url::parse(url).ok()?;
+        WWWAuthenticateParams::parse(challenge.as_deref()?, &base).scope
+    });
+    let mut params = vec![("grant_type", "client_credentials"), ("resource", url)];
+    if let Some(s) = scope.as_deref() {
+        params.push(("scope", s));
+    }
+    // Enterprise-managed: the IdP's ID token becomes an ID-JAG for this
+    // authorization server and resource, which is then the grant.
+    let jag;
+    if let (Grant::Enterprise, Some(idp)) = (oauth.grant, &oauth.idp) {
+        let audience = metadata["issuer"].as_str().unwrap_or(url).to_string();
+        let mut ex = vec![
+            (
+                "grant_type",
+                "urn:ietf:params:oauth:grant-type:token-exchange",
+            ),
+            (
+                "requested_token_type",
+                "urn:ietf:params:oauth:token-type:id-jag",
+            ),
+            ("subject_token", idp.id_token.as_str()),
+            (
+                "subject_token_type",
+                "urn:ietf:params:oauth:token-type:id_token",
+            ),
+            ("audience", audience.as_str()),
+            ("resource", url),
+        ];
+        if let Some(s) = scope.as_deref() {
+            ex.push(("scope", s));
+        }
+        let idp_meta = json!({"token_endpoint": idp.token_endpoint});
+        let answer = token_request(&idp_meta, &idp.client_id, idp.client_secret.as_deref(), &ex)
+            .await
+            .map_err(|e| format!("MCP server \"{}\": the IdP token exchange: {e}", cfg.name))?;
+        jag = answer["access_token"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
+        params = vec![
+            ("grant_type", "urn:ietf:params:oauth:grant-type:jwt-bearer"),
+            ("assertion", jag.as_str()),
+        ];
+        if let Some(s) = scope.as_deref() {
+            params.push(("scope", s));
+        }
+    }
+    let assertion;
+    let secret = match &oauth.private_key {
+        Some(pem) => {
+            let aud = metadata["issuer"]
+                .as_str()
+                .or(metadata["token_endpoint"].as_str())
+                .unwrap_or(url);
+            let alg = oauth.signing_algorithm.as_deref().unwrap_or("ES256");
+            assertion = client_assertion(pem, alg, client_id, aud)
+                .map_err(|e| format!("MCP server \"{}\": oauth.privateKey: {e}", cfg.name))?;
+            params.push((
+                "client_assertion_type",
+                "urn:ietf:params:oauth:client-assertion-type:jwt-bearer",
+            ));
+            params.push(("client_assertion", &assertion));
+            None
+        }
+        None => oauth.client_secret.as_deref(),
+    };
+    let with_id = oauth.private_key.is_none();
+    let tokens = token_request_as(&metadata, client_id, secret, with_id, &params)
+        .await
+        .map_err(|e| format!("MCP server \"{}\": {e}", cfg.name))?;
+    let token = tokens["access_token"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    let mut info = Map::new();
+    info.insert("client_id".into(), json!(client_id));
+    if let Some(s) = &oauth.client_secret {
+        info.insert("client_secret".into(), json!(s));
+    }
+    save_tokens(store, cfg, url, &metadata, info, tokens)?;
+    Ok(token)
+}
+
 async fn login_inner(
     cfg: &ServerConfig,
     url: &str,
@@ -220,6 +672,11 @@ async fn login_inner(
     open: Opener<'_>,
 ) -> Result<(), String> {
     use rmcp::transport::auth::{AuthorizationManager, AuthorizationRequest, AuthorizationSession};
+    if oauth.grant != Grant::AuthorizationCode {
+        return client_credentials(cfg, url, headers, oauth, store)
+            .await
+            .map(|_| ());
+    }
     let Some(challenge) = challenge(url, headers).await? else {
         return Err(format!(
             "MCP server \"{}\" did not ask for sign-in (no 401 to initialize or tools/list)",
@@ -230,38 +687,18 @@ async fn login_inner(
     let mut manager = AuthorizationManager::new_allowing_private_addresses(url)
         .await
         .map_err(auth_err)?;
-    if oauth.client_registration == super::config::Registration::Cimd && oauth.client_id.is_none() {
+    if oauth.client_registration == Registration::Cimd
+        && oauth.client_id.is_none()
+        && oauth.client_metadata_url.is_none()
+    {
         return Err(format!(
-            "MCP server \"{}\": oauth.clientRegistration \"cimd\" is not supported by this toolkit; use \"auto\" or \"dcr\", or set oauth.clientId",
+            "MCP server \"{}\": oauth.clientRegistration \"cimd\" needs oauth.clientMetadataUrl (the URL of this client's metadata document); or use \"auto\" or \"dcr\", or set oauth.clientId",
             cfg.name
         ));
     }
-    // The authorization server's metadata: from oauth.authServerMetadataUrl
-    // when given, else discovered from the challenge.
-    let metadata = match &oauth.auth_server_metadata_url {
-        Some(u) => {
-            let _ = rustls::crypto::ring::default_provider().install_default();
-            let text = reqwest013::Client::new()
-                .get(u)
-                .header("accept", "application/json")
-                .send()
-                .await
-                .map_err(|e| format!("{u}: {e}"))?
-                .text()
-                .await
-                .map_err(|e| format!("{u}: {e}"))?;
-            serde_json::from_str::<rmcp::transport::auth::AuthorizationMetadata>(&text)
-                .map_err(|e| format!("{u}: not authorization server metadata: {e}"))?
-        }
-        None => {
-            manager
-                .resolve_metadata_from_challenge(challenge.as_deref())
-                .await
-                .map_err(|e| format!("OAuth discovery failed: {e}"))?
-                .metadata
-        }
-    };
+    let metadata = discover(&manager, url, oauth, challenge.as_deref()).await?;
     let as_metadata = serde_json::to_value(&metadata).unwrap_or(Value::Null);
+    let cimd_supported = as_metadata["client_id_metadata_document_supported"] == json!(true);
     manager.set_metadata(metadata);
 
     // The loopback callback.
@@ -271,14 +708,41 @@ async fn login_inner(
     if let Some(c) = &challenge {
         request = request.with_challenge(c.clone());
     }
-    if let Some(scope) = &oauth.scope {
-        request = request.with_scopes(scope.split_whitespace().map(str::to_string));
+    // The configured scope, else what the server asks for (the challenge,
+    // else its advertised scopes), plus any wider scope a 403 asked for.
+    let step_up = store
+        .record(cfg, url)
+        .and_then(|r| r["stepUpScope"].as_str().map(str::to_string));
+    match (&oauth.scope, &step_up) {
+        (Some(scope), _) => {
+            let all = union_scopes(scope, step_up.as_deref().unwrap_or(""));
+            request = request.with_scopes(all.split_whitespace().map(str::to_string));
+        }
+        (None, Some(up)) => {
+            let first = manager.select_initial_scopes(&[]).await.join(" ");
+            let all = union_scopes(&first, up);
+            request = request.with_scopes(all.split_whitespace().map(str::to_string));
+        }
+        (None, None) => {}
     }
-    // A pre-registered client, else one registered now (so its secret can
-    // be stored, as pi stores `clientInformation`).
-    let (client_id, client_secret) = match &oauth.client_id {
-        Some(id) => (id.clone(), oauth.client_secret.clone()),
-        None => {
+    // A pre-registered client; else the configured metadata document when
+    // the server supports documents (and registration is not forced);
+    // else one registered now (so its secret can be stored, as pi stores
+    // `clientInformation`).
+    let use_cimd = oauth.client_id.is_none()
+        && oauth.client_metadata_url.is_some()
+        && oauth.client_registration != Registration::Dcr
+        && cimd_supported;
+    if oauth.client_registration == Registration::Cimd && oauth.client_id.is_none() && !use_cimd {
+        return Err(format!(
+            "MCP server \"{}\": the authorization server does not support client ID metadata documents (oauth.clientRegistration \"cimd\")",
+            cfg.name
+        ));
+    }
+    let (client_id, client_secret) = match (&oauth.client_id, &oauth.client_metadata_url) {
+        (Some(id), _) => (id.clone(), oauth.client_secret.clone()),
+        (None, Some(doc)) if use_cimd => (doc.clone(), None),
+        _ => {
             let scopes = manager.select_scopes(None, &[]);
             let refs: Vec<&str> = scopes.iter().map(String::as_str).collect();
             let reg = manager
@@ -303,11 +767,7 @@ async fn login_inner(
         .handle_callback_url(&callback)
         .await
         .map_err(|e| format!("OAuth token exchange failed: {e}"))?;
-    let mut tokens = serde_json::to_value(&tokens).map_err(auth_err)?;
-    // The server's word for it ("Bearer"), as pi stores it.
-    if tokens["token_type"].as_str() == Some("bearer") {
-        tokens["token_type"] = json!("Bearer");
-    }
+    let tokens = serde_json::to_value(&tokens).map_err(auth_err)?;
     let mut info = Map::new();
     info.insert("client_id".into(), json!(client_id));
     if let Some(s) = client_secret {
@@ -315,21 +775,7 @@ async fn login_inner(
     }
     info.insert("client_name".into(), json!(client_name));
     info.insert("redirect_uris".into(), json!([redirect]));
-    let mut fields = Map::new();
-    fields.insert("serverUrl".into(), json!(url));
-    fields.insert(
-        "discovery".into(),
-        json!({"authorizationServerMetadata": as_metadata}),
-    );
-    fields.insert("clientInformation".into(), Value::Object(info));
-    if let Some(secs) = tokens["expires_in"].as_f64() {
-        fields.insert(
-            "tokensExpireAt".into(),
-            json!((now_ms() as f64 + secs * 1000.0) as u64),
-        );
-    }
-    fields.insert("tokens".into(), tokens);
-    store.update(&Store::key(cfg, url), fields)
+    save_tokens(store, cfg, url, &as_metadata, info, tokens)
 }
 
 /// The listener for the redirect and the redirect URI: `oauth.callbackUrl`
@@ -482,6 +928,213 @@ mod tests {
             .map(|e| e.unwrap().file_name())
             .collect();
         assert_eq!(names.len(), 2, "{names:?}");
+    }
+
+    /// A loopback token endpoint answering each POST with the next of
+    /// `replies` (status, JSON); the requests (head and body) it got.
+    async fn token_server(
+        replies: Vec<(u16, Value)>,
+    ) -> (String, tokio::task::JoinHandle<Vec<String>>) {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}/token", l.local_addr().unwrap());
+        let h = tokio::spawn(async move {
+            let mut got = Vec::new();
+            for (status, body) in replies {
+                let (mut sock, _) = l.accept().await.unwrap();
+                let mut buf = Vec::new();
+                let mut chunk = [0u8; 4096];
+                loop {
+                    let n = sock.read(&mut chunk).await.unwrap();
+                    buf.extend_from_slice(&chunk[..n]);
+                    let text = String::from_utf8_lossy(&buf).to_string();
+                    if let Some(end) = text.find("\r\n\r\n") {
+                        let len: usize = text[..end]
+                            .lines()
+                            .find_map(|l| {
+                                l.to_ascii_lowercase()
+                                    .strip_prefix("content-length:")
+                                    .map(|v| v.trim().parse().unwrap())
+                            })
+                            .unwrap_or(0);
+                        if buf.len() >= end + 4 + len || n == 0 {
+                            got.push(text);
+                            break;
+                        }
+                    }
+                }
+                let b = body.to_string();
+                let resp = format!(
+                    "HTTP/1.1 {status} X\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{b}",
+                    b.len()
+                );
+                sock.write_all(resp.as_bytes()).await.unwrap();
+            }
+            got
+        });
+        (url, h)
+    }
+
+    /// An expired token is refreshed with the stored refresh token, client
+    /// and token endpoint (HTTP Basic with the stored secret); the new
+    /// tokens are stored (the refresh token kept when the answer has none)
+    /// and other records stay. A token the server rejected is refreshed
+    /// even before it expires; a refused refresh sends nothing.
+    #[tokio::test]
+    async fn expired_or_rejected_token_is_refreshed() {
+        let t = tempfile::tempdir().unwrap();
+        let cfg = http_cfg(t.path());
+        let store = Store::new(t.path());
+        let url = "http://127.0.0.1:9/mcp";
+        let (endpoint, server) = token_server(vec![
+            (
+                200,
+                json!({"access_token": "a2", "token_type": "bearer", "expires_in": 3600}),
+            ),
+            (
+                200,
+                json!({"access_token": "a3", "token_type": "Bearer", "refresh_token": "r3"}),
+            ),
+            (400, json!({"error": "invalid_grant"})),
+        ])
+        .await;
+        let rec = json!({
+            "serverUrl": url,
+            "tokens": {"access_token": "a1", "token_type": "Bearer", "refresh_token": "r1"},
+            "tokensExpireAt": 1,
+            "clientInformation": {"client_id": "cid", "client_secret": "s:1"},
+            "discovery": {"authorizationServerMetadata": {"token_endpoint": endpoint}},
+        });
+        std::fs::write(
+            &store.path,
+            json!({"other|http://x": {"tokens": {"access_token": "keep"}}, Store::key(&cfg, url): rec}).to_string(),
+        )
+        .unwrap();
+        assert_eq!(
+            bearer(&cfg, &store, false).await.unwrap().as_deref(),
+            Some("a2")
+        );
+        let r = store.record(&cfg, url).unwrap();
+        assert_eq!(r["tokens"]["access_token"], "a2");
+        assert_eq!(r["tokens"]["refresh_token"], "r1", "kept");
+        assert!(r["tokensExpireAt"].as_u64().unwrap() > now_ms() as u64);
+        // Valid now: sent as stored, no request.
+        assert_eq!(store.access_token(&cfg, url).as_deref(), Some("a2"));
+        // Rejected by the server: refreshed although it has not expired;
+        // an answer without expires_in drops the old expiry.
+        assert_eq!(
+            bearer(&cfg, &store, true).await.unwrap().as_deref(),
+            Some("a3")
+        );
+        let r = store.record(&cfg, url).unwrap();
+        assert_eq!(r["tokens"]["refresh_token"], "r3");
+        assert!(r.get("tokensExpireAt").is_none(), "{r}");
+        // A refused refresh: nothing to send (the server then asks for sign-in).
+        assert_eq!(bearer(&cfg, &store, true).await.unwrap(), None);
+        assert_eq!(
+            store.record(&cfg, url).unwrap()["tokens"]["access_token"],
+            "a3"
+        );
+        let got = server.await.unwrap();
+        assert!(got[0].starts_with("POST /token "), "{}", got[0]);
+        assert!(got[0].contains("grant_type=refresh_token&refresh_token=r1&resource=http%3A%2F%2F127.0.0.1%3A9%2Fmcp"), "{}", got[0]);
+        // Basic auth of form-encoded "cid" and "s:1".
+        assert!(
+            got[0]
+                .to_ascii_lowercase()
+                .contains("authorization: basic y2lkonmlm0ex"),
+            "{}",
+            got[0]
+        );
+        assert!(got[1].contains("refresh_token=r1&"), "{}", got[1]);
+        assert!(got[2].contains("refresh_token=r3&"), "{}", got[2]);
+        let all: Value =
+            serde_json::from_str(&std::fs::read_to_string(&store.path).unwrap()).unwrap();
+        assert_eq!(all["other|http://x"]["tokens"]["access_token"], "keep");
+    }
+
+    /// A `private_key_jwt` assertion: ES256 over `header.claims` with the
+    /// PEM key, verifiable with its public key; `iss`/`sub` the client,
+    /// `aud` as given, a short validity. A bad key is an error, no panic.
+    #[test]
+    fn client_assertion_is_a_verifiable_es256_jwt() {
+        use base64::Engine;
+        use ring::signature::{
+            EcdsaKeyPair, KeyPair, ECDSA_P256_SHA256_FIXED, ECDSA_P256_SHA256_FIXED_SIGNING,
+        };
+        let rng = ring::rand::SystemRandom::new();
+        let pkcs8 = EcdsaKeyPair::generate_pkcs8(&ECDSA_P256_SHA256_FIXED_SIGNING, &rng).unwrap();
+        let std = base64::engine::general_purpose::STANDARD;
+        let pem = format!(
+            "-----BEGIN PRIVATE KEY-----\n{}\n-----END PRIVATE KEY-----\n",
+            std.encode(pkcs8.as_ref())
+        );
+        let jwt = client_assertion(&pem, "ES256", "cid", "http://as.example").unwrap();
+        let parts: Vec<&str> = jwt.split('.').collect();
+        assert_eq!(parts.len(), 3);
+        let b64 = base64::engine::general_purpose::URL_SAFE_NO_PAD;
+        let header: Value = serde_json::from_slice(&b64.decode(parts[0]).unwrap()).unwrap();
+        let claims: Value = serde_json::from_slice(&b64.decode(parts[1]).unwrap()).unwrap();
+        assert_eq!(header, json!({"alg": "ES256", "typ": "JWT"}));
+        assert_eq!(
+            (&claims["iss"], &claims["sub"], &claims["aud"]),
+            (&json!("cid"), &json!("cid"), &json!("http://as.example"))
+        );
+        assert_eq!(
+            claims["exp"].as_u64().unwrap() - claims["iat"].as_u64().unwrap(),
+            300
+        );
+        let key = EcdsaKeyPair::from_pkcs8(&ECDSA_P256_SHA256_FIXED_SIGNING, pkcs8.as_ref(), &rng)
+            .unwrap();
+        let public = ring::signature::UnparsedPublicKey::new(
+            &ECDSA_P256_SHA256_FIXED,
+            key.public_key().as_ref(),
+        );
+        let input = format!("{}.{}", parts[0], parts[1]);
+        public
+            .verify(input.as_bytes(), &b64.decode(parts[2]).unwrap())
+            .unwrap();
+        assert!(client_assertion("not a key", "ES256", "cid", "a").is_err());
+        assert!(client_assertion(&pem, "RS256", "cid", "a")
+            .unwrap_err()
+            .contains("RSA"));
+    }
+
+    /// Sign-out drops one record and keeps the others; a second sign-out
+    /// finds nothing.
+    #[test]
+    fn remove_drops_one_record() {
+        use std::os::unix::fs::PermissionsExt;
+        let t = tempfile::tempdir().unwrap();
+        let store = Store::new(t.path());
+        std::fs::write(&store.path, r#"{"a|u":{"tokens":{}},"b|u":{"tokens":{}}}"#).unwrap();
+        assert!(store.remove("a|u").unwrap());
+        assert!(!store.remove("a|u").unwrap());
+        let all: Value =
+            serde_json::from_str(&std::fs::read_to_string(&store.path).unwrap()).unwrap();
+        assert_eq!(all, json!({"b|u": {"tokens": {}}}));
+        let mode = std::fs::metadata(&store.path).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o600);
+    }
+
+    #[test]
+    fn step_up_scopes_accumulate() {
+        assert_eq!(union_scopes("a b", "b c"), "a b c");
+        assert_eq!(union_scopes("", "x"), "x");
+        let t = tempfile::tempdir().unwrap();
+        let cfg = http_cfg(t.path());
+        let store = Store::new(t.path());
+        let url = "http://127.0.0.1:9/mcp";
+        store
+            .note_step_up(&cfg, url, "mcp:basic mcp:write")
+            .unwrap();
+        store
+            .note_step_up(&cfg, url, "mcp:admin mcp:basic")
+            .unwrap();
+        assert_eq!(
+            store.record(&cfg, url).unwrap()["stepUpScope"],
+            "mcp:basic mcp:write mcp:admin"
+        );
     }
 
     /// A broken token file is an error naming it, never overwritten.

@@ -159,6 +159,9 @@ pub struct Connection {
     pub stderr: StderrTail,
     timeout: Duration,
     routes: ProgressRoutes,
+    /// An HTTP server's config and token store, to note a wider scope it
+    /// asks for (403 `insufficient_scope`).
+    auth: Option<(ServerConfig, super::auth::Store)>,
 }
 
 /// What the client tells and answers a server: pi's handshake
@@ -319,21 +322,34 @@ pub async fn connect(
             .await?
         }
         Transport::Http { url, headers, .. } => {
-            let token = store.and_then(|s| s.access_token(cfg, url));
-            let transport = super::http::transport(url, headers, token)?;
-            handshake(
-                Client::new(session_cwd, &routes).serve(transport),
-                cfg,
-                &stderr,
-            )
-            .await
-            .map_err(|e| {
-                if e.contains("authorization required") || e.contains("Auth required") {
-                    format!("{e}; sign in with `pi-resources mcp login {}`", cfg.name)
-                } else {
-                    e
+            // The stored token (refreshed when it has expired); when the
+            // server rejects it, once more with a refreshed one.
+            let mut rejected = false;
+            loop {
+                let token = match store {
+                    Some(s) => super::auth::bearer(cfg, s, rejected).await?,
+                    None => None,
+                };
+                let had_token = token.is_some();
+                let transport = super::http::transport(url, headers, token)?;
+                match handshake(
+                    Client::new(session_cwd, &routes).serve(transport),
+                    cfg,
+                    &stderr,
+                )
+                .await
+                {
+                    Ok(r) => break r,
+                    Err(e) if is_auth_required(&e) && had_token && !rejected => rejected = true,
+                    Err(e) if is_auth_required(&e) => {
+                        return Err(format!(
+                            "{e}; sign in with `pi-resources mcp login {}`",
+                            cfg.name
+                        ))
+                    }
+                    Err(e) => return Err(e),
                 }
-            })?
+            }
         }
     };
     let peer = running.peer().clone();
@@ -360,7 +376,39 @@ pub async fn connect(
         stderr,
         timeout: cfg.timeout,
         routes,
+        auth: match (&cfg.transport, store) {
+            (Transport::Http { .. }, Some(s)) => Some((cfg.clone(), s.clone())),
+            _ => None,
+        },
     })
+}
+
+/// The `WWW-Authenticate` challenge of a 401 (`false`) or 403 (`true`) the
+/// HTTP transport hit, found along the error's sources.
+fn http_challenge(e: &(dyn std::error::Error + 'static)) -> Option<(bool, String)> {
+    use rmcp::transport::streamable_http_client::{AuthRequiredError, InsufficientScopeError};
+    let mut source = Some(e);
+    while let Some(cur) = source {
+        if let Some(a) = cur.downcast_ref::<AuthRequiredError>() {
+            return Some((false, a.www_authenticate_header.clone()));
+        }
+        if let Some(a) = cur.downcast_ref::<InsufficientScopeError>() {
+            return Some((true, a.www_authenticate_header.clone()));
+        }
+        if let Some(rmcp::ServiceError::TransportSend(t)) = cur.downcast_ref::<rmcp::ServiceError>()
+        {
+            source = Some(t.error.as_ref());
+            continue;
+        }
+        source = cur.source();
+    }
+    None
+}
+
+/// Whether a connection failed because the server wants (other)
+/// credentials.
+fn is_auth_required(e: &str) -> bool {
+    e.contains("authorization required") || e.contains("Auth required")
 }
 
 fn secs(d: Duration) -> String {
@@ -406,6 +454,41 @@ pub fn kill_group(pgid: u32) {
 }
 
 impl Connection {
+    /// A failed request as one line. An HTTP server's 403
+    /// `insufficient_scope` notes the scope it asks for, so the next
+    /// sign-in requests it (pi, too, asks for sign-in again), and says so.
+    fn request_error(&self, e: rmcp::ServiceError) -> String {
+        if let (Some((cfg, store)), Some((forbidden, header))) = (&self.auth, http_challenge(&e)) {
+            let Transport::Http { url, .. } = &cfg.transport else {
+                return err_text(e);
+            };
+            let base = reqwest013::Url::parse(url).ok();
+            let params = base
+                .as_ref()
+                .map(|b| rmcp::transport::auth::WWWAuthenticateParams::parse(&header, b));
+            let login = format!("sign in again with `pi-resources mcp login {}`", cfg.name);
+            return match params {
+                Some(p) if forbidden && p.is_insufficient_scope() => {
+                    let scope = p.scope.unwrap_or_default();
+                    let noted = store.note_step_up(cfg, url, &scope);
+                    let mut msg = format!(
+                        "MCP server \"{}\" needs a wider scope (\"{scope}\"); {login}",
+                        cfg.name
+                    );
+                    if let Err(w) = noted {
+                        msg.push_str(&format!(" (the scope could not be noted: {w})"));
+                    }
+                    msg
+                }
+                _ => format!(
+                    "MCP server \"{}\" refused the credentials; {login}",
+                    cfg.name
+                ),
+            };
+        }
+        with_stderr(err_text(e), &self.stderr)
+    }
+
     /// Whether the transport is gone (the server exited).
     pub fn is_closed(&self) -> bool {
         self.peer.is_transport_closed()
@@ -426,7 +509,7 @@ impl Connection {
             .peer
             .send_cancellable_request(req, opts)
             .await
-            .map_err(|e| with_stderr(err_text(e), &self.stderr))?;
+            .map_err(|e| self.request_error(e))?;
         let id = handle.id.clone();
         let peer = handle.peer.clone();
         let token = handle.progress_token.clone();
@@ -442,7 +525,7 @@ impl Connection {
                     while let Ok(p) = progress.try_recv() {
                         on_progress(p);
                     }
-                    break r.map_err(|e| with_stderr(err_text(e), &self.stderr));
+                    break r.map_err(|e| self.request_error(e));
                 }
                 _ = cancel.cancelled() => {
                     let _ = peer

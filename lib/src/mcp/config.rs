@@ -63,7 +63,7 @@ pub enum Transport {
         url: String,
         headers: BTreeMap<String, String>,
         /// The `oauth` fields (all optional).
-        oauth: OAuth,
+        oauth: Box<OAuth>,
     },
 }
 
@@ -89,6 +89,48 @@ pub struct OAuth {
     pub client_name: Option<String>,
     pub client_registration: Registration,
     pub auth_server_metadata_url: Option<String>,
+    /// Ours (pi has no such field; pi ignores it): the URL of the client's
+    /// own Client ID Metadata Document, used as the client ID when the
+    /// authorization server supports documents (pi uses its fixed
+    /// `https://pi.dev/oauth/client.json` instead).
+    pub client_metadata_url: Option<String>,
+    /// Ours: `"client_credentials"` signs in without a browser, with
+    /// `clientId`/`clientSecret` (machine-to-machine); the default is the
+    /// browser's authorization code flow.
+    pub grant: Grant,
+    /// Ours: a PEM PKCS#8 private key (`${VAR}`/`!command` expanded); with
+    /// `grantType: "client_credentials"` the client authenticates with a
+    /// signed JWT (`private_key_jwt`, RFC 7523) instead of a secret.
+    pub private_key: Option<String>,
+    /// Ours: the JWT algorithm for `privateKey`, `ES256` (default) or `RS256`.
+    pub signing_algorithm: Option<String>,
+    /// Ours: for `grantType: "enterprise"`, the enterprise identity
+    /// provider whose ID token is exchanged for an ID-JAG (SEP-990).
+    pub idp: Option<Idp>,
+}
+
+/// `oauth.idp` (ours): the enterprise identity provider of the
+/// `"enterprise"` grant.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Idp {
+    pub token_endpoint: String,
+    pub client_id: String,
+    /// `${VAR}` and `!command` expanded.
+    pub client_secret: Option<String>,
+    /// The user's ID token from the IdP; `${VAR}` and `!command` expanded.
+    pub id_token: String,
+}
+
+/// The OAuth grant a server's tokens come from.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Grant {
+    #[default]
+    AuthorizationCode,
+    ClientCredentials,
+    /// Enterprise-managed authorization (SEP-990): the IdP's ID token is
+    /// exchanged for an ID-JAG (RFC 8693), then for an access token with
+    /// the JWT bearer grant (RFC 7523).
+    Enterprise,
 }
 
 /// `http://` or `https://` on localhost, 127.0.0.1 or [::1].
@@ -180,6 +222,67 @@ fn oauth_field(m: &Map<String, Value>, name: &str) -> Result<OAuth, String> {
             ))
         }
     };
+    out.client_metadata_url = match o.get("clientMetadataUrl") {
+        None => None,
+        Some(Value::String(u)) if u.starts_with("https://") || loopback_http(u) => Some(u.clone()),
+        Some(_) => return Err(e(
+            ".clientMetadataUrl must be an https URL, or http on localhost, 127.0.0.1, or [::1]",
+        )),
+    };
+    out.grant = match o.get("grantType") {
+        None => Grant::AuthorizationCode,
+        Some(v) => match v.as_str() {
+            Some("authorization_code") => Grant::AuthorizationCode,
+            Some("client_credentials") => Grant::ClientCredentials,
+            Some("enterprise") => Grant::Enterprise,
+            _ => {
+                return Err(e(
+                    ".grantType must be \"authorization_code\", \"client_credentials\", or \"enterprise\"",
+                ))
+            }
+        },
+    };
+    out.idp = match o.get("idp") {
+        None => None,
+        Some(Value::Object(i)) => {
+            let field = |k: &str| match i.get(k) {
+                Some(Value::String(v)) if !v.is_empty() => Ok(Some(v.clone())),
+                None => Ok(None),
+                Some(_) => Err(e(&format!(".idp.{k} must be a non-empty string"))),
+            };
+            let need = |k: &str| {
+                field(k)?.ok_or_else(|| e(&format!(".idp.{k} must be a non-empty string")))
+            };
+            let token_endpoint = need("tokenEndpoint")?;
+            if !(token_endpoint.starts_with("https://") || loopback_http(&token_endpoint)) {
+                return Err(e(
+                    ".idp.tokenEndpoint must be an https URL, or http on localhost, 127.0.0.1, or [::1]",
+                ));
+            }
+            Some(Idp {
+                token_endpoint,
+                client_id: need("clientId")?,
+                client_secret: field("clientSecret")?.map(|s| expand_value(&s)),
+                id_token: expand_value(&need("idToken")?),
+            })
+        }
+        Some(_) => return Err(e(".idp must be an object")),
+    };
+    if out.grant == Grant::Enterprise && out.idp.is_none() {
+        return Err(e(".grantType \"enterprise\" needs oauth.idp"));
+    }
+    if out.grant == Grant::Enterprise && out.client_id.is_none() {
+        return Err(e(".grantType \"enterprise\" needs oauth.clientId"));
+    }
+    out.private_key = string("privateKey", "must be a string")?.map(|s| expand_value(&s));
+    out.signing_algorithm = match o.get("signingAlgorithm") {
+        None => None,
+        Some(Value::String(a)) if a == "ES256" || a == "RS256" => Some(a.clone()),
+        Some(_) => return Err(e(".signingAlgorithm must be \"ES256\" or \"RS256\"")),
+    };
+    if out.grant == Grant::ClientCredentials && out.client_id.is_none() {
+        return Err(e(".grantType \"client_credentials\" needs oauth.clientId"));
+    }
     Ok(out)
 }
 
@@ -593,7 +696,7 @@ fn parse_entry(
             Transport::Http {
                 url: url.to_string(),
                 headers: string_map(m.get("headers"), "headers must map names to strings", name)?,
-                oauth,
+                oauth: Box::new(oauth),
             }
         }
         (None, Some(cmd)) if matches!(ty, None | Some("stdio")) => {
@@ -671,6 +774,15 @@ mod tests {
             (r#"{"scope":5}"#, "oauth.scope must be a string"),
             (r#"{"clientName":5}"#, "oauth.clientName must be a non-empty string"),
             (r#"{"clientRegistration":"x"}"#, "oauth.clientRegistration must be \"auto\", \"dcr\", or \"cimd\""),
+            // Ours (pi has no such fields).
+            (r#"{"grantType":"password"}"#, "oauth.grantType must be \"authorization_code\", \"client_credentials\", or \"enterprise\""),
+            (r#"{"grantType":"enterprise","clientId":"c"}"#, "oauth.grantType \"enterprise\" needs oauth.idp"),
+            (r#"{"idp":{"tokenEndpoint":"http://idp.example/t","clientId":"i","idToken":"t"}}"#, "oauth.idp.tokenEndpoint must be an https URL, or http on localhost, 127.0.0.1, or [::1]"),
+            (r#"{"idp":{"tokenEndpoint":"https://idp.example/t","clientId":"i"}}"#, "oauth.idp.idToken must be a non-empty string"),
+            (r#"{"grantType":"client_credentials"}"#, "oauth.grantType \"client_credentials\" needs oauth.clientId"),
+            (r#"{"privateKey":1}"#, "oauth.privateKey must be a string"),
+            (r#"{"signingAlgorithm":"HS256"}"#, "oauth.signingAlgorithm must be \"ES256\" or \"RS256\""),
+            (r#"{"clientMetadataUrl":"http://example.com/c.json"}"#, "oauth.clientMetadataUrl must be an https URL, or http on localhost, 127.0.0.1, or [::1]"),
             (r#"{"authServerMetadataUrl":"ftp://x"}"#, "oauth.authServerMetadataUrl must be an https URL, or http on localhost, 127.0.0.1, or [::1]"),
         ];
         for (oauth, want) in cases {
@@ -689,7 +801,7 @@ mod tests {
         }
         let (_t, agent, cwd) = setup(
             &format!(
-                r#"{{"mcpServers":{{"s":{{{u},"oauth":{{"clientId":"id","clientSecret":"${{PI_TEST_NO_SUCH_VAR}}x","callbackPort":8123,"scope":"a b","clientRegistration":"dcr","bogus":1}}}}}}}}"#
+                r#"{{"mcpServers":{{"s":{{{u},"oauth":{{"clientId":"id","clientSecret":"${{PI_TEST_NO_SUCH_VAR}}x","callbackPort":8123,"scope":"a b","clientRegistration":"dcr","grantType":"client_credentials","clientMetadataUrl":"https://c.example/m.json","bogus":1}}}}}}}}"#
             ),
             None,
         );
@@ -703,6 +815,11 @@ mod tests {
         assert_eq!(oauth.callback_port, Some(8123));
         assert_eq!(oauth.scope.as_deref(), Some("a b"));
         assert_eq!(oauth.client_registration, Registration::Dcr);
+        assert_eq!(oauth.grant, Grant::ClientCredentials);
+        assert_eq!(
+            oauth.client_metadata_url.as_deref(),
+            Some("https://c.example/m.json")
+        );
     }
 
     fn setup(global: &str, project: Option<&str>) -> (tempfile::TempDir, PathBuf, PathBuf) {

@@ -462,6 +462,25 @@ pub async fn login(
     auth::login(server, &auth::Store::new(agent_dir), limit, open).await
 }
 
+/// Signs out of the configured HTTP server `name`, as `pi mcp logout`
+/// does: its record in `<agent_dir>/mcp-auth.json` is dropped (atomically,
+/// other servers' records kept); `Ok(false)` when there was none.
+pub fn logout(
+    agent_dir: &std::path::Path,
+    cwd: &std::path::Path,
+    trusted: bool,
+    name: &str,
+) -> Result<bool, String> {
+    let cfg = config::load(agent_dir, cwd, trusted);
+    let Some(server) = cfg.servers.iter().find(|s| s.name == name) else {
+        return Err(format!("no MCP server \"{name}\" in the mcp.json files"));
+    };
+    let config::Transport::Http { url, .. } = &server.transport else {
+        return Ok(false);
+    };
+    auth::Store::new(agent_dir).remove(&auth::Store::key(server, url))
+}
+
 /// What `pi-resources` lists: every configured server (an untrusted
 /// project's entries as `skipped`, never started) and the config errors.
 /// With `inspect`, the loaded servers are started, their tools listed, and
