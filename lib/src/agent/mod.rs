@@ -75,6 +75,9 @@ pub struct RunOutcome {
     pub aborted: bool,
 }
 
+/// A tool set and its tools' definitions as JSON.
+type ToolValues = (Vec<Arc<dyn Tool>>, Vec<Value>);
+
 /// The agent: a session, the tools, a model, and whoever watches it.
 pub struct Agent {
     pub opts: AgentOptions,
@@ -100,7 +103,7 @@ pub struct Agent {
     /// The tools' definitions as JSON and the tool set they were built
     /// from (held, so compared by identity): every turn compares them with
     /// the recorded prompt, and a tool's definition does not change.
-    tool_values: Option<(Vec<Arc<dyn Tool>>, Vec<Value>)>,
+    tool_values: Option<ToolValues>,
 }
 
 fn io_error(e: std::io::Error, store: &SessionStore) -> String {
