@@ -75,6 +75,9 @@ pub struct RunOutcome {
     pub aborted: bool,
 }
 
+/// A tool set and its tools' definitions as JSON.
+type ToolValues = (Vec<Arc<dyn Tool>>, Vec<Value>);
+
 /// The agent: a session, the tools, a model, and whoever watches it.
 pub struct Agent {
     pub opts: AgentOptions,
@@ -100,6 +103,10 @@ pub struct Agent {
     /// This run's custom messages from `before_agent_start`, added after
     /// the user message.
     run_extra: Vec<AgentMessage>,
+    /// The tools' definitions as JSON and the tool set they were built
+    /// from (held, so compared by identity): every turn compares them with
+    /// the recorded prompt, and a tool's definition does not change.
+    tool_values: Option<ToolValues>,
 }
 
 fn io_error(e: std::io::Error, store: &SessionStore) -> String {
@@ -123,6 +130,7 @@ impl Agent {
             compacting: false,
             run_forced: None,
             run_extra: Vec::new(),
+            tool_values: None,
         }
     }
 
@@ -384,12 +392,24 @@ impl Agent {
         }
     }
 
-    fn tool_values(&self) -> Vec<Value> {
-        self.opts
-            .tools
-            .iter()
-            .filter_map(|t| serde_json::to_value(t.definition()).ok())
-            .collect()
+    /// Brings [`Agent::tool_values`] up to date: the active tools'
+    /// definitions as JSON, built again only when the tool set changed.
+    fn refresh_tool_values(&mut self) {
+        let same = self.tool_values.as_ref().is_some_and(|(k, _)| {
+            k.len() == self.opts.tools.len()
+                && k.iter()
+                    .zip(&self.opts.tools)
+                    .all(|(a, b)| Arc::ptr_eq(a, b))
+        });
+        if !same {
+            let values = self
+                .opts
+                .tools
+                .iter()
+                .filter_map(|t| serde_json::to_value(t.definition()).ok())
+                .collect();
+            self.tool_values = Some((self.opts.tools.clone(), values));
+        }
     }
 
     /// Appends the model / thinking-level entries a run needs: pi writes
@@ -450,10 +470,10 @@ impl Agent {
     fn append(&mut self, entry: Entry, emit: Option<&mut dyn FnMut(&Value)>) -> Result<(), String> {
         // The store decides the parent under the file's lock; report the
         // entry as written.
-        let entry = self
-            .store
-            .append(entry)
-            .map_err(|e| io_error(e, &self.store))?;
+        let entry = match self.store.append_ref(entry) {
+            Ok(e) => e,
+            Err(e) => return Err(io_error(e, &self.store)),
+        };
         if let Some(emit) = emit {
             emit(&json!({ "type": "entry_appended", "entry": entry }));
         }
@@ -476,7 +496,9 @@ impl Agent {
             let ctx = self.store.session.context(None);
             PromptState::replay(ctx.messages.iter().map(|(_, m)| &**m))
         };
-        if let Some(patch) = diff(&state, &self.opts.sections, &self.tool_values(), now_ms()) {
+        self.refresh_tool_values();
+        let tools = self.tool_values.as_ref().map_or(&[][..], |(_, v)| v);
+        if let Some(patch) = diff(&state, &self.opts.sections, tools, now_ms()) {
             let msg = AgentMessage::System(Box::new(patch));
             let msg = self.start_end(msg, emit).await;
             self.append_message(msg.clone())?;

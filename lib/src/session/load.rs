@@ -160,6 +160,9 @@ pub struct Session {
     links: Vec<u32>,
     /// `None`: this copy was not read from the file (new, or not yet read).
     pub(crate) disk: Option<DiskState>,
+    /// The file's handle, kept open between appends (never shared by
+    /// clones).
+    pub(crate) held: super::write::HeldFile,
 }
 
 impl Session {
@@ -461,6 +464,7 @@ impl Session {
             index: IdIndex::default(),
             links: Vec::new(),
             disk: None,
+            held: Default::default(),
         }
     }
 

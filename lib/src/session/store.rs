@@ -25,7 +25,7 @@ use crate::timefmt::now_iso;
 
 use super::ids::new_session_id;
 use super::load::DiskState;
-use super::write::create_new_file;
+use super::write::{create_new_file, HeldFile};
 use super::Session;
 
 /// The session of a run and where it is written.
@@ -121,7 +121,8 @@ impl SessionStore {
         use std::os::unix::fs::MetadataExt;
         let text = self.session.to_jsonl();
         match create_new_file(path, text.as_bytes()) {
-            Ok(meta) => {
+            Ok((meta, file)) => {
+                self.session.held = HeldFile::new(file);
                 self.session.disk = Some(DiskState {
                     len: text.len() as u64,
                     newlines: self.session.entries.len() + 1,
@@ -148,28 +149,30 @@ impl SessionStore {
     /// the file's lock from its current leaf, and the id is drawn again if
     /// another writer took it; the entry as written is returned.
     pub fn append(&mut self, entry: Entry) -> io::Result<Entry> {
+        self.append_ref(entry).cloned()
+    }
+
+    /// [`SessionStore::append`] without a copy: the entry as written, where
+    /// it now is in the session.
+    pub fn append_ref(&mut self, entry: Entry) -> io::Result<&Entry> {
         let triggers_flush = matches!(
             entry.message(),
             Some(AgentMessage::User(_)) | Some(AgentMessage::Assistant(_))
         );
-        let Some(path) = self.path.clone() else {
-            self.session.push(entry.clone());
-            return Ok(entry);
-        };
-        if self.flushed {
-            let mut written = self.session.append_children(vec![entry], false)?;
-            return written
-                .pop()
-                .ok_or_else(|| io::Error::other("nothing appended"));
-        }
-        self.session.push(entry.clone());
-        if triggers_flush {
-            self.write_all_buffered(&path)?;
-            if let Some(last) = self.session.entries.last() {
-                return Ok(last.clone());
+        if self.flushed && self.path.is_some() {
+            self.session.append_children_in_place(vec![entry], false)?;
+        } else {
+            self.session.push(entry);
+            if triggers_flush && !self.flushed {
+                if let Some(path) = self.path.clone() {
+                    self.write_all_buffered(&path)?;
+                }
             }
         }
-        Ok(entry)
+        self.session
+            .entries
+            .last()
+            .ok_or_else(|| io::Error::other("nothing appended"))
     }
 
     /// The entry recording `message`, child of the leaf: a `message`

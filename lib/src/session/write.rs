@@ -7,6 +7,10 @@
 //!   branch/select-tool`, `pi-run`) appends this way. Each batch is one
 //!   `write` of whole lines, starting with a newline when the file ends
 //!   mid-line (a crash), so new entries never merge into a damaged line.
+//!   The file stays open between appends (one handle per in-memory copy,
+//!   never shared by clones, since a lock belongs to an open file): an
+//!   append is a lock, two `stat`s (is the held file still the one at the
+//!   path?), the write and the unlock, not an open and a close each time.
 //! * **New session files** appear whole or not at all (a temporary file
 //!   linked into place), and a process that finds the file already there
 //!   continues it instead of failing.
@@ -68,26 +72,34 @@ fn temp_name(path: &Path) -> PathBuf {
 /// Creates `path` holding `contents`, only if nothing is there, so that
 /// readers see the whole file or none of it: the bytes go to a temporary
 /// file that is then hard-linked into place. `AlreadyExists` when another
-/// process created the file first. Returns the new file's metadata.
-pub fn create_new_file(path: &Path, contents: &[u8]) -> io::Result<std::fs::Metadata> {
+/// process created the file first. Returns the new file's metadata and the
+/// file, open for reading and appending (kept for the session's appends).
+pub fn create_new_file(path: &Path, contents: &[u8]) -> io::Result<(std::fs::Metadata, File)> {
     if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
         std::fs::create_dir_all(dir)?;
     }
+    let open_new = |p: &Path| {
+        OpenOptions::new()
+            .read(true)
+            .append(true)
+            .create_new(true)
+            .open(p)
+    };
     let tmp = temp_name(path);
-    let mut f = OpenOptions::new().write(true).create_new(true).open(&tmp)?;
+    let mut f = open_new(&tmp)?;
     let linked = f
         .write_all(contents)
         .and_then(|_| f.metadata())
         .and_then(|meta| std::fs::hard_link(&tmp, path).map(|_| meta));
     let _ = std::fs::remove_file(&tmp);
     match linked {
-        Ok(meta) => Ok(meta),
+        Ok(meta) => Ok((meta, f)),
         Err(e) if e.kind() == io::ErrorKind::AlreadyExists => Err(e),
         Err(_) => {
             // No hard links on this file system: an exclusive create.
-            let mut f = OpenOptions::new().write(true).create_new(true).open(path)?;
+            let mut f = open_new(path)?;
             f.write_all(contents)?;
-            f.metadata()
+            Ok((f.metadata()?, f))
         }
     }
 }
@@ -116,16 +128,51 @@ impl<E> From<io::Error> for AppendError<E> {
     }
 }
 
-/// Opens and locks the file now at `path`. A file replaced while we waited
-/// for the lock (an atomic rewrite) is let go and the new one locked.
-fn lock_current(path: &Path) -> io::Result<File> {
+/// A session file's handle kept open between appends. A clone of the
+/// session gets none (it opens its own): `flock` locks belong to an open
+/// file, so two copies sharing one handle would not exclude each other.
+#[derive(Debug, Default)]
+pub(crate) struct HeldFile(Option<File>);
+
+impl Clone for HeldFile {
+    fn clone(&self) -> Self {
+        HeldFile(None)
+    }
+}
+
+impl HeldFile {
+    /// Holds `f`, the (unlocked) file of the session.
+    pub(crate) fn new(f: File) -> HeldFile {
+        HeldFile(Some(f))
+    }
+
+    /// Keeps `f`, unlocked, for the next append; a file that will not
+    /// unlock is closed instead (which releases its lock).
+    fn keep(f: File) -> HeldFile {
+        match f.unlock() {
+            Ok(()) => HeldFile(Some(f)),
+            Err(_) => HeldFile(None),
+        }
+    }
+}
+
+/// Locks the file now at `path`, through `held` when that is still the
+/// file there, and returns it with its metadata as of the lock. A file
+/// replaced meanwhile (an atomic rewrite) is let go and the new one opened
+/// and locked. Dropping the returned file closes it, which unlocks it (so
+/// an error on the way out never leaves the lock held).
+fn lock_current(path: &Path, held: HeldFile) -> io::Result<(File, std::fs::Metadata)> {
+    let mut next = held.0;
     for _ in 0..100 {
-        let f = open_regular(path, true)?;
+        let f = match next.take() {
+            Some(f) => f,
+            None => open_regular(path, true)?,
+        };
         f.lock()?;
         let held = f.metadata()?;
         let now = std::fs::metadata(path)?;
         if (held.dev(), held.ino()) == (now.dev(), now.ino()) {
-            return Ok(f);
+            return Ok((f, held));
         }
     }
     Err(io::Error::other(
@@ -187,18 +234,36 @@ impl Session {
         durable: bool,
         build: impl FnOnce(&Session) -> Result<Vec<Entry>, E>,
     ) -> Result<Vec<Entry>, AppendError<E>> {
-        let mut f = self.lock_and_catch_up()?;
+        let at = self.append_in_place(durable, build)?;
+        Ok(self.entries[at..].to_vec())
+    }
+
+    /// [`Session::append_with`] without copies of what was written: returns
+    /// where the new entries start in `entries` (they run to its end).
+    pub(crate) fn append_in_place<E>(
+        &mut self,
+        durable: bool,
+        build: impl FnOnce(&Session) -> Result<Vec<Entry>, E>,
+    ) -> Result<usize, AppendError<E>> {
+        let (mut f, mut size_before) = self.lock_and_catch_up()?;
         if let Some(from) = self.migrated_from {
             self.migrate_locked(from)?;
             drop(f);
-            f = self.lock_and_catch_up()?;
+            (f, size_before) = self.lock_and_catch_up()?;
         }
-        let entries = build(self).map_err(AppendError::Refused)?;
-        if entries.is_empty() {
-            return Ok(entries);
-        }
-        // The file's size with the lock held, just before our write.
-        let size_before = f.metadata()?.len();
+        let entries = match build(self) {
+            Ok(e) if e.is_empty() => {
+                self.held = HeldFile::keep(f);
+                return Ok(self.entries.len());
+            }
+            Ok(e) => e,
+            Err(e) => {
+                self.held = HeldFile::keep(f);
+                return Err(AppendError::Refused(e));
+            }
+        };
+        // `size_before`: the file's size when the lock was taken; nobody
+        // who respects the lock has written since.
         let mut buf = String::new();
         let torn = self.missing_final_newline;
         if torn {
@@ -213,12 +278,15 @@ impl Session {
             f.sync_data()?;
         }
         let end = f.stream_position()?;
+        self.held = HeldFile::keep(f);
         let d = self
             .disk
             .ok_or_else(|| io::Error::other("session copy lost track of its file"))?;
         let first_line = d.newlines + 1 + usize::from(torn);
-        for (line, e) in (first_line..).zip(&entries) {
-            self.push_at(e.clone(), line);
+        let count = entries.len();
+        let at = self.entries.len();
+        for (line, e) in (first_line..).zip(entries) {
+            self.push_at(e, line);
         }
         self.missing_final_newline = false;
         // Our bytes start after everything read (the unfinished line, if
@@ -226,10 +294,10 @@ impl Session {
         // have written meanwhile: then re-read the whole file next time.
         self.disk = (end == size_before + buf.len() as u64).then_some(DiskState {
             len: end,
-            newlines: d.newlines + usize::from(torn) + entries.len(),
+            newlines: d.newlines + usize::from(torn) + count,
             ..d
         });
-        Ok(entries)
+        Ok(at)
     }
 
     /// Appends `entries` as a chain below the current leaf: under the lock,
@@ -241,7 +309,18 @@ impl Session {
         entries: Vec<Entry>,
         durable: bool,
     ) -> io::Result<Vec<Entry>> {
-        let r = self.append_with(durable, |s: &Session| {
+        let at = self.append_children_in_place(entries, durable)?;
+        Ok(self.entries[at..].to_vec())
+    }
+
+    /// [`Session::append_children`] without copies: returns where the
+    /// written entries start in `entries`.
+    pub(crate) fn append_children_in_place(
+        &mut self,
+        entries: Vec<Entry>,
+        durable: bool,
+    ) -> io::Result<usize> {
+        let r = self.append_in_place(durable, |s: &Session| {
             let mut leaf = s.leaf_id().map(str::to_string);
             let mut out: Vec<Entry> = Vec::with_capacity(entries.len());
             for mut e in entries {
@@ -265,7 +344,7 @@ impl Session {
     /// `<file>.v<N>.bak`. Damaged lines stay only in the backup. Returns the
     /// backup's path, or `None` when the file was already current.
     pub fn migrate_on_disk(&mut self) -> io::Result<Option<PathBuf>> {
-        let _f = self.lock_and_catch_up()?;
+        let _locked = self.lock_and_catch_up()?;
         match self.migrated_from {
             Some(from) => self.migrate_locked(from).map(Some),
             None => Ok(None),
@@ -303,18 +382,19 @@ impl Session {
         Ok(backup)
     }
 
-    /// Locks the file and brings this copy up to date with it.
-    fn lock_and_catch_up(&mut self) -> io::Result<File> {
-        let mut f = lock_current(&self.path)?;
-        self.catch_up(&mut f)?;
-        Ok(f)
+    /// Locks the file (through the held handle when it is still the file
+    /// at the path) and brings this copy up to date with it. Returns the
+    /// locked file and its size when locked.
+    fn lock_and_catch_up(&mut self) -> io::Result<(File, u64)> {
+        let (mut f, meta) = lock_current(&self.path, std::mem::take(&mut self.held))?;
+        self.catch_up(&mut f, &meta)?;
+        Ok((f, meta.len()))
     }
 
     /// Reads what was appended to the (locked) file since this copy was
     /// read; re-reads it whole when it is another file now, got shorter, or
-    /// was never read.
-    fn catch_up(&mut self, f: &mut File) -> io::Result<()> {
-        let meta = f.metadata()?;
+    /// was never read. `meta` is the file's metadata as of the lock.
+    fn catch_up(&mut self, f: &mut File, meta: &std::fs::Metadata) -> io::Result<()> {
         let d = match self.disk {
             Some(d) if (d.dev, d.ino) == (meta.dev(), meta.ino()) && meta.len() >= d.len => d,
             _ => {
@@ -458,6 +538,95 @@ mod tests {
         let refused = s.append_with(false, |_| Err::<Vec<Entry>, _>("no"));
         assert!(matches!(refused, Err(AppendError::Refused("no"))));
         assert_eq!(Session::load(&p).unwrap().entries.len(), 3);
+    }
+
+    #[test]
+    fn a_held_handle_follows_a_replaced_file_and_never_writes_a_removed_one() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("s.jsonl");
+        std::fs::write(&p, format!("{HDR}\n{}\n", label_line("a", "r"))).unwrap();
+        let mut s = Session::load(&p).unwrap();
+        let first = s
+            .append_children(vec![s.new_label("a", Some("1".into()))], false)
+            .unwrap();
+        assert!(s.held.0.is_some(), "the file stays open after an append");
+        // Replaced (an atomic rewrite by another process) while held: the
+        // next append goes into the new file, below its leaf.
+        let replaced = format!(
+            "{HDR}\n{}\n{}\n{}\n",
+            label_line("a", "r"),
+            first[0].to_line(),
+            label_line("z", first[0].id())
+        );
+        write_atomic(&p, replaced.as_bytes(), true).unwrap();
+        let w = s
+            .append_children(vec![s.new_label("a", Some("2".into()))], false)
+            .unwrap();
+        assert_eq!(w[0].parent_id(), Some("z"));
+        let text = std::fs::read_to_string(&p).unwrap();
+        assert_eq!(text, format!("{replaced}{}\n", w[0].to_line()));
+        // Removed while held: the append fails instead of writing into the
+        // unlinked file.
+        std::fs::remove_file(&p).unwrap();
+        let e = s
+            .append_children(vec![s.new_label("a", Some("3".into()))], false)
+            .unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::NotFound, "{e}");
+        assert!(!p.exists());
+    }
+
+    #[test]
+    fn concurrent_writers_with_held_handles_keep_one_chain() {
+        // Several copies of one session (loaded apart, and clones of one
+        // that holds its file open) append at once; every entry must land
+        // below the one written just before it, i.e. each append's parent
+        // was chosen under the same lock that wrote it.
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("s.jsonl");
+        let a = r#"{"type":"session_info","id":"a","parentId":null,"timestamp":"t","name":"n"}"#;
+        std::fs::write(&p, format!("{HDR}\n{a}\n")).unwrap();
+        let mut holder = Session::load(&p).unwrap();
+        holder
+            .append_children(vec![holder.new_label("a", Some("h".into()))], false)
+            .unwrap();
+        assert!(holder.held.0.is_some());
+        let mut copies: Vec<Session> = (0..3).map(|_| Session::load(&p).unwrap()).collect();
+        copies.extend((0..3).map(|_| holder.clone()));
+        assert!(
+            copies[3..].iter().all(|c| c.held.0.is_none()),
+            "clones open their own"
+        );
+        copies.push(holder);
+        const EACH: usize = 40;
+        let writers = copies.len();
+        let start = std::sync::Arc::new(std::sync::Barrier::new(writers));
+        let threads: Vec<_> = copies
+            .into_iter()
+            .enumerate()
+            .map(|(w, mut s)| {
+                let start = std::sync::Arc::clone(&start);
+                std::thread::spawn(move || {
+                    start.wait();
+                    for i in 0..EACH {
+                        let e = s.new_label("a", Some(format!("{w}-{i}")));
+                        s.append_children(vec![e], false).unwrap();
+                    }
+                })
+            })
+            .collect();
+        for t in threads {
+            t.join().unwrap();
+        }
+        let fresh = Session::load(&p).unwrap();
+        assert!(fresh.diagnostics.is_empty(), "{:?}", fresh.diagnostics);
+        assert_eq!(fresh.entries.len(), 2 + writers * EACH);
+        for pair in fresh.entries.windows(2) {
+            assert_eq!(
+                pair[1].parent_id(),
+                Some(pair[0].id()),
+                "one chain, in file order"
+            );
+        }
     }
 
     #[test]

@@ -582,7 +582,7 @@ impl Controller {
             "pi-web:subagent-status",
             json!({"version": 1, "status": "queued"}),
         );
-        let _ = store.append(e);
+        let _ = store.append_ref(e);
         let background = info.run_in_background;
         let id = info.session_id.clone();
         let (done, _) = tokio::sync::watch::channel(false);
@@ -626,7 +626,7 @@ impl Controller {
                     "pi-web:subagent-status",
                     json!({"version": 1, "status": "running"}),
                 );
-                let _ = store.append(e);
+                let _ = store.append_ref(e);
                 lock(&st2.info).status = RunStatus::Running;
                 let (tx, rx) = tokio::sync::oneshot::channel();
                 let q = Arc::clone(&st2.queue);
@@ -635,10 +635,10 @@ impl Controller {
                 // its own, driven through the parent's runtime, so its HTTP
                 // connections live (and are pooled) where the parent's do.
                 let handle = tokio::runtime::Handle::current();
-                std::thread::spawn(move || {
+                on_child_thread(Box::new(move || {
                     let out = run_child(&handle, opts, store, q, cancel, task, max_turns, worktree);
                     let _ = tx.send(out);
-                });
+                }));
                 match rx.await {
                     Ok(r) => r,
                     Err(_) => ChildEnd::failed("the subagent crashed".into()),
@@ -829,6 +829,48 @@ pub fn cap_utf16(text: &str, limit: usize) -> String {
     text.to_string()
 }
 
+/// A child's whole run, handed to a child thread.
+type ChildJob = Box<dyn FnOnce() + Send>;
+
+/// Child threads waiting for their next child (one sender each).
+static IDLE_CHILD_THREADS: Mutex<Vec<std::sync::mpsc::Sender<ChildJob>>> = Mutex::new(Vec::new());
+
+/// Runs `job` on a child thread: a child's future is not `Send`, so each
+/// running child has a thread of its own, driven through the parent's
+/// runtime. A thread whose child has ended waits for the next one instead
+/// of exiting, so a child after the first costs no thread start (nor the
+/// new stack's page faults). There are never more threads than children
+/// that ran at once; idle ones block on their channel until the process
+/// ends.
+fn on_child_thread(job: ChildJob) {
+    let mut job = job;
+    loop {
+        let idle = lock(&IDLE_CHILD_THREADS).pop();
+        match idle {
+            Some(tx) => match tx.send(job) {
+                Ok(()) => return,
+                // That thread is gone (it panicked): try the next one.
+                Err(back) => job = back.0,
+            },
+            None => break,
+        }
+    }
+    let started = std::thread::Builder::new()
+        .name("pi-subagent".into())
+        .spawn(move || {
+            let (tx, rx) = std::sync::mpsc::channel::<ChildJob>();
+            let mut next = Some(job);
+            while let Some(job) = next.take() {
+                job();
+                lock(&IDLE_CHILD_THREADS).push(tx.clone());
+                next = rx.recv().ok();
+            }
+        });
+    // No thread (out of resources): the job, dropped unrun, drops its
+    // result channel, so the run is reported as crashed.
+    drop(started);
+}
+
 /// A child's tools and system-prompt sections.
 type ChildSetup = (Vec<Arc<dyn Tool>>, Vec<(String, String)>);
 
@@ -861,7 +903,7 @@ fn child_setup(snap: &Snapshot, cwd: &std::path::Path) -> Result<ChildSetup, Str
 
 fn append_entry(store: &mut SessionStore, e: crate::format::Entry) -> Result<(), String> {
     store
-        .append(e)
+        .append_ref(e)
         .map(|_| ())
         .map_err(|e| format!("cannot write the subagent session: {e}"))
 }
@@ -921,7 +963,7 @@ fn write_result(store: &mut SessionStore, end: &ChildEnd) {
         "pi-web:subagent-result",
         Value::Object(data),
     );
-    let _ = store.append(e);
+    let _ = store.append_ref(e);
 }
 
 /// Runs one child to its end on the current thread: the turn limiter
@@ -1140,6 +1182,46 @@ pub fn join_control_tools(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn child_threads_run_every_job_at_once_and_are_reused_after() {
+        // Eight jobs that only finish together: each must get a thread of
+        // its own at once (an idle thread is never one still running).
+        let n = 8;
+        let all = Arc::new(std::sync::Barrier::new(n + 1));
+        let (tx, rx) = std::sync::mpsc::channel();
+        for i in 0..n {
+            let (all, tx) = (Arc::clone(&all), tx.clone());
+            on_child_thread(Box::new(move || {
+                all.wait();
+                let _ = tx.send((i, std::thread::current().id()));
+            }));
+        }
+        all.wait();
+        let mut first: Vec<_> = (0..n).map(|_| rx.recv().unwrap()).collect();
+        first.sort_by_key(|(i, _)| *i);
+        let ids: std::collections::HashSet<_> = first.iter().map(|(_, t)| *t).collect();
+        assert_eq!(ids.len(), n, "one thread per running job");
+        // Later jobs, one after another, all run (on threads that are
+        // parked as idle or new ones), none is lost.
+        for i in 0..20 {
+            let tx = tx.clone();
+            on_child_thread(Box::new(move || {
+                let _ = tx.send((i, std::thread::current().id()));
+            }));
+            let (got, _) = rx.recv().unwrap();
+            assert_eq!(got, i);
+        }
+        // A job that panics takes only its own thread with it.
+        on_child_thread(Box::new(|| panic!("child job panicked on purpose")));
+        for i in 0..3 {
+            let tx = tx.clone();
+            on_child_thread(Box::new(move || {
+                let _ = tx.send((i, std::thread::current().id()));
+            }));
+            assert_eq!(rx.recv().unwrap().0, i);
+        }
+    }
 
     #[test]
     fn inherited_context_is_capped_in_utf16_units_and_marked() {
