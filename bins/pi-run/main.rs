@@ -534,6 +534,8 @@ fn run(
             chat_only,
             runner: &runner,
             subagents: subagents.as_ref(),
+            mcp_on: !cli.no_mcp,
+            mcp: mcp.as_ref(),
         };
         let mut agent = Agent::new(opts, store, cancel.clone());
         agent.compaction = compaction;
@@ -542,6 +544,9 @@ fn run(
         let result = rt.block_on(rpc::serve(&setup, agent, registry, hooks, gates));
         runner.detach();
         rt.block_on(runner.shutdown());
+        if let Some(m) = &mcp {
+            rt.block_on(m.shutdown());
+        }
         return result;
     }
     let result = rt.block_on(async {

@@ -16,6 +16,7 @@ pub mod client;
 pub mod config;
 mod http;
 pub mod naming;
+pub mod status;
 pub mod tool;
 
 use std::sync::Arc;
