@@ -123,6 +123,18 @@ pub async fn serve(
     }
     let input = pi_lib::rpc::io::stdin_and_signals().map_err(CliError::failed)?;
     agent.prepare_session().map_err(CliError::failed)?;
+    let ext_commands: Vec<_> = setup
+        .runner
+        .extensions()
+        .iter()
+        .flat_map(|e| e.commands().into_iter().map(|c| (e.path.clone(), c)))
+        .collect();
+    let mut commands = pi_lib::rpc::command_list(&ext_commands, setup.resources);
+    // pi's built-in extensions load after every other one: their commands
+    // follow the extensions' (before templates and skills).
+    if setup.mcp_on {
+        commands.insert(ext_commands.len(), pi_lib::rpc::builtin_mcp_command());
+    }
     let mut opts = RpcOptions {
         registry: registry
             .filter(|r| {
@@ -133,20 +145,7 @@ pub async fn serve(
             .map(Arc::new),
         agent_dir: setup.agent_dir.to_path_buf(),
         auto_compaction: agent.auto_compaction,
-        commands: setup
-            .mcp_on
-            .then(pi_lib::rpc::builtin_mcp_command)
-            .into_iter()
-            .chain(pi_lib::rpc::command_list(
-                &setup
-                    .runner
-                    .extensions()
-                    .iter()
-                    .flat_map(|e| e.commands().into_iter().map(|c| (e.path.clone(), c)))
-                    .collect::<Vec<_>>(),
-                setup.resources,
-            ))
-            .collect(),
+        commands,
         ui: None,
         shutdown_requested: Some({
             let runner = Arc::clone(setup.runner);

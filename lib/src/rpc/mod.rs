@@ -1032,8 +1032,9 @@ fn last_assistant_text<'a>(messages: impl DoubleEndedIterator<Item = &'a AgentMe
     json!({})
 }
 
-/// The `get_commands` entry of pi's built-in `/mcp` command (listed first
-/// while MCP is on; [`crate::mcp::status`] answers it).
+/// The `get_commands` entry of pi's built-in `/mcp` command (listed after
+/// the extensions' commands while MCP is on; [`crate::mcp::status`]
+/// answers it).
 pub fn builtin_mcp_command() -> Value {
     json!({
         "name": crate::mcp::status::COMMAND_NAME,
