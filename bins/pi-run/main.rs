@@ -549,6 +549,7 @@ fn run(
         }
         return result;
     }
+    let mcp_on = !cli.no_mcp;
     let result = rt.block_on(async {
         let mut agent = Agent::new(opts, store, cancel.clone());
         agent.ext.hooks = hooks;
@@ -636,6 +637,11 @@ fn run(
                     },
                 },
             };
+            // pi's built-in `/mcp` says nothing in print and JSON mode
+            // (it notifies only a UI); it is handled, not sent.
+            if mcp_on && pi_lib::mcp::status::is_command(&user) {
+                continue;
+            }
             let Some(user) = preflight(&mut agent, user, &resources, chat_only, &mut emit).await
             else {
                 continue;

@@ -828,8 +828,11 @@ struct Replay {
     /// nth: the capture's agent dir (its paths become `<agent>`, as each
     /// run's own do) and a rewrite of pi's text where this toolkit
     /// documents a different one.
-    ui_text: Option<(&'static str, fn(&str) -> String)>,
+    ui_text: Option<(&'static str, UiRewrite)>,
 }
+
+/// A rewrite of pi's UI text (see [`Replay::ui_text`]).
+type UiRewrite = fn(&str) -> String;
 
 /// The `extension_ui_request` messages of `want` (pi's, rewritten by
 /// `map`) and `got`, each with its agent dir as `<agent>`, nth with nth.
@@ -837,7 +840,7 @@ fn compare_ui_text(
     label: &str,
     (want, want_agent): (&[Value], &str),
     (got, got_agent): (&[Value], &str),
-    map: fn(&str) -> String,
+    map: UiRewrite,
 ) -> Vec<String> {
     let texts = |r: &[Value], agent: &str| -> Vec<String> {
         r.iter()
@@ -2510,4 +2513,42 @@ fn rpc_capture_10_mcp_wire_matches_the_capture() {
     };
     let ours_wire = std::fs::read_to_string(sb.root().join("wire.jsonl")).unwrap_or_default();
     assert_eq!(asked(&ours_wire), asked(&text));
+}
+
+/// `/mcp` in `-p --mode json` (capture 10's servers): handled without a
+/// model request and without output beyond the session header, as pi
+/// 1.6.0 (whose notices go only to a UI); exit 0.
+#[test]
+fn mcp_command_in_json_mode_is_handled_silently_as_pi() {
+    let run = |pi: Option<&crate::common::Oracle>| {
+        let sb = Sandbox::new();
+        let server = Server::start(vec![text_turn("should not be asked")]);
+        configure(&sb.agent(), server.port, &[]);
+        mcp10_setup(&sb, server.port);
+        let mut cmd = match pi {
+            Some(o) => {
+                let mut c = o.pi160(&sb);
+                c.env("PI_TELEMETRY", "0");
+                c
+            }
+            None => sb.cmd("pi-run"),
+        };
+        let out = cmd
+            .env("PI_OFFLINE", "1")
+            .args(["--no-session", "--mode", "json", "-p", "/mcp"])
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        let types: Vec<String> = String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+            .map(|v| v["type"].as_str().unwrap_or("?").to_string())
+            .collect();
+        (out.status.code(), types, server.request_count())
+    };
+    let ours = run(None);
+    assert_eq!(ours, (Some(0), vec!["session".to_string()], 0));
+    if let Some(o) = crate::common::Oracle::find("mcp command in json mode") {
+        assert_eq!(run(Some(&o)), ours, "pi 1.6.0 vs ours");
+    }
 }

@@ -52,9 +52,22 @@ pub fn parse_command(text: &str) -> Option<McpCommand> {
     })
 }
 
+/// Whether a prompt is the `/mcp` command (a user message whose text is
+/// `/mcp…`).
+pub fn is_command(m: &crate::format::AgentMessage) -> bool {
+    match m {
+        crate::format::AgentMessage::User(u) => {
+            parse_command(&u.content.joined_text("\n")).is_some()
+        }
+        _ => false,
+    }
+}
+
 /// The answer to an action this toolkit's RPC server does not perform.
 pub fn action_unsupported(args: &str) -> String {
-    format!("/mcp {args} is not available in RPC mode here; use `pi-run mcp` from a terminal")
+    format!(
+        "/mcp {args} is not available in RPC mode here (sign in with `pi-resources mcp login <server>`)"
+    )
 }
 
 /// Waits until no enabled server is connecting, each at most its own
