@@ -146,7 +146,8 @@ pub struct Cli {
     pub resource_args: pi_lib::cli::ResourceArgs,
 
     /// Start no MCP server: ignore <agentDir>/mcp.json and the trusted
-    /// project's .pi/mcp.json (as pi's --no-mcp).
+    /// project's .pi/mcp.json, and (RPC) no built-in /mcp command (as pi's
+    /// --no-mcp).
     #[arg(long)]
     pub no_mcp: bool,
 

@@ -534,6 +534,8 @@ fn run(
             chat_only,
             runner: &runner,
             subagents: subagents.as_ref(),
+            mcp_on: !cli.no_mcp,
+            mcp: mcp.as_ref(),
         };
         let mut agent = Agent::new(opts, store, cancel.clone());
         agent.compaction = compaction;
@@ -542,8 +544,12 @@ fn run(
         let result = rt.block_on(rpc::serve(&setup, agent, registry, hooks, gates));
         runner.detach();
         rt.block_on(runner.shutdown());
+        if let Some(m) = &mcp {
+            rt.block_on(m.shutdown());
+        }
         return result;
     }
+    let mcp_on = !cli.no_mcp;
     let result = rt.block_on(async {
         let mut agent = Agent::new(opts, store, cancel.clone());
         agent.ext.hooks = hooks;
@@ -631,6 +637,11 @@ fn run(
                     },
                 },
             };
+            // pi's built-in `/mcp` says nothing in print and JSON mode
+            // (it notifies only a UI); it is handled, not sent.
+            if mcp_on && pi_lib::mcp::status::is_command(&user) {
+                continue;
+            }
             let Some(user) = preflight(&mut agent, user, &resources, chat_only, &mut emit).await
             else {
                 continue;

@@ -25,6 +25,10 @@ pub struct Setup<'a> {
     pub runner: &'a Arc<exts::Runner>,
     /// The built-in subagents: background completions go to this run's queue.
     pub subagents: Option<&'a Arc<pi_lib::subagents::runtime::Controller>>,
+    /// MCP is on (no `--no-mcp`): the built-in `/mcp` command exists.
+    pub mcp_on: bool,
+    /// The servers started for this run.
+    pub mcp: Option<&'a Arc<pi_lib::mcp::Mcp>>,
 }
 
 /// pi refuses prompts on the command line in RPC mode: they come on stdin.
@@ -46,6 +50,39 @@ pub fn check_args(cli: &Cli) -> Result<(), CliError> {
 struct BinPreflight<'a> {
     resources: &'a Resources,
     chat_only: bool,
+    /// The built-in `/mcp` command: the servers and where it notifies.
+    mcp: Option<McpCommand<'a>>,
+}
+
+struct McpCommand<'a> {
+    mcp: Option<&'a Arc<pi_lib::mcp::Mcp>>,
+    agent_dir: &'a Path,
+    ui: Arc<pi_lib::rpc::ui::RpcUi>,
+}
+
+impl McpCommand<'_> {
+    /// `/mcp` as pi answers it outside the TUI: waits for pending
+    /// connections, then one notice; `false` when `text` is not `/mcp`.
+    async fn run(&self, text: &str) -> bool {
+        use pi_lib::mcp::status;
+        let Some(cmd) = status::parse_command(text) else {
+            return false;
+        };
+        match cmd {
+            status::McpCommand::Status => {
+                if let Some(m) = self.mcp {
+                    status::settle(m).await;
+                }
+                let report = status::report(self.mcp.map(|m| m.as_ref()), self.agent_dir);
+                self.ui.notice(&report, "info");
+            }
+            status::McpCommand::Action(args) => self
+                .ui
+                .notice(&status::action_unsupported(&args), "warning"),
+            status::McpCommand::Usage => self.ui.notice(status::USAGE, "warning"),
+        }
+        true
+    }
 }
 
 impl Preflight for BinPreflight<'_> {
@@ -55,13 +92,14 @@ impl Preflight for BinPreflight<'_> {
         user: AgentMessage,
         emit: &'a mut dyn FnMut(&Value),
     ) -> LocalFuture<'a, Option<AgentMessage>> {
-        Box::pin(crate::preflight(
-            agent,
-            user,
-            self.resources,
-            self.chat_only,
-            emit,
-        ))
+        Box::pin(async move {
+            if let (Some(c), AgentMessage::User(u)) = (&self.mcp, &user) {
+                if c.run(&u.content.joined_text("\n")).await {
+                    return None;
+                }
+            }
+            crate::preflight(agent, user, self.resources, self.chat_only, emit).await
+        })
     }
 }
 
@@ -85,6 +123,18 @@ pub async fn serve(
     }
     let input = pi_lib::rpc::io::stdin_and_signals().map_err(CliError::failed)?;
     agent.prepare_session().map_err(CliError::failed)?;
+    let ext_commands: Vec<_> = setup
+        .runner
+        .extensions()
+        .iter()
+        .flat_map(|e| e.commands().into_iter().map(|c| (e.path.clone(), c)))
+        .collect();
+    let mut commands = pi_lib::rpc::command_list(&ext_commands, setup.resources);
+    // pi's built-in extensions load after every other one: their commands
+    // follow the extensions' (before templates and skills).
+    if setup.mcp_on {
+        commands.insert(ext_commands.len(), pi_lib::rpc::builtin_mcp_command());
+    }
     let mut opts = RpcOptions {
         registry: registry
             .filter(|r| {
@@ -95,15 +145,7 @@ pub async fn serve(
             .map(Arc::new),
         agent_dir: setup.agent_dir.to_path_buf(),
         auto_compaction: agent.auto_compaction,
-        commands: pi_lib::rpc::command_list(
-            &setup
-                .runner
-                .extensions()
-                .iter()
-                .flat_map(|e| e.commands().into_iter().map(|c| (e.path.clone(), c)))
-                .collect::<Vec<_>>(),
-            setup.resources,
-        ),
+        commands,
         ui: None,
         shutdown_requested: Some({
             let runner = Arc::clone(setup.runner);
@@ -115,16 +157,36 @@ pub async fn serve(
     setup
         .runner
         .set_ui(Arc::clone(&ui) as Arc<dyn pi_lib::extensions::ui::UiTransport>);
-    opts.ui = Some(ui);
+    opts.ui = Some(Arc::clone(&ui));
+    // pi's start-up notice: once every server settled, one warning for
+    // config errors and failed servers (before any prompt the client waits
+    // to send; commands are read meanwhile).
+    let notice = setup.mcp.map(|m| {
+        let (m, ui) = (Arc::clone(m), Arc::clone(&ui));
+        tokio::spawn(async move {
+            pi_lib::mcp::status::settle(&m).await;
+            if let Some(n) = pi_lib::mcp::status::attention(&m) {
+                ui.notice(&n, "warning");
+            }
+        })
+    });
     let pre = BinPreflight {
         resources: setup.resources,
         chat_only: setup.chat_only,
+        mcp: setup.mcp_on.then(|| McpCommand {
+            mcp: setup.mcp,
+            agent_dir: setup.agent_dir,
+            ui: Arc::clone(&ui),
+        }),
     };
     // What extensions emitted while loading goes out first.
     agent.apply_pending(&mut |v: &Value| {
         out.record(v);
     });
     let code = pi_lib::rpc::serve(&mut agent, opts, &pre, input, out.clone()).await;
+    if let Some(n) = notice {
+        n.abort();
+    }
     if code == 0 {
         // Stdin closed or ctx.shutdown(): session_shutdown goes through the
         // agent while the session is open, so what its handlers append is

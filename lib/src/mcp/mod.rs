@@ -17,6 +17,7 @@ pub mod config;
 pub mod elicit;
 mod http;
 pub mod naming;
+pub mod status;
 pub mod tool;
 
 use std::sync::Arc;

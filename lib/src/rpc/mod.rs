@@ -1032,6 +1032,18 @@ fn last_assistant_text<'a>(messages: impl DoubleEndedIterator<Item = &'a AgentMe
     json!({})
 }
 
+/// The `get_commands` entry of pi's built-in `/mcp` command (listed after
+/// the extensions' commands while MCP is on; [`crate::mcp::status`]
+/// answers it).
+pub fn builtin_mcp_command() -> Value {
+    json!({
+        "name": crate::mcp::status::COMMAND_NAME,
+        "description": crate::mcp::status::COMMAND_DESCRIPTION,
+        "source": "extension",
+        "sourceInfo": {"path": "builtin:mcp", "source": "builtin", "scope": "temporary", "origin": "top-level"},
+    })
+}
+
 /// `get_commands`' list: extension commands, then prompt templates, then
 /// skills as `skill:<name>`, each with pi's `sourceInfo`.
 pub fn command_list(

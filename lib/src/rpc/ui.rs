@@ -76,6 +76,17 @@ impl RpcUi {
         }
     }
 
+    /// A fire-and-forget `notify` request (`notifyType` `info`, `warning`
+    /// or `error`), as an extension's `ctx.ui.notify` sends it.
+    pub fn notice(&self, message: &str, kind: &str) {
+        let id = uuid::Uuid::new_v4().to_string();
+        self.request(
+            &id,
+            "ui.notify",
+            serde_json::json!({"message": message, "notifyType": kind}),
+        );
+    }
+
     /// Resolves every open dialog with its default (the client is gone).
     pub fn cancel_all(&self) {
         lock(&self.pending).clear();

@@ -1,0 +1,234 @@
+//! What pi 1.6.0's built-in `mcp` extension tells the user outside the
+//! TUI, rendered from the manager's state: the start-up notice when
+//! config entries are wrong or servers failed (`MCP servers need
+//! attention: … Run /mcp to fix.`), and the `/mcp` command's status, one
+//! line per server then the config errors. Kept apart from the manager so
+//! the RPC server (and any later front end) shows the same text. A
+//! `codemode` server cannot match pi here (this toolkit serves its tools as
+//! `deferred`, issue 13): its exposure reads
+//! `deferred; codemode is not supported here`.
+
+use std::path::Path;
+use std::time::Duration;
+
+use super::config::Exposure;
+use super::{effective, Mcp, State};
+
+/// The `get_commands` entry of the built-in command (pi lists it while MCP
+/// is on, before extension commands).
+pub const COMMAND_NAME: &str = "mcp";
+/// Its description as pi's `get_commands` gives it.
+pub const COMMAND_DESCRIPTION: &str =
+    "Manage MCP servers: sign in, reconnect, enable or disable, and change exposure";
+
+/// pi's answer to a `/mcp` sub-command it does not know.
+pub const USAGE: &str =
+    "Usage: /mcp, /mcp login [server], /mcp logout [server], /mcp reconnect [server]";
+
+/// What a prompt asks of the built-in command.
+#[derive(Debug, PartialEq, Eq)]
+pub enum McpCommand {
+    /// `/mcp`: the status lines.
+    Status,
+    /// `login`, `logout`, `reconnect` (with the rest of the line): pi's
+    /// interactive actions, not done by the RPC server here.
+    Action(String),
+    /// Anything else after `/mcp`.
+    Usage,
+}
+
+/// `Some` when `text` is the `/mcp` command (`/mcp`, `/mcp <args>`).
+pub fn parse_command(text: &str) -> Option<McpCommand> {
+    let rest = text.trim().strip_prefix("/mcp")?;
+    if !rest.is_empty() && !rest.starts_with(char::is_whitespace) {
+        return None;
+    }
+    let args = rest.trim();
+    let sub = args.split_whitespace().next().unwrap_or("");
+    Some(match sub {
+        "" => McpCommand::Status,
+        "login" | "logout" | "reconnect" => McpCommand::Action(args.to_string()),
+        _ => McpCommand::Usage,
+    })
+}
+
+/// Whether a prompt is the `/mcp` command (a user message whose text is
+/// `/mcp…`).
+pub fn is_command(m: &crate::format::AgentMessage) -> bool {
+    match m {
+        crate::format::AgentMessage::User(u) => {
+            parse_command(&u.content.joined_text("\n")).is_some()
+        }
+        _ => false,
+    }
+}
+
+/// The answer to an action this toolkit's RPC server does not perform.
+pub fn action_unsupported(args: &str) -> String {
+    format!(
+        "/mcp {args} is not available in RPC mode here (sign in with `pi-resources mcp login <server>`)"
+    )
+}
+
+/// Waits until no enabled server is connecting, each at most its own
+/// `timeout` (as `/mcp` waits for pending connections).
+pub async fn settle(mcp: &Mcp) {
+    let waits = mcp
+        .servers
+        .iter()
+        .filter(|s| s.cfg.enabled)
+        .map(|s| s.settled(s.cfg.timeout.max(Duration::from_millis(1))));
+    futures_util::future::join_all(waits).await;
+}
+
+/// A server's exposure as the status shows it: pi's word, or for a
+/// `codemode` server the exposure its tools get here.
+fn exposure_text(e: Exposure) -> String {
+    if e == Exposure::Codemode {
+        format!("{}; codemode is not supported here", effective(e).as_str())
+    } else {
+        e.as_str().to_string()
+    }
+}
+
+/// The start-up notice (pi's `notify` warning), when a config entry is
+/// wrong or a server failed to connect; `None` when all is well. Call it
+/// once the servers settled ([`settle`]).
+pub fn attention(mcp: &Mcp) -> Option<String> {
+    let mut lines: Vec<String> = mcp
+        .config
+        .errors
+        .iter()
+        .map(|e| format!("  config: {e}"))
+        .collect();
+    for s in mcp.servers.iter().filter(|s| s.cfg.enabled) {
+        if let State::Failed(e) = s.state() {
+            lines.push(format!("  {}: failed: {e}", s.cfg.name));
+        }
+    }
+    if lines.is_empty() {
+        return None;
+    }
+    Some(format!(
+        "MCP servers need attention:\n{}\nRun /mcp to fix.",
+        lines.join("\n")
+    ))
+}
+
+/// The `/mcp` status: one line per configured server in config order
+/// (`<name>: connected, <n> tools (<exposure>)`, hidden tools counted;
+/// `disabled`; `failed` with the reason indented below; `connecting` when
+/// its timeout ran out), then `config error: <error>` lines. With nothing
+/// configured, pi's hint naming `<agent_dir>/mcp.json`.
+pub fn report(mcp: Option<&Mcp>, agent_dir: &Path) -> String {
+    let empty = mcp.is_none_or(|m| m.servers.is_empty() && m.config.errors.is_empty());
+    let Some(mcp) = mcp.filter(|_| !empty) else {
+        return format!(
+            "No MCP servers configured. Add them to {} or .pi/mcp.json.",
+            agent_dir.join("mcp.json").display()
+        );
+    };
+    let mut lines = Vec::new();
+    for s in &mcp.servers {
+        let name = &s.cfg.name;
+        let exp = exposure_text(s.cfg.exposure);
+        lines.push(match s.state() {
+            State::Connected(c) => {
+                format!("{name}: connected, {} tools ({exp})", c.tools.len())
+            }
+            State::Disabled => format!("{name}: disabled ({exp})"),
+            State::Failed(e) => format!("{name}: failed ({exp})\n    {e}"),
+            State::Connecting => format!("{name}: connecting ({exp})"),
+        });
+    }
+    for e in &mcp.config.errors {
+        lines.push(format!("config error: {e}"));
+    }
+    lines.join("\n")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::mcp::config::McpConfig;
+
+    fn config(json: &str) -> (tempfile::TempDir, McpConfig) {
+        let dir = tempfile::tempdir().unwrap();
+        let agent = dir.path().join("agent");
+        std::fs::create_dir_all(&agent).unwrap();
+        std::fs::write(agent.join("mcp.json"), json).unwrap();
+        let cfg = crate::mcp::config::load(&agent, dir.path(), false);
+        (dir, cfg)
+    }
+
+    #[test]
+    fn parse_command_takes_only_the_mcp_word() {
+        assert_eq!(parse_command("/mcp"), Some(McpCommand::Status));
+        assert_eq!(parse_command("  /mcp  "), Some(McpCommand::Status));
+        assert_eq!(parse_command("/mcp list"), Some(McpCommand::Usage));
+        assert_eq!(
+            parse_command("/mcp login srv"),
+            Some(McpCommand::Action("login srv".into()))
+        );
+        assert_eq!(parse_command("/mcpx"), None);
+        assert_eq!(parse_command("use /mcp"), None);
+    }
+
+    #[tokio::test]
+    async fn disabled_servers_and_config_errors_are_listed_in_order() {
+        let (dir, cfg) = config(
+            r#"{"mcpServers": {"off": {"command": "x", "enabled": false},
+                "plain": {"command": "x", "enabled": false, "exposure": "direct"},
+                "bad name!": {"command": "x"}}}"#,
+        );
+        let mcp = Mcp::start(cfg, dir.path());
+        settle(&mcp).await;
+        let path = dir.path().join("agent/mcp.json");
+        let err = format!(
+            "{}: invalid server name \"bad name!\" (use letters, digits, \"_\" and \"-\")",
+            path.display()
+        );
+        assert_eq!(
+            report(Some(&mcp), dir.path()),
+            format!(
+                "off: disabled (deferred; codemode is not supported here)\nplain: disabled (direct)\nconfig error: {err}"
+            )
+        );
+        assert_eq!(
+            attention(&mcp),
+            Some(format!(
+                "MCP servers need attention:\n  config: {err}\nRun /mcp to fix."
+            ))
+        );
+    }
+
+    #[tokio::test]
+    async fn a_failed_server_is_in_the_notice_and_the_status() {
+        let (dir, cfg) = config(
+            r#"{"mcpServers": {"gone": {"command": "/nonexistent/pi-toolkit-x", "exposure": "direct"}}}"#,
+        );
+        let mcp = Mcp::start(cfg, dir.path());
+        settle(&mcp).await;
+        let notice = attention(&mcp).unwrap_or_default();
+        assert!(
+            notice.starts_with("MCP servers need attention:\n  gone: failed: ")
+                && notice.ends_with("\nRun /mcp to fix."),
+            "{notice}"
+        );
+        let status = report(Some(&mcp), dir.path());
+        assert!(
+            status.starts_with("gone: failed (direct)\n    "),
+            "{status}"
+        );
+        mcp.shutdown().await;
+    }
+
+    #[test]
+    fn nothing_configured_names_the_files() {
+        let dir = Path::new("/a/agent");
+        assert_eq!(
+            report(None, dir),
+            "No MCP servers configured. Add them to /a/agent/mcp.json or .pi/mcp.json."
+        );
+    }
+}
