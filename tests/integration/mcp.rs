@@ -571,7 +571,7 @@ fn conformance_scenario(o: &Oracle, root: &Path, scenario: &str, out_dir: Option
 }
 
 /// The client scenarios of `@modelcontextprotocol/conformance` that need
-/// no OAuth, over streamable HTTP (the suite's client
+/// no OAuth or elicitation, over streamable HTTP (the suite's client
 /// scenarios are all HTTP), with tests/mcp/conformance-client.sh as the
 /// client.
 #[test]
@@ -582,16 +582,11 @@ fn mcp_conformance_client_scenarios_pass() {
     let Some(root) = servers("mcp_conformance_client_scenarios_pass") else {
         return;
     };
-    // elicitation-sep1034-client-defaults fails for pi 1.6.0's client (it
-    // offers no elicitation) and passes for ours (see
-    // mcp_sampling_is_refused_like_pi_and_elicitation_gets_the_defaults);
-    // the auth/* scenarios are in mcp_conformance_auth_scenarios_pass.
-    for scenario in [
-        "initialize",
-        "tools_call",
-        "sse-retry",
-        "elicitation-sep1034-client-defaults",
-    ] {
+    // elicitation-sep1034-client-defaults fails for pi 1.6.0's client and
+    // ours alike (neither offers elicitation: see
+    // mcp_elicitation_and_sampling_are_refused_like_pi); the auth/*
+    // scenarios are in mcp_conformance_auth_scenarios_pass.
+    for scenario in ["initialize", "tools_call", "sse-retry"] {
         conformance_scenario(&o, &root, scenario, None);
     }
 }
@@ -737,16 +732,13 @@ fn mcp_roots_answer_is_the_session_cwd() {
     );
 }
 
-/// A server's `sampling/createMessage` gets what pi 1.6.0 answers (its
-/// client offers no sampling and answers "Method not found: <method>");
-/// `elicitation/create` is ours: pi offers no elicitation either, our client
-/// declares form elicitation and accepts with the schema's defaults
-/// (`mcp::elicit`), so the initialize capabilities are pi's plus
-/// `elicitation` (FINDINGS §14).
+/// A server's `elicitation/create` and `sampling/createMessage` get what
+/// pi 1.6.0 answers (its client declares only `roots`, offers neither, and
+/// answers "Method not found: <method>"), and the initialize capabilities
+/// are pi's (FINDINGS §14).
 #[test]
-fn mcp_sampling_is_refused_like_pi_and_elicitation_gets_the_defaults() {
-    let Some(o) = Oracle::find("mcp_sampling_is_refused_like_pi_and_elicitation_gets_the_defaults")
-    else {
+fn mcp_elicitation_and_sampling_are_refused_like_pi() {
+    let Some(o) = Oracle::find("mcp_elicitation_and_sampling_are_refused_like_pi") else {
         return;
     };
     // The sandboxes go with their runs: the fixture records the initialize
@@ -769,47 +761,18 @@ fn mcp_sampling_is_refused_like_pi_and_elicitation_gets_the_defaults() {
         {"text": "done"}
     ]);
     let (pi, ours) = both_in(&o, &mcp, &|_| turns.clone(), &[]);
-    let by = |r: &Recorded, tool: &str| {
-        r.results
-            .iter()
-            .find(|x| x["toolName"] == tool)
-            .cloned()
-            .unwrap_or(Value::Null)
-    };
-    assert_eq!(ours.results.len(), 2);
-    let sample = by(&ours, "mcp__fx__sample");
-    assert_eq!(sample, by(&pi, "mcp__fx__sample"), "sampling: pi's answer");
+    assert_eq!(ours.results, pi.results, "tool results");
+    let texts = serde_json::to_string(&ours.results).unwrap();
     assert!(
-        sample["content"]
-            .as_str()
-            .unwrap_or("")
-            .contains("Method not found: sampling/createMessage"),
-        "{sample}"
-    );
-    let pi_ask = by(&pi, "mcp__fx__ask").to_string();
-    assert!(
-        pi_ask.contains("Method not found: elicitation/create"),
-        "pi offers no elicitation: {pi_ask}"
-    );
-    // The fixture returns the client's answer as the tool's text.
-    let ask = by(&ours, "mcp__fx__ask");
-    let content: Value =
-        serde_json::from_str(ask["content"].as_str().unwrap_or("")).unwrap_or_default();
-    let answer: Value =
-        serde_json::from_str(content[0]["text"].as_str().unwrap_or("")).unwrap_or_default();
-    assert_eq!(
-        answer,
-        json!({"action": "accept", "content": {"name": "John Doe", "age": 30, "score": 95.5, "status": "active", "verified": true}}),
-        "{ask}"
+        texts.contains("Method not found: elicitation/create")
+            && texts.contains("Method not found: sampling/createMessage"),
+        "{texts}"
     );
     let caps: Vec<Vec<Value>> = (1..=2)
         .map(|i| marker_lines(&keep.path().join(format!("caps-{i}.jsonl"))))
         .collect();
-    assert_eq!(caps[0], [json!({"capabilities": {"roots": {}}})], "pi's");
-    assert_eq!(
-        caps[1],
-        [json!({"capabilities": {"roots": {}, "elicitation": {"form": {}}}})]
-    );
+    assert_eq!(caps[1], caps[0], "initialize capabilities");
+    assert_eq!(caps[1], [json!({"capabilities": {"roots": {}}})]);
 }
 
 /// The `tool_execution_update` events of a `--mode json` run, without

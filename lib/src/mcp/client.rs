@@ -179,12 +179,6 @@ impl Client {
         info.protocol_version = ProtocolVersion::V_2025_11_25;
         let mut caps = ClientCapabilities::default();
         caps.roots = Some(RootsCapabilities::default());
-        // Form elicitation, answered without asking anyone (super::elicit);
-        // pi 1.6.0 declares only `roots`.
-        caps.elicitation = Some(
-            rmcp::model::ElicitationCapability::new()
-                .with_form(rmcp::model::FormElicitationCapability::new()),
-        );
         info.capabilities = caps;
         info.client_info = Implementation::new("pi", env!("CARGO_PKG_VERSION"));
         Client {
@@ -218,9 +212,7 @@ impl rmcp::ClientHandler for Client {
     // pi 1.6.0's client offers neither sampling nor elicitation (it
     // declares only `roots`) and answers those requests, like any other it
     // does not know, with JSON-RPC "Method not found: <method>"; so do we
-    // for sampling (FINDINGS §14), instead of the SDK's silent decline.
-    // Elicitation is ours: accepted with the schema's defaults or declined
-    // (super::elicit).
+    // (FINDINGS §14), instead of the SDK's silent decline.
     fn create_message(
         &self,
         _params: rmcp::model::CreateMessageRequestParams,
@@ -233,11 +225,11 @@ impl rmcp::ClientHandler for Client {
 
     fn create_elicitation(
         &self,
-        request: rmcp::model::ElicitRequestParams,
+        _request: rmcp::model::ElicitRequestParams,
         _context: rmcp::service::RequestContext<RoleClient>,
     ) -> impl std::future::Future<Output = Result<rmcp::model::ElicitResult, rmcp::ErrorData>> + Send + '_
     {
-        std::future::ready(Ok(super::elicit::answer(&request)))
+        std::future::ready(Err(not_offered("elicitation/create")))
     }
 
     fn on_custom_request(

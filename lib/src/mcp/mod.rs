@@ -14,7 +14,6 @@ pub mod auth;
 pub mod cache;
 pub mod client;
 pub mod config;
-pub mod elicit;
 mod http;
 pub mod naming;
 pub mod status;
