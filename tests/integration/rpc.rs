@@ -825,14 +825,32 @@ struct Replay {
     /// Prepares a sandbox (files the capture's run had) after `configure`.
     setup: Option<fn(&Sandbox, u16)>,
     /// The `message` of every `extension_ui_request` compared nth with
-    /// nth: the capture's agent dir (its paths become `<agent>`, as each
-    /// run's own do) and a rewrite of pi's text where this toolkit
-    /// documents a different one.
-    ui_text: Option<(&'static str, UiRewrite)>,
+    /// nth, each run's agent dir as `<agent>` (the capture's is read from
+    /// its own text, [`capture_agent_dir`]), with a rewrite of pi's text
+    /// where this toolkit documents a different one.
+    ui_text: Option<UiRewrite>,
 }
 
 /// A rewrite of pi's UI text (see [`Replay::ui_text`]).
 type UiRewrite = fn(&str) -> String;
+
+/// The agent dir the capture's run had, as its UI text names it: the
+/// directory of the first `…/mcp.json` path in an `extension_ui_request`.
+fn capture_agent_dir(records: &[Value]) -> String {
+    let found = records
+        .iter()
+        .filter(|v| v["type"] == "extension_ui_request")
+        .filter_map(|v| v["message"].as_str())
+        .find_map(|m| {
+            let end = m.find("/mcp.json")?;
+            let start = m[..end].rfind(char::is_whitespace).map_or(0, |i| i + 1);
+            Some(m[start..end].to_string())
+        });
+    match found {
+        Some(dir) if !dir.is_empty() => dir,
+        _ => panic!("the capture's UI text names no <agent>/mcp.json"),
+    }
+}
 
 /// The `extension_ui_request` messages of `want` (pi's, rewritten by
 /// `map`) and `got`, each with its agent dir as `<agent>`, nth with nth.
@@ -976,10 +994,11 @@ fn check_replay(name: &str, opts: Replay) {
         &got,
     ));
     let our_agent = sb.agent().display().to_string();
-    if let Some((cap_agent, map)) = opts.ui_text {
+    if let Some(map) = opts.ui_text {
+        let cap_agent = capture_agent_dir(&want);
         problems.extend(compare_ui_text(
             &format!("{name} (capture)"),
-            (&want, cap_agent),
+            (&want, &cap_agent),
             (&got, &our_agent),
             map,
         ));
@@ -994,7 +1013,7 @@ fn check_replay(name: &str, opts: Replay) {
         }
         assert_eq!(code2, Some(0), "{name}: pi exits 0 on stdin EOF");
         problems.extend(compare(&format!("{name} (pi 1.6.0 live)"), &live, &got));
-        if let Some((_, map)) = opts.ui_text {
+        if let Some(map) = opts.ui_text {
             problems.extend(compare_ui_text(
                 &format!("{name} (pi 1.6.0 live)"),
                 (&live, &sb2.agent().display().to_string()),
@@ -2464,7 +2483,7 @@ fn rpc_capture_10_mcp_stdio() {
         "10-mcp-stdio.jsonl",
         Replay {
             setup: Some(mcp10_setup),
-            ui_text: Some(("/tmp/rpcwork/s10/agent", mcp10_codemode_fallback)),
+            ui_text: Some(mcp10_codemode_fallback),
             ..Replay::default()
         },
     );
