@@ -578,7 +578,7 @@ fn fuzz_partial_json() {
 
 #[test]
 fn fuzz_session() {
-    let fixtures = vec![repo().join("tests/fixtures/pi-sessions/sessions")];
+    let fixtures = [repo().join("tests/fixtures/pi-sessions/sessions")];
     let n = replay("session", SESSION_FACTOR, &[], checks::session);
     assert!(n >= 3, "{n} replayed");
     // pi's own files, and pi-shaped lines: byte for byte.

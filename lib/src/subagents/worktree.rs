@@ -7,8 +7,11 @@
 //! git runs with `LC_ALL=C`, no stdin and a 5-minute limit. git's own
 //! worktree bookkeeping is not safe against itself: two `git worktree add`
 //! at once can fail with `failed to read .git/worktrees/<other>/commondir`
-//! while the other entry is half written, so every worktree mutation of this
-//! process (parallel `Agent` calls) runs under one lock ([`WORKTREE_LOCK`]).
+//! while the other entry is half written, so every worktree mutation runs
+//! under one lock: [`WORKTREE_LOCK`] for the threads of this process
+//! (parallel `Agent` calls) and an `flock` on the repository's git directory
+//! for other processes (two `pi-run`s in one repository). Locking the
+//! directory itself leaves no lock file behind.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -28,11 +31,67 @@ const GIT_LIMIT: Duration = Duration::from_secs(300);
 /// Serialises `git worktree add` / `remove` within the process.
 static WORKTREE_LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
-fn worktree_lock() -> std::sync::MutexGuard<'static, ()> {
+/// Held while a worktree of one repository changes: this process's mutex,
+/// then the `flock` on the repository's git directory (released on drop).
+struct Serial {
+    _dir: Option<std::fs::File>,
+    _process: std::sync::MutexGuard<'static, ()>,
+}
+
+/// Takes both locks for the repository at `root`. A git directory that
+/// cannot be opened or locked (a file system without `flock`) leaves only
+/// the process lock; a lock another process holds past [`GIT_LIMIT`] is an
+/// error naming the directory.
+fn serial(root: &Path) -> Result<Serial, String> {
     // A panic elsewhere while holding it leaves nothing to repair.
-    WORKTREE_LOCK
+    let process = WORKTREE_LOCK
         .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let dir = git_common_dir(root).and_then(|d| std::fs::File::open(&d).ok().map(|f| (d, f)));
+    let Some((path, dir)) = dir else {
+        return Ok(Serial {
+            _dir: None,
+            _process: process,
+        });
+    };
+    let start = Instant::now();
+    loop {
+        match dir.try_lock() {
+            Ok(()) => break,
+            Err(std::fs::TryLockError::WouldBlock) if start.elapsed() < GIT_LIMIT => {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            Err(std::fs::TryLockError::WouldBlock) => {
+                return Err(format!(
+                    "another process kept {} locked for {} s while changing worktrees",
+                    path.display(),
+                    GIT_LIMIT.as_secs()
+                ));
+            }
+            Err(std::fs::TryLockError::Error(_)) => {
+                return Ok(Serial {
+                    _dir: None,
+                    _process: process,
+                });
+            }
+        }
+    }
+    Ok(Serial {
+        _dir: Some(dir),
+        _process: process,
+    })
+}
+
+/// The git directory shared by every worktree of the repository at `root`:
+/// `root/.git` when it is one, else what git says.
+fn git_common_dir(root: &Path) -> Option<PathBuf> {
+    let dot = root.join(".git");
+    if dot.is_dir() {
+        return Some(dot);
+    }
+    let out = git(root, &["rev-parse", "--git-common-dir"]).ok()?;
+    let d = PathBuf::from(out.trim());
+    Some(if d.is_absolute() { d } else { root.join(d) })
 }
 
 /// Runs git in `dir`; stdout on success, trimmed stderr otherwise.
@@ -140,7 +199,7 @@ fn create_branch(root: &Path, branch: &str) -> Result<Worktree, String> {
         return Err(format!("Directory already exists: {}", path.display()));
     }
     let p = path.display().to_string();
-    let _serial = worktree_lock();
+    let _serial = serial(root)?;
     let remote = format!("refs/remotes/origin/{branch}");
     let has_remote = git(root, &["show-ref", "--verify", "--quiet", &remote]).is_ok();
     let exists = git(
@@ -169,7 +228,7 @@ fn create_branch(root: &Path, branch: &str) -> Result<Worktree, String> {
 
 /// Removes the worktree without force; the error says why it was kept.
 pub fn remove(wt: &Worktree) -> Result<(), String> {
-    let _serial = worktree_lock();
+    let _serial = serial(&wt.root)?;
     let list = git(&wt.root, &["worktree", "list", "--porcelain"])?;
     let listed: Vec<&str> = list
         .lines()
@@ -314,5 +373,37 @@ mod tests {
         for t in threads {
             assert_eq!(t.join().unwrap(), Ok(()));
         }
+    }
+
+    #[test]
+    fn a_lock_held_on_the_git_directory_by_another_process_holds_a_create_back() {
+        let Some((_d, r)) = repo() else {
+            assert!(
+                std::env::var_os("CI").is_none(),
+                "git is not available (CI=true)"
+            );
+            eprintln!("SKIP a_lock_held_on_the_git_directory: git is not available");
+            return;
+        };
+        // A second open file description is excluded by `flock` exactly as
+        // another process would be.
+        let other = std::fs::File::open(r.join(".git")).unwrap();
+        other.lock().unwrap();
+        let t = {
+            let r = r.clone();
+            std::thread::spawn(move || create(&r))
+        };
+        std::thread::sleep(Duration::from_millis(300));
+        assert!(!t.is_finished(), "create ran while the git dir was locked");
+        assert!(!r.with_file_name("repo-worktrees").exists());
+        other.unlock().unwrap();
+        let wt = t.join().unwrap().unwrap();
+        assert!(wt.path.is_dir());
+        assert_eq!(cleanup(&wt), None);
+        // Nothing is left in the git directory.
+        assert!(!r
+            .join(".git/worktrees")
+            .read_dir()
+            .is_ok_and(|mut d| d.next().is_some()));
     }
 }
