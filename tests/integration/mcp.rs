@@ -571,9 +571,9 @@ fn conformance_scenario(o: &Oracle, root: &Path, scenario: &str, out_dir: Option
 }
 
 /// The client scenarios of `@modelcontextprotocol/conformance` that need
-/// no OAuth or elicitation, over streamable HTTP (the suite's client
-/// scenarios are all HTTP), with tests/mcp/conformance-client.sh as the
-/// client.
+/// no OAuth, over streamable HTTP (the suite's client scenarios are all
+/// HTTP), with tests/mcp/conformance-client.sh as the client (which opts the
+/// elicitation scenario's entry in to our `"elicitation": "defaults"`).
 #[test]
 fn mcp_conformance_client_scenarios_pass() {
     let Some(o) = Oracle::find("mcp_conformance_client_scenarios_pass") else {
@@ -582,11 +582,17 @@ fn mcp_conformance_client_scenarios_pass() {
     let Some(root) = servers("mcp_conformance_client_scenarios_pass") else {
         return;
     };
-    // elicitation-sep1034-client-defaults fails for pi 1.6.0's client and
-    // ours alike (neither offers elicitation: see
-    // mcp_elicitation_and_sampling_are_refused_like_pi); the auth/*
-    // scenarios are in mcp_conformance_auth_scenarios_pass.
-    for scenario in ["initialize", "tools_call", "sse-retry"] {
+    // elicitation-sep1034-client-defaults fails for pi 1.6.0's client (it
+    // offers no elicitation, nor does ours by default: see
+    // mcp_elicitation_and_sampling_are_refused_like_pi) and passes for an
+    // entry that opts in (mcp_elicitation_opt_in_answers_with_the_defaults);
+    // the auth/* scenarios are in mcp_conformance_auth_scenarios_pass.
+    for scenario in [
+        "initialize",
+        "tools_call",
+        "elicitation-sep1034-client-defaults",
+        "sse-retry",
+    ] {
         conformance_scenario(&o, &root, scenario, None);
     }
 }
@@ -1168,4 +1174,79 @@ fn mcp_pi_prompt_shows_what_pi_run_sends() {
         .unwrap();
     let s = stdout(&none);
     assert!(!s.contains("mcp__") && !s.contains("mcp_servers"), "{s}");
+}
+
+// ---- issue 13 (elicitation opt-in, `auth.provider`, mcp-auth.json records
+// read by pi): one block, kept together.
+
+/// An entry with our `"elicitation": "defaults"`: pi 1.6.0 ignores the key
+/// (the server still connects, pi still declares only `roots` and answers
+/// "Method not found"); ours declares form elicitation for that server and
+/// accepts with the schema's defaults, and sampling stays pi's "Method not
+/// found". Without the key both answer alike
+/// (mcp_elicitation_and_sampling_are_refused_like_pi).
+#[test]
+fn mcp_elicitation_opt_in_answers_with_the_defaults() {
+    let Some(o) = Oracle::find("mcp_elicitation_opt_in_answers_with_the_defaults") else {
+        return;
+    };
+    let keep = tempfile::tempdir().unwrap();
+    let n = std::cell::Cell::new(0);
+    let marker = |_: &Sandbox| {
+        n.set(n.get() + 1);
+        keep.path().join(format!("caps-{}.jsonl", n.get()))
+    };
+    let mcp = |sb: &Sandbox| {
+        json!({"mcpServers": {"fx": {"command": "python3",
+            "args": [fixture(), "elicit", marker(sb).display().to_string()],
+            "exposure": "direct", "elicitation": "defaults"}}})
+    };
+    let turns = json!([
+        {"tool_calls": [
+            {"name": "mcp__fx__ask", "arguments": {}},
+            {"name": "mcp__fx__sample", "arguments": {}}
+        ]},
+        {"text": "done"}
+    ]);
+    let (pi, ours) = both_in(&o, &mcp, &|_| turns.clone(), &[]);
+    let by = |r: &Recorded, tool: &str| {
+        r.results
+            .iter()
+            .find(|x| x["toolName"] == tool)
+            .cloned()
+            .unwrap_or(Value::Null)
+    };
+    assert_eq!(ours.results.len(), 2, "{}", stderr(&ours.out));
+    let sample = by(&ours, "mcp__fx__sample");
+    assert_eq!(sample, by(&pi, "mcp__fx__sample"), "sampling: pi's answer");
+    assert!(
+        sample
+            .to_string()
+            .contains("Method not found: sampling/createMessage"),
+        "{sample}"
+    );
+    let pi_ask = by(&pi, "mcp__fx__ask").to_string();
+    assert!(
+        pi_ask.contains("Method not found: elicitation/create"),
+        "pi ignores the key and offers no elicitation: {pi_ask}"
+    );
+    // The fixture returns the client's answer as the tool's text.
+    let ask = by(&ours, "mcp__fx__ask");
+    let content: Value =
+        serde_json::from_str(ask["content"].as_str().unwrap_or("")).unwrap_or_default();
+    let answer: Value =
+        serde_json::from_str(content[0]["text"].as_str().unwrap_or("")).unwrap_or_default();
+    assert_eq!(
+        answer,
+        json!({"action": "accept", "content": {"name": "John Doe", "age": 30, "score": 95.5, "status": "active", "verified": true}}),
+        "{ask}"
+    );
+    let caps: Vec<Vec<Value>> = (1..=2)
+        .map(|i| marker_lines(&keep.path().join(format!("caps-{i}.jsonl"))))
+        .collect();
+    assert_eq!(caps[0], [json!({"capabilities": {"roots": {}}})], "pi's");
+    assert_eq!(
+        caps[1],
+        [json!({"capabilities": {"roots": {}, "elicitation": {"form": {}}}})]
+    );
 }

@@ -310,6 +310,22 @@ pub struct ServerConfig {
     /// Tool name or `*` pattern → exposure, in file order.
     pub tool_exposure: Vec<(String, Exposure)>,
     pub transport: Transport,
+    /// Ours (pi 1.6.0 ignores the key and offers no elicitation): how a
+    /// server's `elicitation/create` is answered.
+    pub elicitation: Elicitation,
+}
+
+/// The entry's `elicitation` field (ours; pi 1.6.0 ignores the key).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Elicitation {
+    /// pi's behaviour: the capability is not declared and a request is
+    /// answered "Method not found".
+    #[default]
+    None,
+    /// `"defaults"`: form elicitation is declared; a request is accepted
+    /// with the schema's own defaults when every required field has one,
+    /// else declined (`super::elicit`).
+    Defaults,
 }
 
 impl ServerConfig {
@@ -687,6 +703,18 @@ fn parse_entry(
         },
     };
     let oauth = oauth_field(m, name)?;
+    let elicitation = match m.get("elicitation") {
+        None => Elicitation::None,
+        Some(v) => match v.as_str() {
+            Some("none") => Elicitation::None,
+            Some("defaults") => Elicitation::Defaults,
+            _ => {
+                return Err(format!(
+                    "server \"{name}\": elicitation must be \"none\" or \"defaults\""
+                ))
+            }
+        },
+    };
     let transport = match (m.get("url"), m.get("command")) {
         (Some(url), _) if matches!(ty, None | Some("http") | Some("streamable-http")) => {
             let url = url
@@ -751,6 +779,7 @@ fn parse_entry(
         exposure: exposure.unwrap_or(Exposure::Codemode),
         tool_exposure: tool_exposure.unwrap_or_default(),
         transport,
+        elicitation,
     })))
 }
 
@@ -833,6 +862,40 @@ mod tests {
             std::fs::write(cwd.join(".pi/mcp.json"), p).unwrap();
         }
         (t, agent, cwd)
+    }
+
+    /// `elicitation` (ours): absent or `"none"` is pi's behaviour,
+    /// `"defaults"` opts in, anything else skips the entry with a line
+    /// naming the file and the server.
+    #[test]
+    fn elicitation_opt_in_is_validated() {
+        let (_t, agent, cwd) = setup(
+            r#"{"mcpServers":{"a":{"command":"x"},"b":{"command":"x","elicitation":"none"},
+               "c":{"url":"http://127.0.0.1:1/mcp","elicitation":"defaults"},
+               "d":{"command":"x","elicitation":true},"e":{"command":"x","elicitation":"form"}}}"#,
+            None,
+        );
+        let c = load(&agent, &cwd, false);
+        let got: Vec<(&str, Elicitation)> = c
+            .servers
+            .iter()
+            .map(|s| (s.name.as_str(), s.elicitation))
+            .collect();
+        assert_eq!(
+            got,
+            [
+                ("a", Elicitation::None),
+                ("b", Elicitation::None),
+                ("c", Elicitation::Defaults)
+            ]
+        );
+        let g = agent.join("mcp.json").display().to_string();
+        assert_eq!(
+            c.errors,
+            ["d", "e"].map(|n| format!(
+                "{g}: server \"{n}\": elicitation must be \"none\" or \"defaults\""
+            ))
+        );
     }
 
     #[test]
