@@ -1250,3 +1250,153 @@ fn mcp_elicitation_opt_in_answers_with_the_defaults() {
         [json!({"capabilities": {"roots": {}, "elicitation": {"form": {}}}})]
     );
 }
+
+/// tests/mcp/http-recorder.py on a free loopback port, logging every HTTP
+/// request it gets; killed (by PID) on drop.
+struct Recorder {
+    child: std::process::Child,
+    url: String,
+    log: PathBuf,
+}
+
+impl Recorder {
+    /// `token`: the only `Authorization: Bearer` it accepts (else 401).
+    fn start(dir: &Path, token: Option<&str>) -> Recorder {
+        std::fs::create_dir_all(dir).unwrap();
+        let (port_file, log) = (dir.join("port"), dir.join("requests.jsonl"));
+        let mut cmd = Command::new("python3");
+        cmd.arg(repo().join("tests/mcp/http-recorder.py"))
+            .arg(&port_file)
+            .arg(&log)
+            .args(token)
+            .stdin(std::process::Stdio::null());
+        let mut child = cmd.spawn().unwrap();
+        let deadline = Instant::now() + Duration::from_secs(60);
+        let port = loop {
+            if let Ok(p) = std::fs::read_to_string(&port_file) {
+                break p;
+            }
+            if let Ok(Some(st)) = child.try_wait() {
+                panic!("http-recorder.py exited: {st}");
+            }
+            assert!(Instant::now() < deadline, "http-recorder.py never listened");
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        Recorder {
+            child,
+            url: format!("http://127.0.0.1:{}/mcp", port.trim()),
+            log,
+        }
+    }
+
+    /// `(HTTP method, JSON-RPC method, Authorization)` of each request.
+    fn requests(&self) -> Vec<(String, Option<String>, Option<String>)> {
+        std::fs::read_to_string(&self.log)
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+            .map(|r| {
+                let s = |v: &Value| v.as_str().map(str::to_string);
+                (
+                    s(&r["method"]).unwrap_or_default(),
+                    s(&r["rpc"]),
+                    s(&r["headers"]["authorization"]),
+                )
+            })
+            .collect()
+    }
+}
+
+impl Drop for Recorder {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// `auth: {provider}` side by side with pi 1.6.0 (FINDINGS §14): an HTTP
+/// server that accepts only `Bearer tok-1` gets the provider's `auth.json`
+/// API key, or its OAuth login's unexpired `access` token, on every
+/// request, and the tool sees it; with no credential for the provider
+/// nothing is sent, the server refuses and its tool is missing for both,
+/// and ours says on stderr how to sign in.
+#[test]
+fn mcp_auth_provider_sends_the_providers_token_like_pi() {
+    let Some(o) = Oracle::find("mcp_auth_provider_sends_the_providers_token_like_pi") else {
+        return;
+    };
+    let far = 9_999_999_999_999u64;
+    let cases = [
+        json!({"anthropic": {"type": "api_key", "key": "tok-1"}}),
+        json!({"anthropic": {"type": "oauth", "access": "tok-1", "refresh": "r", "expires": far}}),
+        json!({"openai": {"type": "api_key", "key": "tok-1"}}),
+    ];
+    for auth in cases {
+        // The sandboxes go with their runs: the servers log here instead.
+        let keep = tempfile::tempdir().unwrap();
+        let servers = std::cell::RefCell::new(Vec::new());
+        let mcp = |sb: &Sandbox| {
+            let dir = keep.path().join(format!("srv-{}", servers.borrow().len()));
+            let rec = Recorder::start(&dir, Some("tok-1"));
+            std::fs::write(sb.agent().join("auth.json"), auth.to_string()).unwrap();
+            let m = json!({"mcpServers": {"h": {"url": rec.url, "exposure": "direct",
+                "auth": {"provider": "anthropic"}}}});
+            servers.borrow_mut().push(rec);
+            m
+        };
+        let turns = json!([
+            {"tool_calls": [{"name": "mcp__h__whoami", "arguments": {}}]},
+            {"text": "done"}
+        ]);
+        let (pi, ours) = both_in(&o, &mcp, &|_| turns.clone(), &[]);
+        let what = auth.to_string();
+        assert_eq!(ours.results, pi.results, "{what}: {}", stderr(&ours.out));
+        let seen: Vec<_> = servers.borrow().iter().map(Recorder::requests).collect();
+        let rpc = |r: &[(String, Option<String>, Option<String>)]| {
+            r.iter().filter_map(|x| x.1.clone()).collect::<Vec<_>>()
+        };
+        if auth.get("anthropic").is_some() {
+            let text = ours.results[0]["content"]
+                .as_str()
+                .unwrap_or("")
+                .to_string();
+            assert!(text.contains("Bearer tok-1"), "{what}: {text}");
+            for (who, r) in ["pi", "ours"].iter().zip(&seen) {
+                assert!(
+                    r.iter().all(|x| x.2.as_deref() == Some("Bearer tok-1")),
+                    "{what}: {who} sent {r:?}"
+                );
+                assert!(rpc(r).contains(&"tools/call".to_string()), "{who}: {r:?}");
+            }
+        } else {
+            // No credential for the provider: nothing sent, refused at
+            // initialize, so no tool.
+            let text = ours.results[0]["content"]
+                .as_str()
+                .unwrap_or("")
+                .to_string();
+            assert!(!text.contains("tok-1"), "{what}: {text}");
+            for (who, r) in ["pi", "ours"].iter().zip(&seen) {
+                assert!(r.iter().all(|x| x.2.is_none()), "{what}: {who} sent {r:?}");
+                assert_eq!(rpc(r), ["initialize"], "{what}: {who}");
+            }
+            let err = stderr(&ours.out);
+            assert!(
+                err.contains("provider \"anthropic\"") && err.contains("/login anthropic"),
+                "{err}"
+            );
+        }
+    }
+    // Signing in to such a server is the provider's sign-in: pi's words.
+    let sb = Sandbox::new();
+    let mcp = json!({"mcpServers": {"h": {"url": "http://127.0.0.1:9/mcp",
+        "auth": {"provider": "anthropic"}}}});
+    std::fs::write(sb.agent().join("mcp.json"), mcp.to_string()).unwrap();
+    let login = |mut c: Command| c.args(["mcp", "login", "h"]).output().unwrap();
+    let (pi, ours) = (login(o.pi160(&sb)), login(sb.cmd("pi-resources")));
+    let line = "MCP server \"h\" uses the credentials of provider \"anthropic\". Run \"pi auth login anthropic\".";
+    assert!(stderr(&pi).contains(line), "{}", stderr(&pi));
+    assert!(stderr(&ours).contains(line), "{}", stderr(&ours));
+    assert_eq!((pi.status.code(), ours.status.code()), (Some(1), Some(1)));
+    assert!(!sb.agent().join("mcp-auth.json").exists());
+}

@@ -337,7 +337,12 @@ pub async fn connect(
             )
             .await?
         }
-        Transport::Http { url, headers, .. } => {
+        Transport::Http {
+            url,
+            headers,
+            auth_provider,
+            ..
+        } => {
             // The stored token (refreshed when it has expired); when the
             // server rejects it, once more with a refreshed one.
             let mut rejected = false;
@@ -356,6 +361,15 @@ pub async fn connect(
                 .await
                 {
                     Ok(r) => break r,
+                    Err(e) if is_auth_required(&e) && auth_provider.is_some() => {
+                        // pi: "needs sign-in", "sign in with: /login <p> in pi".
+                        let p = auth_provider.as_deref().unwrap_or_default();
+                        let dir = store.map(|s| s.agent_dir().display().to_string());
+                        return Err(format!(
+                            "{e}; it uses the credentials of provider \"{p}\": sign in with `/login {p}` in pi or add an api_key entry for \"{p}\" to {}/auth.json",
+                            dir.as_deref().unwrap_or("<agentDir>")
+                        ));
+                    }
                     Err(e) if is_auth_required(&e) && had_token && !rejected => rejected = true,
                     Err(e) if is_auth_required(&e) => {
                         return Err(format!(
@@ -393,7 +407,13 @@ pub async fn connect(
         timeout: cfg.timeout,
         routes,
         auth: match (&cfg.transport, store) {
-            (Transport::Http { .. }, Some(s)) => Some((cfg.clone(), s.clone())),
+            (
+                Transport::Http {
+                    auth_provider: None,
+                    ..
+                },
+                Some(s),
+            ) => Some((cfg.clone(), s.clone())),
             _ => None,
         },
     })
