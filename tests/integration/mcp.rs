@@ -1262,13 +1262,18 @@ struct Recorder {
 impl Recorder {
     /// `token`: the only `Authorization: Bearer` it accepts (else 401).
     fn start(dir: &Path, token: Option<&str>) -> Recorder {
+        Recorder::start_with(dir, token.as_slice())
+    }
+
+    /// With the script's optional arguments (`TOKEN [oauth]`).
+    fn start_with(dir: &Path, extra: &[&str]) -> Recorder {
         std::fs::create_dir_all(dir).unwrap();
         let (port_file, log) = (dir.join("port"), dir.join("requests.jsonl"));
         let mut cmd = Command::new("python3");
         cmd.arg(repo().join("tests/mcp/http-recorder.py"))
             .arg(&port_file)
             .arg(&log)
-            .args(token)
+            .args(extra)
             .stdin(std::process::Stdio::null());
         let mut child = cmd.spawn().unwrap();
         let deadline = Instant::now() + Duration::from_secs(60);
@@ -1399,4 +1404,114 @@ fn mcp_auth_provider_sends_the_providers_token_like_pi() {
     assert!(stderr(&ours).contains(line), "{}", stderr(&ours));
     assert_eq!((pi.status.code(), ours.status.code()), (Some(1), Some(1)));
     assert!(!sb.agent().join("mcp-auth.json").exists());
+}
+
+/// A record `pi-resources mcp login` wrote to `mcp-auth.json` (pi's key and
+/// shape, plus our `stepUpScope` once a call met a 403
+/// `insufficient_scope`) is used by pi 1.6.0 as it is: pi sends its access
+/// token on every request and leaves the file alone, and when the token has
+/// expired pi refreshes it with our stored refresh token, client and
+/// metadata and keeps our extra field (FINDINGS §14).
+#[test]
+fn mcp_auth_records_written_by_us_are_used_by_pi() {
+    use std::os::unix::fs::PermissionsExt;
+    let Some(o) = Oracle::find("mcp_auth_records_written_by_us_are_used_by_pi") else {
+        return;
+    };
+    let sb = Sandbox::new();
+    let rec = Recorder::start_with(&sb.root().join("srv"), &["tok-1", "oauth"]);
+    let mcp = json!({"mcpServers": {"h": {"url": rec.url, "exposure": "direct"}}});
+    std::fs::write(sb.agent().join("mcp.json"), mcp.to_string()).unwrap();
+    let bin = sb.root().join("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    let open = bin.join("xdg-open");
+    std::fs::write(
+        &open,
+        "#!/bin/sh\nexec curl -s -o /dev/null -L --max-time 20 \"$1\"\n",
+    )
+    .unwrap();
+    std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let path = format!(
+        "{}:{}",
+        bin.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let login = sb
+        .cmd("pi-resources")
+        .env("PATH", &path)
+        .args(["mcp", "login", "h", "--timeout", "25"])
+        .output()
+        .unwrap();
+    assert!(login.status.success(), "{}", stderr(&login));
+    let file = sb.agent().join("mcp-auth.json");
+    let read = || std::fs::read_to_string(&file).unwrap();
+    let key = format!("mcp__h|{}", rec.url);
+    // pi connects with the record as it is, and does not rewrite it.
+    let pi_list = |what: &str| {
+        let before = rec.requests().len();
+        let out = o.pi160(&sb).args(["mcp", "list"]).output().unwrap();
+        assert!(
+            stdout(&out).contains("h: connected, 2 tools"),
+            "{what}: {}{}",
+            stdout(&out),
+            stderr(&out)
+        );
+        rec.requests()[before..].to_vec()
+    };
+    let ours = read();
+    let seen = pi_list("our record");
+    assert!(
+        !seen.is_empty() && seen.iter().all(|r| r.2.as_deref() == Some("Bearer tok-1")),
+        "{seen:?}"
+    );
+    assert_eq!(read(), ours, "pi left our record alone");
+    // A call refused with 403 insufficient_scope: ours notes the scope.
+    let script = sb.root().join("script.jsonl");
+    std::fs::write(
+        &script,
+        "{\"toolCalls\":[{\"name\":\"mcp__h__admin\",\"arguments\":{},\"id\":\"c1\"}]}\n{\"text\":\"done\"}\n",
+    )
+    .unwrap();
+    let run = sb
+        .cmd("pi-run")
+        .args(["--no-session", "--provider", "faux", "--model"])
+        .arg(&script)
+        .args(["-p", "go"])
+        .output()
+        .unwrap();
+    assert!(run.status.success(), "{}", stderr(&run));
+    let noted: Value = serde_json::from_str(&read()).unwrap();
+    assert_eq!(noted[&key]["stepUpScope"], "mcp:admin", "{noted}");
+    let ours = read();
+    let seen = pi_list("our record with stepUpScope");
+    assert!(
+        seen.iter().all(|r| r.2.as_deref() == Some("Bearer tok-1")),
+        "{seen:?}"
+    );
+    assert_eq!(read(), ours, "pi left our record alone");
+    // Expired: pi refreshes with what we stored and keeps our field.
+    let mut expired = noted.clone();
+    expired[&key]["tokensExpireAt"] = json!(1);
+    expired[&key]["tokens"]["access_token"] = json!("stale");
+    std::fs::write(&file, expired.to_string()).unwrap();
+    let seen = pi_list("our expired record");
+    assert!(
+        seen.iter().any(|r| r.1.as_deref() == Some("/token")),
+        "pi refreshed: {seen:?}"
+    );
+    assert!(
+        seen.iter()
+            .filter(|r| r.1.as_deref() == Some("initialize"))
+            .all(|r| r.2.as_deref() == Some("Bearer tok-1")),
+        "{seen:?}"
+    );
+    let after: Value = serde_json::from_str(&read()).unwrap();
+    assert_eq!(after[&key]["stepUpScope"], "mcp:admin", "{after}");
+    assert_eq!(after[&key]["tokens"]["access_token"], "tok-1", "{after}");
+    assert_eq!(
+        after[&key]["clientInformation"],
+        noted[&key]["clientInformation"]
+    );
+    let mode = std::fs::metadata(&file).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o600);
 }
