@@ -571,9 +571,9 @@ fn conformance_scenario(o: &Oracle, root: &Path, scenario: &str, out_dir: Option
 }
 
 /// The client scenarios of `@modelcontextprotocol/conformance` that need
-/// no OAuth or elicitation, over streamable HTTP (the suite's client
-/// scenarios are all HTTP), with tests/mcp/conformance-client.sh as the
-/// client.
+/// no OAuth, over streamable HTTP (the suite's client scenarios are all
+/// HTTP), with tests/mcp/conformance-client.sh as the client (which opts the
+/// elicitation scenario's entry in to our `"elicitation": "defaults"`).
 #[test]
 fn mcp_conformance_client_scenarios_pass() {
     let Some(o) = Oracle::find("mcp_conformance_client_scenarios_pass") else {
@@ -582,11 +582,17 @@ fn mcp_conformance_client_scenarios_pass() {
     let Some(root) = servers("mcp_conformance_client_scenarios_pass") else {
         return;
     };
-    // elicitation-sep1034-client-defaults fails for pi 1.6.0's client and
-    // ours alike (neither offers elicitation: see
-    // mcp_elicitation_and_sampling_are_refused_like_pi); the auth/*
-    // scenarios are in mcp_conformance_auth_scenarios_pass.
-    for scenario in ["initialize", "tools_call", "sse-retry"] {
+    // elicitation-sep1034-client-defaults fails for pi 1.6.0's client (it
+    // offers no elicitation, nor does ours by default: see
+    // mcp_elicitation_and_sampling_are_refused_like_pi) and passes for an
+    // entry that opts in (mcp_elicitation_opt_in_answers_with_the_defaults);
+    // the auth/* scenarios are in mcp_conformance_auth_scenarios_pass.
+    for scenario in [
+        "initialize",
+        "tools_call",
+        "elicitation-sep1034-client-defaults",
+        "sse-retry",
+    ] {
         conformance_scenario(&o, &root, scenario, None);
     }
 }
@@ -1168,4 +1174,344 @@ fn mcp_pi_prompt_shows_what_pi_run_sends() {
         .unwrap();
     let s = stdout(&none);
     assert!(!s.contains("mcp__") && !s.contains("mcp_servers"), "{s}");
+}
+
+// ---- issue 13 (elicitation opt-in, `auth.provider`, mcp-auth.json records
+// read by pi): one block, kept together.
+
+/// An entry with our `"elicitation": "defaults"`: pi 1.6.0 ignores the key
+/// (the server still connects, pi still declares only `roots` and answers
+/// "Method not found"); ours declares form elicitation for that server and
+/// accepts with the schema's defaults, and sampling stays pi's "Method not
+/// found". Without the key both answer alike
+/// (mcp_elicitation_and_sampling_are_refused_like_pi).
+#[test]
+fn mcp_elicitation_opt_in_answers_with_the_defaults() {
+    let Some(o) = Oracle::find("mcp_elicitation_opt_in_answers_with_the_defaults") else {
+        return;
+    };
+    let keep = tempfile::tempdir().unwrap();
+    let n = std::cell::Cell::new(0);
+    let marker = |_: &Sandbox| {
+        n.set(n.get() + 1);
+        keep.path().join(format!("caps-{}.jsonl", n.get()))
+    };
+    let mcp = |sb: &Sandbox| {
+        json!({"mcpServers": {"fx": {"command": "python3",
+            "args": [fixture(), "elicit", marker(sb).display().to_string()],
+            "exposure": "direct", "elicitation": "defaults"}}})
+    };
+    let turns = json!([
+        {"tool_calls": [
+            {"name": "mcp__fx__ask", "arguments": {}},
+            {"name": "mcp__fx__sample", "arguments": {}}
+        ]},
+        {"text": "done"}
+    ]);
+    let (pi, ours) = both_in(&o, &mcp, &|_| turns.clone(), &[]);
+    let by = |r: &Recorded, tool: &str| {
+        r.results
+            .iter()
+            .find(|x| x["toolName"] == tool)
+            .cloned()
+            .unwrap_or(Value::Null)
+    };
+    assert_eq!(ours.results.len(), 2, "{}", stderr(&ours.out));
+    let sample = by(&ours, "mcp__fx__sample");
+    assert_eq!(sample, by(&pi, "mcp__fx__sample"), "sampling: pi's answer");
+    assert!(
+        sample
+            .to_string()
+            .contains("Method not found: sampling/createMessage"),
+        "{sample}"
+    );
+    let pi_ask = by(&pi, "mcp__fx__ask").to_string();
+    assert!(
+        pi_ask.contains("Method not found: elicitation/create"),
+        "pi ignores the key and offers no elicitation: {pi_ask}"
+    );
+    // The fixture returns the client's answer as the tool's text.
+    let ask = by(&ours, "mcp__fx__ask");
+    let content: Value =
+        serde_json::from_str(ask["content"].as_str().unwrap_or("")).unwrap_or_default();
+    let answer: Value =
+        serde_json::from_str(content[0]["text"].as_str().unwrap_or("")).unwrap_or_default();
+    assert_eq!(
+        answer,
+        json!({"action": "accept", "content": {"name": "John Doe", "age": 30, "score": 95.5, "status": "active", "verified": true}}),
+        "{ask}"
+    );
+    let caps: Vec<Vec<Value>> = (1..=2)
+        .map(|i| marker_lines(&keep.path().join(format!("caps-{i}.jsonl"))))
+        .collect();
+    assert_eq!(caps[0], [json!({"capabilities": {"roots": {}}})], "pi's");
+    assert_eq!(
+        caps[1],
+        [json!({"capabilities": {"roots": {}, "elicitation": {"form": {}}}})]
+    );
+}
+
+/// tests/mcp/http-recorder.py on a free loopback port, logging every HTTP
+/// request it gets; killed (by PID) on drop.
+struct Recorder {
+    child: std::process::Child,
+    url: String,
+    log: PathBuf,
+}
+
+impl Recorder {
+    /// `token`: the only `Authorization: Bearer` it accepts (else 401).
+    fn start(dir: &Path, token: Option<&str>) -> Recorder {
+        Recorder::start_with(dir, token.as_slice())
+    }
+
+    /// With the script's optional arguments (`TOKEN [oauth]`).
+    fn start_with(dir: &Path, extra: &[&str]) -> Recorder {
+        std::fs::create_dir_all(dir).unwrap();
+        let (port_file, log) = (dir.join("port"), dir.join("requests.jsonl"));
+        let mut cmd = Command::new("python3");
+        cmd.arg(repo().join("tests/mcp/http-recorder.py"))
+            .arg(&port_file)
+            .arg(&log)
+            .args(extra)
+            .stdin(std::process::Stdio::null());
+        let mut child = cmd.spawn().unwrap();
+        let deadline = Instant::now() + Duration::from_secs(60);
+        let port = loop {
+            if let Ok(p) = std::fs::read_to_string(&port_file) {
+                break p;
+            }
+            if let Ok(Some(st)) = child.try_wait() {
+                panic!("http-recorder.py exited: {st}");
+            }
+            assert!(Instant::now() < deadline, "http-recorder.py never listened");
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        Recorder {
+            child,
+            url: format!("http://127.0.0.1:{}/mcp", port.trim()),
+            log,
+        }
+    }
+
+    /// `(HTTP method, JSON-RPC method, Authorization)` of each request.
+    fn requests(&self) -> Vec<(String, Option<String>, Option<String>)> {
+        std::fs::read_to_string(&self.log)
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+            .map(|r| {
+                let s = |v: &Value| v.as_str().map(str::to_string);
+                (
+                    s(&r["method"]).unwrap_or_default(),
+                    s(&r["rpc"]),
+                    s(&r["headers"]["authorization"]),
+                )
+            })
+            .collect()
+    }
+}
+
+impl Drop for Recorder {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// `auth: {provider}` side by side with pi 1.6.0 (FINDINGS §14): an HTTP
+/// server that accepts only `Bearer tok-1` gets the provider's `auth.json`
+/// API key, or its OAuth login's unexpired `access` token, on every
+/// request, and the tool sees it; with no credential for the provider
+/// nothing is sent, the server refuses and its tool is missing for both,
+/// and ours says on stderr how to sign in.
+#[test]
+fn mcp_auth_provider_sends_the_providers_token_like_pi() {
+    let Some(o) = Oracle::find("mcp_auth_provider_sends_the_providers_token_like_pi") else {
+        return;
+    };
+    let far = 9_999_999_999_999u64;
+    let cases = [
+        json!({"anthropic": {"type": "api_key", "key": "tok-1"}}),
+        json!({"anthropic": {"type": "oauth", "access": "tok-1", "refresh": "r", "expires": far}}),
+        json!({"openai": {"type": "api_key", "key": "tok-1"}}),
+    ];
+    for auth in cases {
+        // The sandboxes go with their runs: the servers log here instead.
+        let keep = tempfile::tempdir().unwrap();
+        let servers = std::cell::RefCell::new(Vec::new());
+        let mcp = |sb: &Sandbox| {
+            let dir = keep.path().join(format!("srv-{}", servers.borrow().len()));
+            let rec = Recorder::start(&dir, Some("tok-1"));
+            std::fs::write(sb.agent().join("auth.json"), auth.to_string()).unwrap();
+            let m = json!({"mcpServers": {"h": {"url": rec.url, "exposure": "direct",
+                "auth": {"provider": "anthropic"}}}});
+            servers.borrow_mut().push(rec);
+            m
+        };
+        let turns = json!([
+            {"tool_calls": [{"name": "mcp__h__whoami", "arguments": {}}]},
+            {"text": "done"}
+        ]);
+        let (pi, ours) = both_in(&o, &mcp, &|_| turns.clone(), &[]);
+        let what = auth.to_string();
+        assert_eq!(ours.results, pi.results, "{what}: {}", stderr(&ours.out));
+        let seen: Vec<_> = servers.borrow().iter().map(Recorder::requests).collect();
+        let rpc = |r: &[(String, Option<String>, Option<String>)]| {
+            r.iter().filter_map(|x| x.1.clone()).collect::<Vec<_>>()
+        };
+        if auth.get("anthropic").is_some() {
+            let text = ours.results[0]["content"]
+                .as_str()
+                .unwrap_or("")
+                .to_string();
+            assert!(text.contains("Bearer tok-1"), "{what}: {text}");
+            for (who, r) in ["pi", "ours"].iter().zip(&seen) {
+                assert!(
+                    r.iter().all(|x| x.2.as_deref() == Some("Bearer tok-1")),
+                    "{what}: {who} sent {r:?}"
+                );
+                assert!(rpc(r).contains(&"tools/call".to_string()), "{who}: {r:?}");
+            }
+        } else {
+            // No credential for the provider: nothing sent, refused at
+            // initialize, so no tool.
+            let text = ours.results[0]["content"]
+                .as_str()
+                .unwrap_or("")
+                .to_string();
+            assert!(!text.contains("tok-1"), "{what}: {text}");
+            for (who, r) in ["pi", "ours"].iter().zip(&seen) {
+                assert!(r.iter().all(|x| x.2.is_none()), "{what}: {who} sent {r:?}");
+                assert_eq!(rpc(r), ["initialize"], "{what}: {who}");
+            }
+            let err = stderr(&ours.out);
+            assert!(
+                err.contains("provider \"anthropic\"") && err.contains("/login anthropic"),
+                "{err}"
+            );
+        }
+    }
+    // Signing in to such a server is the provider's sign-in: pi's words.
+    let sb = Sandbox::new();
+    let mcp = json!({"mcpServers": {"h": {"url": "http://127.0.0.1:9/mcp",
+        "auth": {"provider": "anthropic"}}}});
+    std::fs::write(sb.agent().join("mcp.json"), mcp.to_string()).unwrap();
+    let login = |mut c: Command| c.args(["mcp", "login", "h"]).output().unwrap();
+    let (pi, ours) = (login(o.pi160(&sb)), login(sb.cmd("pi-resources")));
+    let line = "MCP server \"h\" uses the credentials of provider \"anthropic\". Run \"pi auth login anthropic\".";
+    assert!(stderr(&pi).contains(line), "{}", stderr(&pi));
+    assert!(stderr(&ours).contains(line), "{}", stderr(&ours));
+    assert_eq!((pi.status.code(), ours.status.code()), (Some(1), Some(1)));
+    assert!(!sb.agent().join("mcp-auth.json").exists());
+}
+
+/// A record `pi-resources mcp login` wrote to `mcp-auth.json` (pi's key and
+/// shape, plus our `stepUpScope` once a call met a 403
+/// `insufficient_scope`) is used by pi 1.6.0 as it is: pi sends its access
+/// token on every request and leaves the file alone, and when the token has
+/// expired pi refreshes it with our stored refresh token, client and
+/// metadata and keeps our extra field (FINDINGS §14).
+#[test]
+fn mcp_auth_records_written_by_us_are_used_by_pi() {
+    use std::os::unix::fs::PermissionsExt;
+    let Some(o) = Oracle::find("mcp_auth_records_written_by_us_are_used_by_pi") else {
+        return;
+    };
+    let sb = Sandbox::new();
+    let rec = Recorder::start_with(&sb.root().join("srv"), &["tok-1", "oauth"]);
+    let mcp = json!({"mcpServers": {"h": {"url": rec.url, "exposure": "direct"}}});
+    std::fs::write(sb.agent().join("mcp.json"), mcp.to_string()).unwrap();
+    let bin = sb.root().join("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    let open = bin.join("xdg-open");
+    std::fs::write(
+        &open,
+        "#!/bin/sh\nexec curl -s -o /dev/null -L --max-time 20 \"$1\"\n",
+    )
+    .unwrap();
+    std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let path = format!(
+        "{}:{}",
+        bin.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let login = sb
+        .cmd("pi-resources")
+        .env("PATH", &path)
+        .args(["mcp", "login", "h", "--timeout", "25"])
+        .output()
+        .unwrap();
+    assert!(login.status.success(), "{}", stderr(&login));
+    let file = sb.agent().join("mcp-auth.json");
+    let read = || std::fs::read_to_string(&file).unwrap();
+    let key = format!("mcp__h|{}", rec.url);
+    // pi connects with the record as it is, and does not rewrite it.
+    let pi_list = |what: &str| {
+        let before = rec.requests().len();
+        let out = o.pi160(&sb).args(["mcp", "list"]).output().unwrap();
+        assert!(
+            stdout(&out).contains("h: connected, 2 tools"),
+            "{what}: {}{}",
+            stdout(&out),
+            stderr(&out)
+        );
+        rec.requests()[before..].to_vec()
+    };
+    let ours = read();
+    let seen = pi_list("our record");
+    assert!(
+        !seen.is_empty() && seen.iter().all(|r| r.2.as_deref() == Some("Bearer tok-1")),
+        "{seen:?}"
+    );
+    assert_eq!(read(), ours, "pi left our record alone");
+    // A call refused with 403 insufficient_scope: ours notes the scope.
+    let script = sb.root().join("script.jsonl");
+    std::fs::write(
+        &script,
+        "{\"toolCalls\":[{\"name\":\"mcp__h__admin\",\"arguments\":{},\"id\":\"c1\"}]}\n{\"text\":\"done\"}\n",
+    )
+    .unwrap();
+    let run = sb
+        .cmd("pi-run")
+        .args(["--no-session", "--provider", "faux", "--model"])
+        .arg(&script)
+        .args(["-p", "go"])
+        .output()
+        .unwrap();
+    assert!(run.status.success(), "{}", stderr(&run));
+    let noted: Value = serde_json::from_str(&read()).unwrap();
+    assert_eq!(noted[&key]["stepUpScope"], "mcp:admin", "{noted}");
+    let ours = read();
+    let seen = pi_list("our record with stepUpScope");
+    assert!(
+        seen.iter().all(|r| r.2.as_deref() == Some("Bearer tok-1")),
+        "{seen:?}"
+    );
+    assert_eq!(read(), ours, "pi left our record alone");
+    // Expired: pi refreshes with what we stored and keeps our field.
+    let mut expired = noted.clone();
+    expired[&key]["tokensExpireAt"] = json!(1);
+    expired[&key]["tokens"]["access_token"] = json!("stale");
+    std::fs::write(&file, expired.to_string()).unwrap();
+    let seen = pi_list("our expired record");
+    assert!(
+        seen.iter().any(|r| r.1.as_deref() == Some("/token")),
+        "pi refreshed: {seen:?}"
+    );
+    assert!(
+        seen.iter()
+            .filter(|r| r.1.as_deref() == Some("initialize"))
+            .all(|r| r.2.as_deref() == Some("Bearer tok-1")),
+        "{seen:?}"
+    );
+    let after: Value = serde_json::from_str(&read()).unwrap();
+    assert_eq!(after[&key]["stepUpScope"], "mcp:admin", "{after}");
+    assert_eq!(after[&key]["tokens"]["access_token"], "tok-1", "{after}");
+    assert_eq!(
+        after[&key]["clientInformation"],
+        noted[&key]["clientInformation"]
+    );
+    let mode = std::fs::metadata(&file).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o600);
 }

@@ -15,6 +15,8 @@
 # connect, no browser); cross-app-access-* sets `oauth.grantType: "enterprise"` with the
 # IdP of the context as `oauth.idp` and only connects; scope-step-up signs in, calls the server's tool (403
 # insufficient_scope: the wider scope is noted), signs in again and calls it again.
+# elicitation-sep1034-client-defaults opts the entry in to our `"elicitation": "defaults"` (pi's
+# default, and ours, offers no elicitation).
 set -euo pipefail
 run="$1" res="$2" url="${*: -1}"
 d="$(mktemp -d "${TMPDIR:-/tmp}/pi-mcp-conf.XXXXXX")"
@@ -40,7 +42,9 @@ case "$scenario" in
 auth/basic-cimd) oauth='{"clientMetadataUrl":"https://conformance-test.local/client-metadata.json"}' ;;
 auth/client-credentials-*) oauth="${oauth%\}},\"grantType\":\"client_credentials\"}" ;;
 esac
-printf '{"mcpServers":{"c":{"url":"%s","exposure":"direct","timeout":20,"oauth":%s}}}\n' "$url" "$oauth" >"$d/agent/mcp.json"
+elicitation=none
+[ "$scenario" = elicitation-sep1034-client-defaults ] && elicitation=defaults
+printf '{"mcpServers":{"c":{"url":"%s","exposure":"direct","timeout":20,"oauth":%s,"elicitation":"%s"}}}\n' "$url" "$oauth" "$elicitation" >"$d/agent/mcp.json"
 case "$scenario" in
 tools_call) tool=add_numbers args='{"a":2,"b":3}' ;;
 sse-retry) tool=test_reconnection args='{}' ;;

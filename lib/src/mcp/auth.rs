@@ -45,6 +45,11 @@ impl Store {
         }
     }
 
+    /// The agent dir the file is in.
+    pub fn agent_dir(&self) -> &Path {
+        self.path.parent().unwrap_or(Path::new("."))
+    }
+
     /// pi's key of a server's record.
     pub fn key(cfg: &ServerConfig, url: &str) -> String {
         format!("{}|{url}", cfg.namespace())
@@ -188,6 +193,17 @@ pub async fn login(
     limit: Duration,
     open: Opener<'_>,
 ) -> Result<(), String> {
+    if let Transport::Http {
+        auth_provider: Some(p),
+        ..
+    } = &cfg.transport
+    {
+        // pi 1.6.0's words (`pi mcp login`, exit 1).
+        return Err(format!(
+            "MCP server \"{}\" uses the credentials of provider \"{p}\". Run \"pi auth login {p}\".",
+            cfg.name
+        ));
+    }
     let Transport::Http {
         url,
         headers,
@@ -506,10 +522,19 @@ pub async fn bearer(
         url,
         headers,
         oauth,
+        auth_provider,
     } = &cfg.transport
     else {
         return Ok(None);
     };
+    if let Some(p) = auth_provider {
+        // `auth.provider`: that provider's credential, never this server's
+        // own OAuth tokens.
+        let (dir, p) = (store.agent_dir().to_path_buf(), p.clone());
+        return tokio::task::spawn_blocking(move || provider_token(&dir, &p))
+            .await
+            .map_err(|e| format!("internal error: {e}"))?;
+    }
     if !rejected {
         if let Some(t) = store.access_token(cfg, url) {
             return Ok(Some(t));
@@ -524,6 +549,37 @@ pub async fn bearer(
             .map(Some);
     }
     Ok(None)
+}
+
+/// The token `auth.provider` sends, read as the model providers read their
+/// credentials (`crate::model`): the provider's `auth.json` OAuth login's
+/// `access` token while it has not expired (`expires`, in ms; pi 1.6.0 then
+/// tries to refresh it, which we cannot do for model providers, so an
+/// expired login sends nothing, as pi does when the refresh fails), else its
+/// API key in pi's order (`auth.json`, `models.json` `apiKey`, environment;
+/// `!command` and `$VAR` resolved). A provider the model registry does not
+/// know sends nothing, as in pi 1.6.0 (FINDINGS §14). `Err`: a broken
+/// `auth.json` or a key that does not resolve.
+pub fn provider_token(agent_dir: &Path, provider: &str) -> Result<Option<String>, String> {
+    use crate::model::{auth::AuthEntry, auth::AuthFile, ModelError, ModelRegistry};
+    let (reg, _) = ModelRegistry::load_lenient(agent_dir, std::env::vars().collect());
+    if reg.provider(provider).is_none() {
+        return Ok(None);
+    }
+    let file = AuthFile::load(&agent_dir.join("auth.json")).map_err(|e| e.to_string())?;
+    if let Some(AuthEntry::OAuth(o)) = file.get(provider) {
+        let live = o
+            .get("expires")
+            .and_then(Value::as_f64)
+            .is_some_and(|e| e > now_ms() as f64);
+        let access = o.get("access").and_then(Value::as_str);
+        return Ok(access.filter(|a| live && !a.is_empty()).map(str::to_string));
+    }
+    match reg.api_key(provider, None) {
+        Ok(k) => Ok(k.filter(|k| !k.is_empty())),
+        Err(ModelError::OAuthUnsupported { .. }) => Ok(None),
+        Err(e) => Err(e.to_string()),
+    }
 }
 
 /// Refreshes the stored tokens (RFC 6749 §6) with the stored refresh
@@ -882,6 +938,28 @@ mod tests {
         .unwrap();
         let cfg = super::super::config::load(dir, dir, false);
         cfg.servers[0].clone()
+    }
+
+    /// `auth.provider`'s token: an API key, an unexpired OAuth login's
+    /// `access`; nothing for an expired login, a provider without a
+    /// credential, or one the model registry does not know.
+    #[test]
+    fn provider_token_reads_the_providers_credential() {
+        let t = tempfile::tempdir().unwrap();
+        let auth = json!({
+            "openai": {"type": "api_key", "key": "!echo sk-1"},
+            "anthropic": {"type": "oauth", "access": "a-1", "refresh": "r", "expires": 9_999_999_999_999u64},
+            "github-copilot": {"type": "oauth", "access": "old", "refresh": "r", "expires": 1000},
+            "nosuch": {"type": "api_key", "key": "k"}
+        });
+        std::fs::write(t.path().join("auth.json"), auth.to_string()).unwrap();
+        let tok = |p: &str| provider_token(t.path(), p);
+        assert_eq!(tok("openai"), Ok(Some("sk-1".into())));
+        assert_eq!(tok("anthropic"), Ok(Some("a-1".into())));
+        assert_eq!(tok("github-copilot"), Ok(None));
+        assert_eq!(tok("nosuch"), Ok(None));
+        std::fs::write(t.path().join("auth.json"), "{").unwrap();
+        assert!(tok("openai").is_err_and(|e| e.contains("auth.json")));
     }
 
     /// Records live under pi's key, the file is private, other records and

@@ -24,7 +24,7 @@ use rmcp::{Peer, RoleClient, ServiceExt};
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
-use super::config::{ServerConfig, Transport};
+use super::config::{Elicitation, ServerConfig, Transport};
 
 /// The last bytes a stdio server wrote to stderr (for diagnostics).
 #[derive(Clone, Default)]
@@ -169,20 +169,32 @@ pub struct Connection {
 /// the session cwd as the only root.
 pub struct Client {
     info: ClientConfig,
+    /// The entry's `elicitation` (pi's default: none offered).
+    elicitation: super::config::Elicitation,
     cwd: std::path::PathBuf,
     routes: ProgressRoutes,
 }
 
 impl Client {
-    fn new(cwd: &std::path::Path, routes: &ProgressRoutes) -> Client {
+    fn new(cfg: &ServerConfig, cwd: &std::path::Path, routes: &ProgressRoutes) -> Client {
         let mut info = ClientConfig::default();
         info.protocol_version = ProtocolVersion::V_2025_11_25;
         let mut caps = ClientCapabilities::default();
         caps.roots = Some(RootsCapabilities::default());
+        if cfg.elicitation == Elicitation::Defaults {
+            // Form elicitation, answered without asking anyone
+            // (super::elicit), for an entry that opts in; pi 1.6.0 declares
+            // only `roots`.
+            caps.elicitation = Some(
+                rmcp::model::ElicitationCapability::new()
+                    .with_form(rmcp::model::FormElicitationCapability::new()),
+            );
+        }
         info.capabilities = caps;
         info.client_info = Implementation::new("pi", env!("CARGO_PKG_VERSION"));
         Client {
             info,
+            elicitation: cfg.elicitation,
             cwd: cwd.to_path_buf(),
             routes: routes.clone(),
         }
@@ -212,7 +224,8 @@ impl rmcp::ClientHandler for Client {
     // pi 1.6.0's client offers neither sampling nor elicitation (it
     // declares only `roots`) and answers those requests, like any other it
     // does not know, with JSON-RPC "Method not found: <method>"; so do we
-    // (FINDINGS §14), instead of the SDK's silent decline.
+    // (FINDINGS §14), instead of the SDK's silent decline, unless the entry
+    // opts in to elicitation (`"elicitation": "defaults"`, super::elicit).
     fn create_message(
         &self,
         _params: rmcp::model::CreateMessageRequestParams,
@@ -225,11 +238,14 @@ impl rmcp::ClientHandler for Client {
 
     fn create_elicitation(
         &self,
-        _request: rmcp::model::ElicitRequestParams,
+        request: rmcp::model::ElicitRequestParams,
         _context: rmcp::service::RequestContext<RoleClient>,
     ) -> impl std::future::Future<Output = Result<rmcp::model::ElicitResult, rmcp::ErrorData>> + Send + '_
     {
-        std::future::ready(Err(not_offered("elicitation/create")))
+        std::future::ready(match self.elicitation {
+            Elicitation::Defaults => Ok(super::elicit::answer(&request)),
+            Elicitation::None => Err(not_offered("elicitation/create")),
+        })
     }
 
     fn on_custom_request(
@@ -315,13 +331,18 @@ pub async fn connect(
                 });
             }
             handshake(
-                Client::new(session_cwd, &routes).serve(transport),
+                Client::new(cfg, session_cwd, &routes).serve(transport),
                 cfg,
                 &stderr,
             )
             .await?
         }
-        Transport::Http { url, headers, .. } => {
+        Transport::Http {
+            url,
+            headers,
+            auth_provider,
+            ..
+        } => {
             // The stored token (refreshed when it has expired); when the
             // server rejects it, once more with a refreshed one.
             let mut rejected = false;
@@ -333,13 +354,22 @@ pub async fn connect(
                 let had_token = token.is_some();
                 let transport = super::http::transport(url, headers, token)?;
                 match handshake(
-                    Client::new(session_cwd, &routes).serve(transport),
+                    Client::new(cfg, session_cwd, &routes).serve(transport),
                     cfg,
                     &stderr,
                 )
                 .await
                 {
                     Ok(r) => break r,
+                    Err(e) if is_auth_required(&e) && auth_provider.is_some() => {
+                        // pi: "needs sign-in", "sign in with: /login <p> in pi".
+                        let p = auth_provider.as_deref().unwrap_or_default();
+                        let dir = store.map(|s| s.agent_dir().display().to_string());
+                        return Err(format!(
+                            "{e}; it uses the credentials of provider \"{p}\": sign in with `/login {p}` in pi or add an api_key entry for \"{p}\" to {}/auth.json",
+                            dir.as_deref().unwrap_or("<agentDir>")
+                        ));
+                    }
                     Err(e) if is_auth_required(&e) && had_token && !rejected => rejected = true,
                     Err(e) if is_auth_required(&e) => {
                         return Err(format!(
@@ -377,7 +407,13 @@ pub async fn connect(
         timeout: cfg.timeout,
         routes,
         auth: match (&cfg.transport, store) {
-            (Transport::Http { .. }, Some(s)) => Some((cfg.clone(), s.clone())),
+            (
+                Transport::Http {
+                    auth_provider: None,
+                    ..
+                },
+                Some(s),
+            ) => Some((cfg.clone(), s.clone())),
             _ => None,
         },
     })

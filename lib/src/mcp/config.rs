@@ -64,6 +64,10 @@ pub enum Transport {
         headers: BTreeMap<String, String>,
         /// The `oauth` fields (all optional).
         oauth: Box<OAuth>,
+        /// `auth.provider`: the model provider whose `auth.json` credential
+        /// is sent as the bearer token instead of this server's own OAuth
+        /// tokens (global file only; https or loopback http).
+        auth_provider: Option<String>,
     },
 }
 
@@ -310,6 +314,22 @@ pub struct ServerConfig {
     /// Tool name or `*` pattern → exposure, in file order.
     pub tool_exposure: Vec<(String, Exposure)>,
     pub transport: Transport,
+    /// Ours (pi 1.6.0 ignores the key and offers no elicitation): how a
+    /// server's `elicitation/create` is answered.
+    pub elicitation: Elicitation,
+}
+
+/// The entry's `elicitation` field (ours; pi 1.6.0 ignores the key).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Elicitation {
+    /// pi's behaviour: the capability is not declared and a request is
+    /// answered "Method not found".
+    #[default]
+    None,
+    /// `"defaults"`: form elicitation is declared; a request is accepted
+    /// with the schema's own defaults when every required field has one,
+    /// else declined (`super::elicit`).
+    Defaults,
 }
 
 impl ServerConfig {
@@ -687,16 +707,46 @@ fn parse_entry(
         },
     };
     let oauth = oauth_field(m, name)?;
+    // pi validates `auth` for every entry and uses it for HTTP only.
+    let auth_provider = match m.get("auth") {
+        None => None,
+        Some(a) => match a.get("provider") {
+            Some(Value::String(p)) if !p.is_empty() => Some(p.clone()),
+            _ => {
+                return Err(format!(
+                    "server \"{name}\": auth.provider must be a provider name"
+                ))
+            }
+        },
+    };
+    let elicitation = match m.get("elicitation") {
+        None => Elicitation::None,
+        Some(v) => match v.as_str() {
+            Some("none") => Elicitation::None,
+            Some("defaults") => Elicitation::Defaults,
+            _ => {
+                return Err(format!(
+                    "server \"{name}\": elicitation must be \"none\" or \"defaults\""
+                ))
+            }
+        },
+    };
     let transport = match (m.get("url"), m.get("command")) {
         (Some(url), _) if matches!(ty, None | Some("http") | Some("streamable-http")) => {
             let url = url
                 .as_str()
                 .filter(|u| u.starts_with("http://") || u.starts_with("https://"))
                 .ok_or_else(|| format!("server \"{name}\": url must be an http or https URL"))?;
+            if auth_provider.is_some() && !(url.starts_with("https://") || loopback_http(url)) {
+                return Err(format!(
+                    "server \"{name}\": auth requires an https URL, or http on localhost, 127.0.0.1, or [::1]"
+                ));
+            }
             Transport::Http {
                 url: url.to_string(),
                 headers: string_map(m.get("headers"), "headers must map names to strings", name)?,
                 oauth: Box::new(oauth),
+                auth_provider,
             }
         }
         (None, Some(cmd)) if matches!(ty, None | Some("stdio")) => {
@@ -751,6 +801,7 @@ fn parse_entry(
         exposure: exposure.unwrap_or(Exposure::Codemode),
         tool_exposure: tool_exposure.unwrap_or_default(),
         transport,
+        elicitation,
     })))
 }
 
@@ -833,6 +884,94 @@ mod tests {
             std::fs::write(cwd.join(".pi/mcp.json"), p).unwrap();
         }
         (t, agent, cwd)
+    }
+
+    /// `auth` with pi 1.6.0's error texts (observed with `pi mcp list`): a
+    /// non-empty `provider` string (any name; extra keys ignored), and for
+    /// HTTP an https or loopback URL; a stdio entry keeps nothing of it.
+    #[test]
+    fn auth_provider_is_validated_like_pi() {
+        let (_t, agent, cwd) = setup(
+            r#"{"mcpServers":{
+               "a1":{"url":"http://127.0.0.1:9/mcp","auth":"x"},
+               "a2":{"url":"http://127.0.0.1:9/mcp","auth":{}},
+               "a3":{"url":"http://127.0.0.1:9/mcp","auth":{"provider":5}},
+               "a4":{"url":"http://127.0.0.1:9/mcp","auth":{"provider":""}},
+               "a5":{"url":"http://example.com/mcp","auth":{"provider":"anthropic"}},
+               "a6":{"command":"x","auth":{"provider":"anthropic"}},
+               "a7":{"url":"https://example.com/mcp","auth":{"provider":"anthropic","extra":1}},
+               "a8":{"url":"http://localhost:9/mcp","auth":{"provider":"no such"}},
+               "b1":{"url":"http://127.0.0.1:9/mcp","auth":null}}}"#,
+            None,
+        );
+        let c = load(&agent, &cwd, false);
+        let got: Vec<(&str, Option<&str>)> = c
+            .servers
+            .iter()
+            .map(|s| match &s.transport {
+                Transport::Http { auth_provider, .. } => {
+                    (s.name.as_str(), auth_provider.as_deref())
+                }
+                Transport::Stdio { .. } => (s.name.as_str(), None),
+            })
+            .collect();
+        assert_eq!(
+            got,
+            [
+                ("a6", None),
+                ("a7", Some("anthropic")),
+                ("a8", Some("no such"))
+            ]
+        );
+        let g = agent.join("mcp.json").display().to_string();
+        let name = "auth.provider must be a provider name";
+        let url = "auth requires an https URL, or http on localhost, 127.0.0.1, or [::1]";
+        let want: Vec<String> = [
+            ("a1", name),
+            ("a2", name),
+            ("a3", name),
+            ("a4", name),
+            ("a5", url),
+            ("b1", name),
+        ]
+        .iter()
+        .map(|(n, m)| format!("{g}: server \"{n}\": {m}"))
+        .collect();
+        assert_eq!(c.errors, want);
+    }
+
+    /// `elicitation` (ours): absent or `"none"` is pi's behaviour,
+    /// `"defaults"` opts in, anything else skips the entry with a line
+    /// naming the file and the server.
+    #[test]
+    fn elicitation_opt_in_is_validated() {
+        let (_t, agent, cwd) = setup(
+            r#"{"mcpServers":{"a":{"command":"x"},"b":{"command":"x","elicitation":"none"},
+               "c":{"url":"http://127.0.0.1:1/mcp","elicitation":"defaults"},
+               "d":{"command":"x","elicitation":true},"e":{"command":"x","elicitation":"form"}}}"#,
+            None,
+        );
+        let c = load(&agent, &cwd, false);
+        let got: Vec<(&str, Elicitation)> = c
+            .servers
+            .iter()
+            .map(|s| (s.name.as_str(), s.elicitation))
+            .collect();
+        assert_eq!(
+            got,
+            [
+                ("a", Elicitation::None),
+                ("b", Elicitation::None),
+                ("c", Elicitation::Defaults)
+            ]
+        );
+        let g = agent.join("mcp.json").display().to_string();
+        assert_eq!(
+            c.errors,
+            ["d", "e"].map(|n| format!(
+                "{g}: server \"{n}\": elicitation must be \"none\" or \"defaults\""
+            ))
+        );
     }
 
     #[test]

@@ -14,6 +14,7 @@ pub mod auth;
 pub mod cache;
 pub mod client;
 pub mod config;
+pub mod elicit;
 mod http;
 pub mod naming;
 pub mod status;
