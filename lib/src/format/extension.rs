@@ -82,6 +82,11 @@ pub struct Register {
     /// Extensions that failed to load (the rest still run).
     #[serde(default)]
     pub errors: Vec<LoadError>,
+    /// The process answers [`HostRecord::Reload`] (the Node host does);
+    /// one that does not keeps its registration across session
+    /// replacements.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub reloads: bool,
 }
 
 /// What one extension registered.
@@ -245,6 +250,14 @@ pub enum HostRecord {
         tool_call_id: String,
         params: Value,
         ctx: Ctx,
+    },
+    /// A session replacement (pi 1.6.0 calls every extension's factory
+    /// again): the process drops its registrations and loads its
+    /// extensions again; answered by one result holding the new
+    /// [`Register`] (`extensions`, `errors`). Sent only to a process whose
+    /// `register` said `reloads: true`.
+    Reload {
+        id: u64,
     },
     /// The run was aborted while request `id` was outstanding.
     Cancel {

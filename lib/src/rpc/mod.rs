@@ -89,6 +89,9 @@ pub struct RpcOptions {
     pub auto_compaction: bool,
     /// `get_commands`' list (extension commands, templates, skills).
     pub commands: Vec<Value>,
+    /// Makes `commands` again after a session replacement (the extensions
+    /// registered anew); `None`: the list stays.
+    pub refresh_commands: Option<Arc<dyn Fn() -> Vec<Value> + Send + Sync>>,
     /// The extensions' UI, answered by this client (§1.8).
     pub ui: Option<Arc<ui::RpcUi>>,
     /// Whether an extension asked to end the process (`ctx.shutdown()`):
