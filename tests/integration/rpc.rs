@@ -2732,3 +2732,90 @@ fn rpc_extensions_are_loaded_again_after_session_replacement_as_pi() {
         "the first instance's tools are gone from the next request"
     );
 }
+
+/// The `user_bash` probe (`tests/ext-node/fixtures/user-bash.cjs`).
+const USER_BASH_PROBE: &str = include_str!("../ext-node/fixtures/user-bash.cjs");
+
+/// `bash` sent while a reply streams (held at the mock), with an
+/// extension's `user_bash` handler, side by side with pi 1.6.0: the
+/// handler is asked at once (not idle), and its `{result}`, the command
+/// run here (no answer: `bash_execution_update`, then the response) or its
+/// throw (`extension_error`, a failed response) answer before the reply
+/// ends; the `bashExecution` entry is appended after the run, whose
+/// requests do not carry it.
+#[test]
+fn rpc_bash_with_a_user_bash_handler_while_a_run_streams_matches_pi() {
+    let Some(o) = Oracle::find("rpc bash with user_bash while streaming side by side") else {
+        return;
+    };
+    let run = |pi: bool, mode: &str| {
+        let sb = Sandbox::new();
+        let server = Server::holding(
+            vec![text_turn("First answer."), text_turn("Second answer.")],
+            vec![1],
+        );
+        configure(&sb.agent(), server.port, &[]);
+        let mut cmd = side(&o, &sb, pi, true);
+        with_extension(&mut cmd, &o, &sb, "user-bash.cjs", USER_BASH_PROBE);
+        cmd.env("PROBE_LOG", sb.root().join("probe.log"))
+            .env("UB_MODE", mode);
+        let mut client = Client::spawn(cmd);
+        let settled = |v: &Value| v["type"] == "agent_settled";
+        client.send(&json!({"id": "p0", "type": "prompt", "message": "first question"}));
+        client.wait_count("settled", 1, &settled);
+        client.send(&json!({"id": "p1", "type": "prompt", "message": "second question"}));
+        client.response("p1");
+        server.wait_requests(2);
+        let from = client.seen.len();
+        client.send(&json!({"id": "b", "type": "bash", "command": "echo hello"}));
+        client.response("b");
+        assert!(
+            !client.seen[from..].iter().any(|v| v["type"] == "agent_end"),
+            "pi: {pi}, {mode}: bash answered while the reply is held"
+        );
+        server.release();
+        client.wait_count("settled", 2, &settled);
+        client.send(&json!({"id": "gm", "type": "get_messages"}));
+        client.response("gm");
+        let (code, seen, err) = client.finish();
+        assert_eq!(code, Some(0), "{err}");
+        let entries: Vec<String> = session_lines(&sb)
+            .iter()
+            .filter(|l| l["type"] == "message")
+            .map(|l| l["message"]["role"].as_str().unwrap_or("?").to_string())
+            .collect();
+        let reqs = server.requests.lock().unwrap().clone();
+        let carried = reqs.iter().any(|r| r.to_string().contains("hello"));
+        let log = std::fs::read_to_string(sb.root().join("probe.log")).unwrap_or_default();
+        let records: Vec<Value> = seen[from..].to_vec();
+        (records, entries, reqs.len(), carried, log)
+    };
+    for mode in ["local", "result", "throw"] {
+        let (want, want_entries, want_reqs, want_carried, want_log) = run(true, mode);
+        let (got, got_entries, got_reqs, got_carried, got_log) = run(false, mode);
+        let label = format!("bash with user_bash ({mode}) while streaming (pi 1.6.0 live)");
+        let problems = compare(&label, &want, &got);
+        assert!(problems.is_empty(), "{}", problems.join("\n"));
+        let problems = compare_full(
+            &label,
+            &["extension_error", "bash_execution_update"],
+            &want,
+            &got,
+        );
+        assert!(problems.is_empty(), "{}", problems.join("\n"));
+        assert_eq!(
+            got_entries, want_entries,
+            "{mode}: message entries in order"
+        );
+        assert_eq!(got_reqs, want_reqs, "{mode}: model requests");
+        assert!(
+            !want_carried && !got_carried,
+            "{mode}: the run's requests carry no bash output"
+        );
+        assert_eq!(got_log, want_log, "{mode}: the handler saw the same");
+        assert_eq!(
+            got_log.trim(),
+            r#"{"type":"user_bash","command":"echo hello","idle":false}"#
+        );
+    }
+}
