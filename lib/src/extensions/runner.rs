@@ -774,10 +774,23 @@ impl Runner {
         let Some(me) = self.me.upgrade() else {
             return;
         };
-        let old_names: HashSet<String> = gone
+        // The old instances' tools, by what they are (another tool of one
+        // of their names, e.g. a built-in subagent control tool that
+        // displaced a legacy extension's, stays).
+        let old_tools: Vec<(String, String, Value)> = gone
             .iter()
-            .flat_map(|e| e.tools().into_iter().map(|t| t.name))
+            .flat_map(|e| {
+                e.tools()
+                    .into_iter()
+                    .map(|t| (t.name, t.description, t.parameters))
+            })
             .collect();
+        let is_old = move |t: &Arc<dyn crate::tools::Tool>| {
+            let d = t.definition();
+            old_tools
+                .iter()
+                .any(|(n, desc, p)| *n == d.name && *desc == d.description && *p == d.parameters)
+        };
         let mut taken: HashSet<String> = self
             .extensions()
             .iter()
@@ -805,17 +818,30 @@ impl Runner {
                 new_tools.push((tool, active));
             }
         }
+        // A new tool whose name another tool holds (not one of the old
+        // instances') does not join.
+        let join = |list: &mut Vec<Arc<dyn crate::tools::Tool>>,
+                    t: &Arc<dyn crate::tools::Tool>| {
+            let name = t.definition().name;
+            if !list.iter().any(|o| o.definition().name == name) {
+                list.push(Arc::clone(t));
+            }
+        };
         {
             let mut pool = lock(&self.pool);
-            pool.retain(|t| !old_names.contains(&t.definition().name));
-            pool.extend(new_tools.iter().map(|(t, _)| Arc::clone(t)));
+            pool.retain(|t| !is_old(t));
+            for (t, _) in &new_tools {
+                join(&mut pool, t);
+            }
         }
         let builder = lock(&self.prompt).clone();
         let weak = self.me.clone();
         self.push_op(Box::new(move |agent, _emit| {
             let mut tools = agent.opts.tools.clone();
-            tools.retain(|t| !old_names.contains(&t.definition().name));
-            tools.extend(new_tools.into_iter().filter(|(_, a)| *a).map(|(t, _)| t));
+            tools.retain(|t| !is_old(t));
+            for (t, _) in new_tools.iter().filter(|(_, active)| *active) {
+                join(&mut tools, t);
+            }
             if let Some(me) = weak.upgrade() {
                 me.retool(agent, tools, builder);
             }

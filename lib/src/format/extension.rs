@@ -16,8 +16,11 @@
 //! ([`HostRecord::Event`], answered by [`ExtRecord::Result`]), tool
 //! executions ([`HostRecord::Execute`], [`ExtRecord::Update`]s then a
 //! result), and at any time calls from the extension
-//! ([`ExtRecord::Call`], answered by [`HostRecord::Return`]) → at the end
-//! the `session_shutdown` event, then [`HostRecord::Bye`] and stdin closes.
+//! ([`ExtRecord::Call`], answered by [`HostRecord::Return`]); after a
+//! session replacement a [`HostRecord::Reload`] to a process that said
+//! `reloads` (answered by a result holding a new [`Register`]) and
+//! [`Configure`] again → at the end the `session_shutdown` event, then
+//! [`HostRecord::Bye`] and stdin closes.
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
@@ -440,6 +443,16 @@ mod tests {
         };
         assert_eq!(reg.extensions[0].tools[0].name, "t");
         assert_eq!(reg.extensions[0].flags[0].kind, "boolean");
+        assert!(
+            !reg.reloads,
+            "a process that does not say so does not reload"
+        );
+        let ExtRecord::Register(reg) =
+            ExtRecord::parse(r#"{"type":"register","protocol":1,"reloads":true}"#).unwrap()
+        else {
+            panic!()
+        };
+        assert!(reg.reloads);
         assert_eq!(
             ExtRecord::parse(r#"{"type":"result","id":3,"result":null}"#).unwrap(),
             ExtRecord::Result {
@@ -495,6 +508,8 @@ mod tests {
     fn host_records_are_tagged_lines() {
         let l = HostRecord::Cancel { id: 4 }.to_line();
         assert_eq!(l, r#"{"type":"cancel","id":4}"#);
+        let l = HostRecord::Reload { id: 5 }.to_line();
+        assert_eq!(l, r#"{"type":"reload","id":5}"#);
         let l = HostRecord::Return {
             id: Value::String("c1".into()),
             result: Some(Value::Null),
