@@ -38,10 +38,13 @@ out or dies blocks the call (the tool never runs); other handler errors are
 pi). A broken extension is one stderr line; the run goes on.
 `/name args` runs an extension command instead of the agent; extension
 flags (--name [value]) are accepted once an extension registers them.
+After a session replacement (RPC new_session, fork, clone, switch_session)
+each TS/JS extension's factory runs again in the same host, as in pi.
 
 RPC mode (--mode rpc): JSON commands on stdin, responses and events on
-stdout (README: RPC mode). Stdin EOF stops a running request and exits 0;
-SIGTERM and SIGHUP exit 143 and 129 with the session saved.
+stdout (README: RPC mode). `bash` runs at once, also while a run streams
+(after asking any user_bash handler). Stdin EOF stops a running request
+and exits 0; SIGTERM and SIGHUP exit 143 and 129 with the session saved.
 
 Exit status:
   0    the run ended with an answer (or an extension command or input

@@ -123,18 +123,28 @@ pub async fn serve(
     }
     let input = pi_lib::rpc::io::stdin_and_signals().map_err(CliError::failed)?;
     agent.prepare_session().map_err(CliError::failed)?;
-    let ext_commands: Vec<_> = setup
-        .runner
-        .extensions()
-        .iter()
-        .flat_map(|e| e.commands().into_iter().map(|c| (e.path.clone(), c)))
-        .collect();
-    let mut commands = pi_lib::rpc::command_list(&ext_commands, setup.resources);
-    // pi's built-in extensions load after every other one: their commands
-    // follow the extensions' (before templates and skills).
-    if setup.mcp_on {
-        commands.insert(ext_commands.len(), pi_lib::rpc::builtin_mcp_command());
-    }
+    // Made again after a session replacement (the extensions load anew).
+    let command_list: Arc<dyn Fn() -> Vec<Value> + Send + Sync> = {
+        let (runner, resources, mcp_on) = (
+            Arc::clone(setup.runner),
+            setup.resources.clone(),
+            setup.mcp_on,
+        );
+        Arc::new(move || {
+            let ext_commands: Vec<_> = runner
+                .extensions()
+                .iter()
+                .flat_map(|e| e.commands().into_iter().map(|c| (e.path.clone(), c)))
+                .collect();
+            let mut commands = pi_lib::rpc::command_list(&ext_commands, &resources);
+            // pi's built-in extensions load after every other one: their
+            // commands follow the extensions' (before templates and skills).
+            if mcp_on {
+                commands.insert(ext_commands.len(), pi_lib::rpc::builtin_mcp_command());
+            }
+            commands
+        })
+    };
     let mut opts = RpcOptions {
         registry: registry
             .filter(|r| {
@@ -145,7 +155,8 @@ pub async fn serve(
             .map(Arc::new),
         agent_dir: setup.agent_dir.to_path_buf(),
         auto_compaction: agent.auto_compaction,
-        commands,
+        commands: command_list(),
+        refresh_commands: Some(command_list),
         ui: None,
         shutdown_requested: Some({
             let runner = Arc::clone(setup.runner);

@@ -462,3 +462,53 @@ ts("stripped TypeScript is cached: a second load reads the cached module instead
 	writeFileSync(ext, `export default function (pi: any): void { pi.registerCommand("second", { handler() {} }); }\n`);
 	assert.deepEqual(await load(), [["second"]]);
 });
+
+test("reload runs every factory again in the same process: module state carries over, the old pi and ctx are stale, flags are configured again", async (t) => {
+	const dir = scratch(t);
+	const ext = join(dir, "counter.cjs");
+	writeFileSync(
+		ext,
+		`let calls = 0; let first = null; let firstCtx = null;
+module.exports = function (pi) {
+  const n = ++calls;
+  if (n === 1) first = pi;
+  pi.registerFlag("f", { type: "string", default: "dflt" });
+  pi.registerCommand("c" + n, { handler: async () => {} });
+  pi.on("session_start", async (_e, ctx) => { if (n === 1) firstCtx = ctx; });
+  pi.events.on("ch", () => { throw new Error("listener of instance " + n); });
+  pi.registerTool({ name: "t", description: "instance " + n, parameters: { type: "object", properties: {} },
+    execute: async () => {
+      const tryIt = (f) => { try { return { ok: f() ?? null }; } catch (e) { return { err: e.message }; } };
+      pi.events.emit("ch", {});
+      return { content: [{ type: "text", text: JSON.stringify({ n, flag: pi.getFlag("f"),
+        oldFlag: tryIt(() => first.getFlag("f")), oldCwd: tryIt(() => firstCtx && firstCtx.cwd) }) }] };
+    } });
+};
+`,
+	);
+	const { d, reg } = await started(t, [ext], { node: TS_NODE ?? process.execPath });
+	assert.equal(reg.reloads, true, "the Node host says it reloads");
+	assert.deepEqual(reg.extensions[0].commands, [{ name: "c1" }]);
+	d.send({ type: "configure", ext: 0, flags: { f: "given" } });
+	await d.event(0, { type: "session_start", reason: "startup" });
+	const run = async () => JSON.parse((await d.request({ type: "execute", ext: 0, tool: "t", toolCallId: "x", params: {} })).result.content[0].text);
+	assert.deepEqual(await run(), { n: 1, flag: "given", oldFlag: { ok: "given" }, oldCwd: { ok: process.cwd() } });
+
+	const r = await d.request({ type: "reload" });
+	assert.deepEqual(r.result.errors, []);
+	assert.deepEqual(r.result.extensions.map((e) => [e.ext, e.commands, e.tools.map((x) => x.description), e.flags.map((f) => f.name)]), [[0, [{ name: "c2" }], ["instance 2"], ["f"]]]);
+	// Until configured again the new flag reads its default.
+	const before = await run();
+	assert.equal(before.flag, "dflt");
+	d.send({ type: "configure", ext: 0, flags: { f: "given" } });
+	const after = await run();
+	assert.equal(after.n, 2, "the factory ran a second time, the counter kept");
+	assert.equal(after.flag, "given");
+	for (const k of ["oldFlag", "oldCwd"]) assert.match(after[k].err ?? "", /^This extension ctx is stale after session replacement or reload\./, k);
+	// The old command is gone; only the new instance's bus listener is left.
+	assert.equal((await d.event(0, { type: "command", name: "c1", args: "" })).error, "Unknown command: /c1");
+	const errs = d.records.filter((x) => x.type === "extension_error" && x.event === "events:ch").map((x) => x.error);
+	assert.deepEqual(errs.slice(-1), ["listener of instance 2"]);
+	assert.equal(errs.filter((e) => e === "listener of instance 1").length, 1, "instance 1's listener heard only the emit before the reload");
+	assert.equal(errs.length, 3);
+});

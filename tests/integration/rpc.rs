@@ -2571,3 +2571,251 @@ fn mcp_command_in_json_mode_is_handled_silently_as_pi() {
         assert_eq!(run(Some(&o)), ours, "pi 1.6.0 vs ours");
     }
 }
+
+// ---------------------------------------------------------------------------
+// Extensions loaded again after a session replacement, side by side with
+// pi 1.6.0.
+
+/// The reload probe (`tests/ext-node/fixtures/reload-probe.cjs`).
+const RELOAD_PROBE: &str = include_str!("../ext-node/fixtures/reload-probe.cjs");
+
+/// One drive with the reload probe: the records, and the probe's log (its
+/// module id checked to be one and dropped) followed by one record of the
+/// commands each `get_commands` listed and the tools of each model request.
+fn reload_run(o: &Oracle, pi: bool, commands: &[Value]) -> (Vec<Value>, Vec<Value>) {
+    let sb = Sandbox::new();
+    let server = Server::start(vec![
+        text_turn("Answer one."),
+        text_turn("Answer two."),
+        text_turn("Answer three."),
+    ]);
+    configure(&sb.agent(), server.port, &[]);
+    let mut cmd = side(o, &sb, pi, true);
+    with_extension(&mut cmd, o, &sb, "probe.cjs", RELOAD_PROBE);
+    cmd.args(["--probe-flag", "cli-value"])
+        .env("PROBE_LOG", sb.root().join("probe.log"));
+    let records = drive_refs(cmd, commands);
+    let text = std::fs::read_to_string(sb.root().join("probe.log")).unwrap_or_default();
+    let mut ids = std::collections::BTreeSet::new();
+    let log: Vec<Value> = text
+        .lines()
+        .map(|l| {
+            let mut v: Value = serde_json::from_str(l).unwrap();
+            ids.insert(v["mod"].to_string());
+            v.as_object_mut().unwrap().remove("mod");
+            v
+        })
+        .collect();
+    assert_eq!(ids.len(), 1, "pi: {pi}: one module instance: {ids:?}");
+    let listed: Vec<Value> = responses(&records)
+        .iter()
+        .filter(|r| r["command"] == "get_commands")
+        .map(|r| {
+            let names: Vec<Value> = r["data"]["commands"]
+                .as_array()
+                .map(|a| {
+                    a.iter()
+                        .map(|c| json!([c["name"], c["description"]]))
+                        .collect()
+                })
+                .unwrap_or_default();
+            json!({"id": r["id"], "commands": names})
+        })
+        .collect();
+    let tools: Vec<Value> = server
+        .requests
+        .lock()
+        .unwrap()
+        .iter()
+        .map(|b| {
+            json!(b["tools"]
+                .as_array()
+                .map(|a| a
+                    .iter()
+                    .map(|t| t["function"]["name"].clone())
+                    .collect::<Vec<_>>())
+                .unwrap_or_default())
+        })
+        .collect();
+    let mut log = log;
+    log.push(json!({"listed": listed, "tools": tools}));
+    (records, log)
+}
+
+#[test]
+fn rpc_extensions_are_loaded_again_after_session_replacement_as_pi() {
+    let Some(o) = Oracle::find("rpc extension reload side by side") else {
+        return;
+    };
+    let commands = [
+        json!({"id": "gc0", "type": "get_commands"}),
+        json!({"id": "ns", "type": "new_session"}),
+        json!({"id": "gc1", "type": "get_commands"}),
+        json!({"id": "pp", "type": "prompt", "message": "/probe a"}),
+        json!({"id": "po1", "type": "prompt", "message": "/only1"}),
+        json!({"id": "po2", "type": "prompt", "message": "/only2"}),
+        json!({"id": "st", "type": "prompt", "message": "/stale"}),
+        json!({"id": "p1", "type": "prompt", "message": "hello"}),
+        json!({"id": "s1", "type": "get_state"}),
+        json!({"id": "fm", "type": "get_fork_messages"}),
+        json!({"id": "fk", "type": "fork", "entryId": "@fm/data/messages/0/entryId"}),
+        json!({"id": "gc2", "type": "get_commands"}),
+        json!({"id": "p2", "type": "prompt", "message": "again"}),
+        json!({"id": "cl", "type": "clone"}),
+        json!({"id": "sw", "type": "switch_session", "sessionPath": "@s1/data/sessionFile"}),
+        json!({"id": "gc3", "type": "get_commands"}),
+        json!({"id": "p3", "type": "prompt", "message": "/probe z"}),
+    ];
+    let (pi, pi_log) = reload_run(&o, true, &commands);
+    let (got, log) = reload_run(&o, false, &commands);
+    let problems = compare("reload (pi 1.6.0 live)", &pi, &got);
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+    assert_eq!(
+        log, pi_log,
+        "the probe saw the same factory calls, events and commands"
+    );
+    // What that record says, spelled out (it fails on the old pi-run,
+    // which kept the first registration serving every session).
+    let of = |t: &str| -> Vec<(u64, String)> {
+        log.iter()
+            .filter(|e| e["type"] == t)
+            .map(|e| {
+                (
+                    e["n"].as_u64().unwrap_or(0),
+                    e["reason"].as_str().unwrap_or("").to_string(),
+                )
+            })
+            .collect()
+    };
+    assert_eq!(
+        of("factory").len(),
+        5,
+        "a factory call per session: {log:?}"
+    );
+    assert_eq!(
+        of("session_start"),
+        [
+            (1, "startup"),
+            (2, "new"),
+            (3, "fork"),
+            (4, "fork"),
+            (5, "resume")
+        ]
+        .map(|(n, r)| (n, r.to_string()))
+    );
+    assert_eq!(
+        of("session_shutdown"),
+        [
+            (1, "new"),
+            (2, "fork"),
+            (3, "fork"),
+            (4, "resume"),
+            (5, "quit")
+        ]
+        .map(|(n, r)| (n, r.to_string()))
+    );
+    let stale = log
+        .iter()
+        .find(|e| e["name"] == "stale")
+        .expect("/stale ran");
+    for (k, v) in stale["out"].as_object().unwrap() {
+        assert!(
+            v["err"].as_str().is_some_and(|e| e
+                .starts_with("This extension ctx is stale after session replacement or reload.")),
+            "{k}: {v}"
+        );
+    }
+    let last = log.last().unwrap();
+    assert_eq!(
+        last["tools"][0],
+        json!(["read", "bash", "edit", "write", "tool_2"]),
+        "the first instance's tools are gone from the next request"
+    );
+}
+
+/// The `user_bash` probe (`tests/ext-node/fixtures/user-bash.cjs`).
+const USER_BASH_PROBE: &str = include_str!("../ext-node/fixtures/user-bash.cjs");
+
+/// `bash` sent while a reply streams (held at the mock), with an
+/// extension's `user_bash` handler, side by side with pi 1.6.0: the
+/// handler is asked at once (not idle), and its `{result}`, the command
+/// run here (no answer: `bash_execution_update`, then the response) or its
+/// throw (`extension_error`, a failed response) answer before the reply
+/// ends; the `bashExecution` entry is appended after the run, whose
+/// requests do not carry it.
+#[test]
+fn rpc_bash_with_a_user_bash_handler_while_a_run_streams_matches_pi() {
+    let Some(o) = Oracle::find("rpc bash with user_bash while streaming side by side") else {
+        return;
+    };
+    let run = |pi: bool, mode: &str| {
+        let sb = Sandbox::new();
+        let server = Server::holding(
+            vec![text_turn("First answer."), text_turn("Second answer.")],
+            vec![1],
+        );
+        configure(&sb.agent(), server.port, &[]);
+        let mut cmd = side(&o, &sb, pi, true);
+        with_extension(&mut cmd, &o, &sb, "user-bash.cjs", USER_BASH_PROBE);
+        cmd.env("PROBE_LOG", sb.root().join("probe.log"))
+            .env("UB_MODE", mode);
+        let mut client = Client::spawn(cmd);
+        let settled = |v: &Value| v["type"] == "agent_settled";
+        client.send(&json!({"id": "p0", "type": "prompt", "message": "first question"}));
+        client.wait_count("settled", 1, &settled);
+        client.send(&json!({"id": "p1", "type": "prompt", "message": "second question"}));
+        client.response("p1");
+        server.wait_requests(2);
+        let from = client.seen.len();
+        client.send(&json!({"id": "b", "type": "bash", "command": "echo hello"}));
+        client.response("b");
+        assert!(
+            !client.seen[from..].iter().any(|v| v["type"] == "agent_end"),
+            "pi: {pi}, {mode}: bash answered while the reply is held"
+        );
+        server.release();
+        client.wait_count("settled", 2, &settled);
+        client.send(&json!({"id": "gm", "type": "get_messages"}));
+        client.response("gm");
+        let (code, seen, err) = client.finish();
+        assert_eq!(code, Some(0), "{err}");
+        let entries: Vec<String> = session_lines(&sb)
+            .iter()
+            .filter(|l| l["type"] == "message")
+            .map(|l| l["message"]["role"].as_str().unwrap_or("?").to_string())
+            .collect();
+        let reqs = server.requests.lock().unwrap().clone();
+        let carried = reqs.iter().any(|r| r.to_string().contains("hello"));
+        let log = std::fs::read_to_string(sb.root().join("probe.log")).unwrap_or_default();
+        let records: Vec<Value> = seen[from..].to_vec();
+        (records, entries, reqs.len(), carried, log)
+    };
+    for mode in ["local", "result", "throw"] {
+        let (want, want_entries, want_reqs, want_carried, want_log) = run(true, mode);
+        let (got, got_entries, got_reqs, got_carried, got_log) = run(false, mode);
+        let label = format!("bash with user_bash ({mode}) while streaming (pi 1.6.0 live)");
+        let problems = compare(&label, &want, &got);
+        assert!(problems.is_empty(), "{}", problems.join("\n"));
+        let problems = compare_full(
+            &label,
+            &["extension_error", "bash_execution_update"],
+            &want,
+            &got,
+        );
+        assert!(problems.is_empty(), "{}", problems.join("\n"));
+        assert_eq!(
+            got_entries, want_entries,
+            "{mode}: message entries in order"
+        );
+        assert_eq!(got_reqs, want_reqs, "{mode}: model requests");
+        assert!(
+            !want_carried && !got_carried,
+            "{mode}: the run's requests carry no bash output"
+        );
+        assert_eq!(got_log, want_log, "{mode}: the handler saw the same");
+        assert_eq!(
+            got_log.trim(),
+            r#"{"type":"user_bash","command":"echo hello","idle":false}"#
+        );
+    }
+}

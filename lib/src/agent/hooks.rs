@@ -302,6 +302,13 @@ pub trait Hooks: Send + Sync {
         ready(())
     }
 
+    /// A session replacement: the owners start over for the new session
+    /// (pi 1.6.0 calls every extension's factory again); changes to the
+    /// agent (its tool set) come as operations. Nothing by default.
+    fn reload(&self) -> BoxFuture<'_, ()> {
+        ready(())
+    }
+
     /// Changes to the agent its watchers asked for while the loop waited
     /// (an extension appending an entry); applied in order right after the
     /// hook call returns.

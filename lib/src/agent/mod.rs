@@ -271,6 +271,18 @@ impl Agent {
         }
     }
 
+    /// The hooks start over for a new session ([`Hooks::reload`]), their
+    /// calls served meanwhile; what they change is applied.
+    pub async fn reload_hooks(&mut self, emit: Emit<'_>) {
+        let Some(h) = self.ext.hooks.clone() else {
+            return;
+        };
+        h.set_state(self.snapshot());
+        let fut = h.reload();
+        self.wait(&h, fut, emit).await;
+        self.settle_hook(emit);
+    }
+
     /// Asks the hooks whether a session replacement (`session_before_*`)
     /// may go on; `true`: a handler cancelled it.
     pub async fn session_before(&mut self, event: Value, emit: Emit<'_>) -> bool {

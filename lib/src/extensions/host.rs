@@ -13,7 +13,7 @@ use std::collections::HashMap;
 use std::ffi::OsString;
 use std::path::PathBuf;
 use std::process::Stdio;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
@@ -90,6 +90,8 @@ pub struct Host {
     more: Arc<Mutex<Vec<RegisterMore>>>,
     /// How many dialogs (`ui.confirm` …) the extension is waiting for.
     dialogs: watch::Receiver<usize>,
+    /// Its `register` said it answers `reload`.
+    reloads: AtomicBool,
 }
 
 /// The UI calls that wait for a person.
@@ -390,6 +392,7 @@ impl Host {
             handler,
             more,
             dialogs,
+            reloads: AtomicBool::new(false),
         });
         host.send(HostRecord::Hello(hello)).await;
         let reg = match tokio::time::timeout(handshake, reg_rx).await {
@@ -422,6 +425,7 @@ impl Host {
             host.kill();
             return Err(format!("extension {display}: {reason}"));
         }
+        host.reloads.store(reg.reloads, Ordering::Relaxed);
         Ok((host, reg))
     }
 
@@ -433,6 +437,12 @@ impl Host {
     /// Registrations made after load, not taken yet.
     pub fn take_more(&self) -> Vec<RegisterMore> {
         std::mem::take(&mut lock(&self.more))
+    }
+
+    /// Whether it answers [`HostRecord::Reload`] (loads its extensions
+    /// again for a new session).
+    pub fn reloads(&self) -> bool {
+        self.reloads.load(Ordering::Relaxed)
     }
 
     /// Why the process is dead, if it is.

@@ -144,6 +144,9 @@ pub struct Runner {
     shutdown_requested: AtomicBool,
     /// Model/level changes whose `*_select` events are still going out.
     followups: tokio::sync::watch::Sender<usize>,
+    /// The flag values the command line gave ([`Runner::configure`]),
+    /// given again to the instances a reload makes.
+    given_flags: Mutex<Map<String, Value>>,
 }
 
 /// The system prompt's sections for an active tool set (pi-run's plan with
@@ -172,6 +175,7 @@ impl Runner {
             agent_dir: Mutex::default(),
             shutdown_requested: AtomicBool::new(false),
             followups: tokio::sync::watch::channel(0).0,
+            given_flags: Mutex::default(),
         })
     }
 
@@ -649,7 +653,12 @@ impl Runner {
     /// The flag values each extension gets (`configure`), from what the
     /// command line gave: every flag it registered, its default otherwise.
     pub async fn configure(&self, given: &Map<String, Value>) {
-        for e in self.extensions() {
+        *lock(&self.given_flags) = given.clone();
+        self.configure_exts(&self.extensions(), given).await;
+    }
+
+    async fn configure_exts(&self, exts: &[Arc<ExtInfo>], given: &Map<String, Value>) {
+        for e in exts {
             let mut flags = Map::new();
             for f in &e.reg.flags {
                 let v = given
@@ -662,6 +671,181 @@ impl Runner {
             let send = e.host.send(HostRecord::Configure { ext: e.ext, flags });
             let _ = tokio::time::timeout(self.cfg.event_timeout, send).await;
         }
+    }
+
+    /// A session replacement, as pi 1.6.0 does it: every process that
+    /// reloads (the Node host) runs its extensions' factories again, and
+    /// their new registrations replace the old ones in place, in one swap
+    /// (handlers, commands, flags, tools; the flag values the command line
+    /// gave are given again). A process that does not reload keeps its
+    /// registration. The agent's tools follow in an operation: the old
+    /// instances' tools leave, the new ones' join (active unless
+    /// `defaultActive: false`), the prompt's sections are rebuilt.
+    async fn reload_all(&self) {
+        self.absorb_more();
+        let old = self.extensions();
+        let mut hosts: Vec<Arc<Host>> = Vec::new();
+        for e in &old {
+            if e.host.reloads()
+                && e.host.dead_reason().is_none()
+                && !hosts.iter().any(|h| Arc::ptr_eq(h, &e.host))
+            {
+                hosts.push(Arc::clone(&e.host));
+            }
+        }
+        if hosts.is_empty() {
+            return;
+        }
+        // The host bounds each factory by its load timeout.
+        let limit = self.cfg.event_timeout
+            + Duration::from_secs(10) * u32::try_from(old.len()).unwrap_or(u32::MAX).max(1);
+        let mut fresh: Vec<(Arc<Host>, Vec<ExtInfo>)> = Vec::new();
+        for h in hosts {
+            let answer = h
+                .request(
+                    |id| HostRecord::Reload { id },
+                    None,
+                    Some(limit),
+                    &self.cancel,
+                )
+                .await;
+            // Late registrations of the old instances are void.
+            h.take_more();
+            let reg = match answer {
+                Ok(v) => serde_json::from_value::<crate::format::extension::Register>(v)
+                    .map_err(|e| format!("bad reload answer: {e}")),
+                Err(HostError::Failed(m)) | Err(HostError::Dead(m)) => Err(m),
+                Err(HostError::Timeout) => {
+                    Err(format!("did not reload within {} s", limit.as_secs_f64()))
+                }
+                Err(HostError::Aborted) => Err("reload aborted".into()),
+            };
+            let mut infos = Vec::new();
+            match reg {
+                Ok(reg) => {
+                    for err in &reg.errors {
+                        eprintln!(
+                            "{}: extension {}: {}; skipped",
+                            self.cfg.prog, err.path, err.message
+                        );
+                    }
+                    for r in reg.extensions {
+                        let path = old
+                            .iter()
+                            .find(|o| Arc::ptr_eq(&o.host, &h) && o.ext == r.ext)
+                            .map(|o| o.path.clone())
+                            .unwrap_or_else(|| r.path.clone());
+                        infos.push(ExtInfo::new(Arc::clone(&h), r.ext, path, r));
+                    }
+                }
+                Err(msg) => eprintln!("{}: extension {}: {msg}", self.cfg.prog, h.display),
+            }
+            fresh.push((h, infos));
+        }
+        let (gone, added): (Vec<Arc<ExtInfo>>, Vec<Arc<ExtInfo>>) = {
+            let mut exts = lock(&self.exts);
+            let mut out = Vec::new();
+            let mut gone = Vec::new();
+            let mut added = Vec::new();
+            for e in exts.iter() {
+                match fresh.iter_mut().find(|(h, _)| Arc::ptr_eq(h, &e.host)) {
+                    None => out.push(Arc::clone(e)),
+                    Some((_, infos)) => {
+                        gone.push(Arc::clone(e));
+                        // The host's new block takes its first old place.
+                        for info in std::mem::take(infos) {
+                            let info = Arc::new(info);
+                            added.push(Arc::clone(&info));
+                            out.push(info);
+                        }
+                    }
+                }
+            }
+            let mut events = lock(&self.events);
+            events.clear();
+            for e in &out {
+                events.extend(lock(&e.events).iter().cloned());
+            }
+            *exts = out;
+            (gone, added)
+        };
+        let given = lock(&self.given_flags).clone();
+        self.configure_exts(&added, &given).await;
+        let Some(me) = self.me.upgrade() else {
+            return;
+        };
+        // The old instances' tools, by what they are (another tool of one
+        // of their names, e.g. a built-in subagent control tool that
+        // displaced a legacy extension's, stays).
+        let old_tools: Vec<(String, String, Value)> = gone
+            .iter()
+            .flat_map(|e| {
+                e.tools()
+                    .into_iter()
+                    .map(|t| (t.name, t.description, t.parameters))
+            })
+            .collect();
+        let is_old = move |t: &Arc<dyn crate::tools::Tool>| {
+            let d = t.definition();
+            old_tools
+                .iter()
+                .any(|(n, desc, p)| *n == d.name && *desc == d.description && *p == d.parameters)
+        };
+        let mut taken: HashSet<String> = self
+            .extensions()
+            .iter()
+            .filter(|e| !added.iter().any(|a| Arc::ptr_eq(a, e)))
+            .flat_map(|e| e.tools().into_iter().map(|t| t.name))
+            .collect();
+        let mut new_tools: Vec<(Arc<dyn crate::tools::Tool>, bool)> = Vec::new();
+        for e in &added {
+            for spec in e.tools() {
+                if !taken.insert(spec.name.clone()) {
+                    eprintln!(
+                        "{}: extension {}: Tool \"{}\" conflicts with another extension; skipped",
+                        self.cfg.prog, e.path, spec.name
+                    );
+                    continue;
+                }
+                let active = spec.default_active != Some(false);
+                let tool: Arc<dyn crate::tools::Tool> = Arc::new(super::tool::ExtensionTool {
+                    host: Arc::clone(&e.host),
+                    ext: e.ext,
+                    path: e.path.clone(),
+                    spec,
+                    runner: Arc::clone(&me),
+                });
+                new_tools.push((tool, active));
+            }
+        }
+        // A new tool whose name another tool holds (not one of the old
+        // instances') does not join.
+        let join = |list: &mut Vec<Arc<dyn crate::tools::Tool>>,
+                    t: &Arc<dyn crate::tools::Tool>| {
+            let name = t.definition().name;
+            if !list.iter().any(|o| o.definition().name == name) {
+                list.push(Arc::clone(t));
+            }
+        };
+        {
+            let mut pool = lock(&self.pool);
+            pool.retain(|t| !is_old(t));
+            for (t, _) in &new_tools {
+                join(&mut pool, t);
+            }
+        }
+        let builder = lock(&self.prompt).clone();
+        let weak = self.me.clone();
+        self.push_op(Box::new(move |agent, _emit| {
+            let mut tools = agent.opts.tools.clone();
+            tools.retain(|t| !is_old(t));
+            for (t, _) in new_tools.iter().filter(|(_, active)| *active) {
+                join(&mut tools, t);
+            }
+            if let Some(me) = weak.upgrade() {
+                me.retool(agent, tools, builder);
+            }
+        }));
     }
 
     /// Every extension command under the name that invokes it, in pi's
@@ -866,6 +1050,10 @@ impl Hooks for Runner {
 
     fn drain_events(&self) -> Vec<Value> {
         std::mem::take(&mut lock(&self.errors))
+    }
+
+    fn reload(&self) -> BoxFuture<'_, ()> {
+        Box::pin(self.reload_all())
     }
 
     fn take_ops(&self) -> Vec<AgentOp> {

@@ -16,8 +16,11 @@
 //! ([`HostRecord::Event`], answered by [`ExtRecord::Result`]), tool
 //! executions ([`HostRecord::Execute`], [`ExtRecord::Update`]s then a
 //! result), and at any time calls from the extension
-//! ([`ExtRecord::Call`], answered by [`HostRecord::Return`]) → at the end
-//! the `session_shutdown` event, then [`HostRecord::Bye`] and stdin closes.
+//! ([`ExtRecord::Call`], answered by [`HostRecord::Return`]); after a
+//! session replacement a [`HostRecord::Reload`] to a process that said
+//! `reloads` (answered by a result holding a new [`Register`]) and
+//! [`Configure`] again → at the end the `session_shutdown` event, then
+//! [`HostRecord::Bye`] and stdin closes.
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
@@ -82,6 +85,11 @@ pub struct Register {
     /// Extensions that failed to load (the rest still run).
     #[serde(default)]
     pub errors: Vec<LoadError>,
+    /// The process answers [`HostRecord::Reload`] (the Node host does);
+    /// one that does not keeps its registration across session
+    /// replacements.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub reloads: bool,
 }
 
 /// What one extension registered.
@@ -245,6 +253,14 @@ pub enum HostRecord {
         tool_call_id: String,
         params: Value,
         ctx: Ctx,
+    },
+    /// A session replacement (pi 1.6.0 calls every extension's factory
+    /// again): the process drops its registrations and loads its
+    /// extensions again; answered by one result holding the new
+    /// [`Register`] (`extensions`, `errors`). Sent only to a process whose
+    /// `register` said `reloads: true`.
+    Reload {
+        id: u64,
     },
     /// The run was aborted while request `id` was outstanding.
     Cancel {
@@ -427,6 +443,16 @@ mod tests {
         };
         assert_eq!(reg.extensions[0].tools[0].name, "t");
         assert_eq!(reg.extensions[0].flags[0].kind, "boolean");
+        assert!(
+            !reg.reloads,
+            "a process that does not say so does not reload"
+        );
+        let ExtRecord::Register(reg) =
+            ExtRecord::parse(r#"{"type":"register","protocol":1,"reloads":true}"#).unwrap()
+        else {
+            panic!()
+        };
+        assert!(reg.reloads);
         assert_eq!(
             ExtRecord::parse(r#"{"type":"result","id":3,"result":null}"#).unwrap(),
             ExtRecord::Result {
@@ -482,6 +508,8 @@ mod tests {
     fn host_records_are_tagged_lines() {
         let l = HostRecord::Cancel { id: 4 }.to_line();
         assert_eq!(l, r#"{"type":"cancel","id":4}"#);
+        let l = HostRecord::Reload { id: 5 }.to_line();
+        assert_eq!(l, r#"{"type":"reload","id":5}"#);
         let l = HostRecord::Return {
             id: Value::String("c1".into()),
             result: Some(Value::Null),

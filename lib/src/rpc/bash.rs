@@ -6,8 +6,9 @@
 //! joins the session only after the run (the run's own requests do not
 //! see it); so the process part ([`UserBash`]) needs no agent, and the
 //! server keeps the finished message until the run settled. An extension
-//! with a `user_bash` handler is asked first, which needs the agent: then
-//! a command sent mid-run waits for the run to settle.
+//! with a `user_bash` handler is asked first, mid-run too (through the
+//! hooks, without the agent): its `{result}` is the command's result, no
+//! answer runs the command here, a throw fails it.
 
 use std::future::Future;
 use std::path::PathBuf;
@@ -18,6 +19,7 @@ use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender};
 use tokio_util::sync::CancellationToken;
 
 use super::{parse, Ctl, Input, Parsed};
+use crate::agent::hooks::{BoxFuture, Hooks};
 use crate::agent::Agent;
 use crate::format::message::BashExecutionMessage;
 use crate::format::rpc::{RpcBashResult, RpcCommand};
@@ -146,6 +148,62 @@ impl UserBash {
     }
 }
 
+/// A `bash` command as the client sent it.
+pub(super) struct Asked {
+    pub(super) id: Option<Value>,
+    pub(super) command: String,
+    pub(super) exclude: Option<bool>,
+}
+
+impl Asked {
+    /// Runs it here.
+    pub(super) fn start(self, at: (PathBuf, bool)) -> UserBash {
+        UserBash::start(at, self.id, &self.command, self.exclude)
+    }
+}
+
+/// A command whose `user_bash` handlers are being asked.
+pub(super) type Asking<'a> = (Option<Asked>, BoxFuture<'a, Result<Option<Value>, String>>);
+
+/// pi's `user_bash` event for `command`.
+fn user_bash_event(command: &str, exclude: Option<bool>, cwd: &std::path::Path) -> Value {
+    json!({"type": "user_bash", "command": command,
+        "excludeFromContext": exclude.unwrap_or(false), "cwd": cwd})
+}
+
+/// Asks `hooks` about `asked` (mid-run: the running agent is not needed).
+pub(super) fn ask<'a>(hooks: &'a dyn Hooks, asked: Asked, cwd: &std::path::Path) -> Asking<'a> {
+    let fut = hooks.user_bash(user_bash_event(&asked.command, asked.exclude, cwd));
+    (Some(asked), fut)
+}
+
+/// Resolves with the asked command and the handlers' answer; never while
+/// nothing is asked.
+pub(super) async fn next_answer(
+    a: &mut Option<Asking<'_>>,
+) -> (Option<Asked>, Result<Option<Value>, String>) {
+    match a {
+        Some((asked, fut)) => {
+            let answer = fut.await;
+            let asked = asked.take();
+            *a = None;
+            (asked, answer)
+        }
+        None => std::future::pending().await,
+    }
+}
+
+/// A handler's `{result}` as the command's result.
+fn handler_result(r: &Value) -> RpcBashResult {
+    RpcBashResult {
+        output: r["output"].as_str().unwrap_or("").to_string(),
+        exit_code: r["exitCode"].as_i64(),
+        cancelled: r["cancelled"].as_bool().unwrap_or(false),
+        truncated: r["truncated"].as_bool().unwrap_or(false),
+        full_output_path: r["fullOutputPath"].as_str().map(str::to_string),
+    }
+}
+
 /// Where the agent's user commands run (cwd, image resizing).
 pub(super) fn where_(agent: &Agent) -> (PathBuf, bool) {
     (agent.opts.cwd.clone(), agent.opts.auto_resize_images)
@@ -188,8 +246,7 @@ impl Ctl {
         backlog: &mut std::collections::VecDeque<String>,
     ) -> Result<Option<i32>, String> {
         // An extension may run the command itself (or refuse it).
-        let event = json!({"type": "user_bash", "command": command,
-            "excludeFromContext": exclude.unwrap_or(false), "cwd": agent.opts.cwd});
+        let event = user_bash_event(command, exclude, &agent.opts.cwd);
         let out = self.out.clone();
         let own = agent
             .user_bash(event, &mut |v: &Value| {
@@ -197,20 +254,43 @@ impl Ctl {
             })
             .await?;
         if let Some(r) = own {
-            let result = RpcBashResult {
-                output: r["output"].as_str().unwrap_or("").to_string(),
-                exit_code: r["exitCode"].as_i64(),
-                cancelled: r["cancelled"].as_bool().unwrap_or(false),
-                truncated: r["truncated"].as_bool().unwrap_or(false),
-                full_output_path: r["fullOutputPath"].as_str().map(str::to_string),
-            };
-            self.bash_done(agent, id, command, exclude, result)?;
+            self.bash_done(agent, id, command, exclude, handler_result(&r))?;
             return Ok(None);
         }
         let b = UserBash::start(where_(agent), id.clone(), command, exclude);
         let (result, exit) = self.bash_to_end(b, input, backlog).await;
         self.bash_done(agent, id, command, exclude, result)?;
         Ok(exit)
+    }
+
+    /// The `user_bash` handlers answered a command sent mid-run: their
+    /// reports go out, then a `{result}` answers it (its message kept for
+    /// after the run) and a throw fails it; with no answer the command
+    /// runs here (returned).
+    pub(super) fn bash_answered(
+        &mut self,
+        asked: Option<Asked>,
+        answer: Result<Option<Value>, String>,
+        at: (PathBuf, bool),
+        hooks: Option<&dyn Hooks>,
+        bashed: &mut Vec<AgentMessage>,
+    ) -> Option<UserBash> {
+        let asked = asked?;
+        if let Some(h) = hooks {
+            for ev in h.drain_events() {
+                self.out.record(&ev);
+            }
+        }
+        match answer {
+            Err(msg) => self.respond(asked.id, "bash", Err(msg)),
+            Ok(Some(r)) => {
+                let result = handler_result(&r);
+                bashed.push(message(&asked.command, asked.exclude, &result));
+                self.respond(asked.id, "bash", Ok(serde_json::to_value(result).ok()));
+            }
+            Ok(None) => return Some(asked.start(at)),
+        }
+        None
     }
 
     /// Runs `b` to its end, reading input meanwhile (`abort_bash` cancels

@@ -89,6 +89,9 @@ pub struct RpcOptions {
     pub auto_compaction: bool,
     /// `get_commands`' list (extension commands, templates, skills).
     pub commands: Vec<Value>,
+    /// Makes `commands` again after a session replacement (the extensions
+    /// registered anew); `None`: the list stays.
+    pub refresh_commands: Option<Arc<dyn Fn() -> Vec<Value> + Send + Sync>>,
     /// The extensions' UI, answered by this client (§1.8).
     pub ui: Option<Arc<ui::RpcUi>>,
     /// Whether an extension asked to end the process (`ctx.shutdown()`):
@@ -476,10 +479,12 @@ impl Ctl {
         let mut aborts: Vec<Option<Value>> = Vec::new();
         let mut exit = None;
         let compacted;
-        // A `bash` sent mid-run runs at once (unless an extension must see
-        // it first); its message joins the session after the run.
+        // A `bash` sent mid-run runs at once (an extension's `user_bash`
+        // handler is asked first, also at once, as pi 1.6.0 does); its
+        // message joins the session after the run.
         let bash_here = bash::where_(agent);
-        let bash_hooked = agent.hooked("user_bash");
+        let bash_hooks = agent.ext.hooks.clone().filter(|h| h.handles("user_bash"));
+        let mut asking: Option<bash::Asking<'_>> = None;
         let mut user_bash: Option<bash::UserBash> = None;
         let mut bashed: Vec<AgentMessage> = Vec::new();
         {
@@ -520,6 +525,11 @@ impl Ctl {
             loop {
                 tokio::select! {
                     r = &mut fut => break compacted = r,
+                    (asked, answer) = bash::next_answer(&mut asking) => {
+                        if let Some(r) = self.bash_answered(asked, answer, bash_here.clone(), bash_hooks.as_deref(), &mut bashed) {
+                            user_bash = Some(r);
+                        }
+                    }
                     step = bash::next_step(&mut user_bash) => match step {
                         bash::Step::Update(text) => {
                             if let Some(b) = user_bash.as_mut() {
@@ -584,14 +594,13 @@ impl Ctl {
                                     self.respond(id, &kind, r);
                                 }
                                 RpcCommand::Bash { command, exclude_from_context }
-                                    if prompting && !bash_hooked && user_bash.is_none() =>
+                                    if prompting && user_bash.is_none() && asking.is_none() =>
                                 {
-                                    user_bash = Some(bash::UserBash::start(
-                                        bash_here.clone(),
-                                        id,
-                                        &command,
-                                        exclude_from_context,
-                                    ));
+                                    let asked = bash::Asked { id, command, exclude: exclude_from_context };
+                                    match &bash_hooks {
+                                        Some(h) => asking = Some(bash::ask(h.as_ref(), asked, &bash_here.0)),
+                                        None => user_bash = Some(asked.start(bash_here.clone())),
+                                    }
                                 }
                                 RpcCommand::AbortRetry | RpcCommand::AbortBash => {
                                     if let (RpcCommand::AbortBash, Some(b)) = (&cmd, &user_bash) {
@@ -658,6 +667,27 @@ impl Ctl {
         // What the run had no wait left to answer.
         agent.inquiries = None;
         crate::agent::hooks::Inquiries::serve(&*inquiries, agent);
+        // Handlers still deciding about a `bash` finish now (their calls
+        // into the agent served meanwhile).
+        if let Some(h) = bash_hooks.as_ref().filter(|_| asking.is_some()) {
+            let out = self.out.clone();
+            let mut emit = |v: &Value| {
+                out.record(v);
+            };
+            let (asked, answer) = loop {
+                tokio::select! {
+                    r = bash::next_answer(&mut asking) => break r,
+                    _ = h.ops_ready() => agent.apply_pending(&mut emit),
+                }
+            };
+            user_bash = self.bash_answered(
+                asked,
+                answer,
+                bash_here.clone(),
+                Some(h.as_ref()),
+                &mut bashed,
+            );
+        }
         if let Some(b) = user_bash.take() {
             let (id, command, exclude) = (b.id.clone(), b.command.clone(), b.exclude);
             let (r, e) = self.bash_to_end(b, input, backlog).await;

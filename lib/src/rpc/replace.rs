@@ -6,9 +6,11 @@
 //! new session in the agent, and greets it (`session_start` with
 //! `previousSessionFile`, then `resources_discover`), all before the
 //! response, as pi 1.6.0 does. What those handlers emit reaches the client.
-//! Unlike pi, the same extension processes serve the new session (pi
-//! starts fresh instances), so state an extension keeps in memory carries
-//! over.
+//! Between the two the extensions start over, as in pi: every factory runs
+//! again in the same process ([`crate::agent::Hooks::reload`]; module-level
+//! state carries over, the old instances' `pi`/`ctx` are stale), and only
+//! the new registrations (commands, tools, handlers) serve the new session;
+//! `get_commands` lists theirs.
 
 use std::path::{Path, PathBuf};
 
@@ -135,6 +137,7 @@ impl Ctl {
         agent.apply_pending(&mut emit);
         agent.store = store;
         agent.prepare_session()?;
+        agent.reload_hooks(&mut emit).await;
         let mut hello = Map::new();
         hello.insert("type".into(), "session_start".into());
         hello.insert("reason".into(), what.reason().into());
@@ -151,6 +154,10 @@ impl Ctl {
             )
             .await;
         agent.apply_pending(&mut emit);
+        // (After session_start: what its handlers registered is listed.)
+        if let Some(f) = &self.opts.refresh_commands {
+            self.opts.commands = f();
+        }
         Ok(Some(match text {
             Some(t) => json!({"text": t, "cancelled": false}),
             None => json!({"cancelled": false}),

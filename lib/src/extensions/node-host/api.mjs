@@ -10,6 +10,28 @@ import { createRequire } from "node:module";
 import { inertObject, unavailable } from "./modules/inert.mjs";
 
 const NOT_INITIALIZED = "Extension runtime not initialized. Action methods cannot be called during extension loading.";
+/** pi 1.6.0's error for a `pi` or `ctx` of an instance a session replacement replaced (observed). */
+export const STALE =
+	"This extension ctx is stale after session replacement or reload. Do not use a captured pi or command ctx after ctx.newSession(), ctx.fork(), ctx.switchSession(), or ctx.reload(). For newSession, fork, and switchSession, move post-replacement work into withSession and use the ctx passed to withSession. For reload, do not use the old ctx after await ctx.reload().";
+
+/**
+ * `obj` as the extension sees it: once its instance is stale (the host's `reload`), reading any
+ * property or calling a method taken from it earlier throws {@link STALE}, as pi does.
+ */
+function guarded(ext, obj) {
+	return new Proxy(obj, {
+		get(target, key) {
+			if (ext.stale) throw new Error(STALE);
+			const v = Reflect.get(target, key);
+			if (typeof v !== "function") return v;
+			return function (...args) {
+				if (ext.stale) throw new Error(STALE);
+				return v.apply(target, args);
+			};
+		},
+	});
+}
+
 const MAX_BUFFER = 256 * 1024 * 1024;
 const SIGNALS = { SIGHUP: 1, SIGINT: 2, SIGQUIT: 3, SIGABRT: 6, SIGKILL: 9, SIGPIPE: 13, SIGALRM: 14, SIGTERM: 15 };
 
@@ -186,7 +208,7 @@ export function createExtensionAPI(ext, rt) {
 		unregisterVirtualModel: notAvailable("unregisterVirtualModel"),
 		events: rt.events(ext),
 	};
-	return pi;
+	return guarded(ext, pi);
 }
 
 /** `ctx.ui`: dialogs are calls to the toolkit when it has a UI, pi's no-UI defaults otherwise. */
@@ -365,5 +387,5 @@ export function createContext(ext, rt, signal, kind = "event") {
 		ctx.switchSession = notAvailable("switchSession");
 		ctx.reload = notAvailable("reload");
 	}
-	return ctx;
+	return guarded(ext, ctx);
 }

@@ -6,8 +6,8 @@
 //
 // Order: `hello` → load every path in `load`, in order (default-export factory `(pi) => …`,
 // awaited; a failing one is reported in `errors` with pi's wording and the rest go on) →
-// `register` → `configure` (flag values) → `event` / `execute` / `command` requests, each
-// answered once by `result`, with `update`s for tool progress; `cancel` aborts a request's
+// `register` → `configure` (flag values) → `event` / `execute` / `command` / `reload` requests,
+// each answered once by `result`, with `update`s for tool progress; `cancel` aborts a request's
 // signal; the extension's own `call`s are answered by `return`; `bye` (or stdin's end) exits.
 // Run as `node host.mjs` (no flags needed); see README.md beside this file.
 import * as nodeModule from "node:module";
@@ -269,14 +269,8 @@ async function loadOne(index, entry) {
 	return ext;
 }
 
-async function onHello(rec) {
-	if (rec.protocol !== PROTOCOL) {
-		send({ type: "bye", reason: `protocol ${rec.protocol} not supported (host speaks ${PROTOCOL})` });
-		process.exit(1);
-	}
-	hello = rec;
-	globalThis.__piToolkitHost = { agentDir: rec.agentDir, cwd: rec.cwd, mode: rec.mode };
-	rt.snapshot = { cwd: rec.cwd, mode: rec.mode, hasUI: rec.hasUI, sessionFile: rec.sessionFile, sessionId: rec.sessionId, projectTrusted: rec.projectTrusted };
+/** Loads every `load` path in order (each under the load timeout): the registrations and errors. */
+async function loadAll(rec) {
 	const errors = [];
 	const load = Array.isArray(rec.load) ? rec.load : [];
 	for (let i = 0; i < load.length; i++) {
@@ -294,8 +288,39 @@ async function onHello(rec) {
 			errors.push({ path, message: e instanceof LoadError ? e.message : `Failed to load extension: ${thrownMessage(e)}` });
 		}
 	}
-	send({ type: "register", protocol: PROTOCOL, extensions: exts.filter(Boolean).map((e) => e.registration), errors });
+	return { extensions: exts.filter(Boolean).map((e) => e.registration), errors };
+}
+
+async function onHello(rec) {
+	if (rec.protocol !== PROTOCOL) {
+		send({ type: "bye", reason: `protocol ${rec.protocol} not supported (host speaks ${PROTOCOL})` });
+		process.exit(1);
+	}
+	hello = rec;
+	globalThis.__piToolkitHost = { agentDir: rec.agentDir, cwd: rec.cwd, mode: rec.mode };
+	rt.snapshot = { cwd: rec.cwd, mode: rec.mode, hasUI: rec.hasUI, sessionFile: rec.sessionFile, sessionId: rec.sessionId, projectTrusted: rec.projectTrusted };
+	const { extensions, errors } = await loadAll(rec);
+	send({ type: "register", protocol: PROTOCOL, reloads: true, extensions, errors });
 	registered = true;
+}
+
+/**
+ * `reload` (after a session replacement, as pi 1.6.0 does): every extension's factory runs again
+ * in this process. The modules are not imported again (Node's module cache keeps them, so
+ * module-level state carries over); the old instances' `pi` and `ctx` objects throw pi's stale
+ * message from now on, their handlers, tools, commands, flags and bus listeners are gone. The
+ * answer is the new registrations, as in `register`.
+ */
+async function onReload(rec) {
+	for (const ext of exts) if (ext) ext.stale = true;
+	for (const [channel, list] of busListeners) busListeners.set(channel, list.filter((l) => !l.ext.stale));
+	announceQueue.clear();
+	exts.length = 0;
+	try {
+		answer(rec.id, { result: await loadAll(hello ?? {}) });
+	} catch (e) {
+		answer(rec.id, { error: thrownMessage(e) });
+	}
 }
 
 // ---- requests
@@ -400,6 +425,8 @@ function dispatch(rec) {
 			return onHello(rec);
 		case "configure":
 			return onConfigure(rec);
+		case "reload":
+			return onReload(rec);
 		case "event":
 			return onRequest(rec, (ext, signal) => runEvent(ext, signal, rec));
 		case "execute":
