@@ -66,6 +66,9 @@ struct McpCommand<'a> {
     agent_dir: &'a Path,
     ui: Arc<pi_lib::rpc::ui::RpcUi>,
     select: &'a McpSelect,
+    /// Becomes true once the start-up notice went out (or there is none):
+    /// pi answers `/mcp` after it.
+    noticed: tokio::sync::watch::Receiver<bool>,
 }
 
 impl McpCommand<'_> {
@@ -75,6 +78,8 @@ impl McpCommand<'_> {
         let Some(cmd) = pi_lib::mcp::status::parse_command(text) else {
             return false;
         };
+        let mut noticed = self.noticed.clone();
+        let _ = noticed.wait_for(|done| *done).await;
         let ctx = pi_lib::mcp::command::Context {
             mcp: self.mcp,
             agent_dir: self.agent_dir,
@@ -162,6 +167,7 @@ pub async fn serve(
     // pi's start-up notice: once every server settled, one warning for
     // config errors and failed servers (before any prompt the client waits
     // to send; commands are read meanwhile).
+    let (noticed_tx, noticed) = tokio::sync::watch::channel(setup.mcp.is_none());
     let notice = setup.mcp.map(|m| {
         let (m, ui) = (Arc::clone(m), Arc::clone(&ui));
         tokio::spawn(async move {
@@ -169,6 +175,7 @@ pub async fn serve(
             if let Some(n) = pi_lib::mcp::status::attention(&m) {
                 ui.notice(&n, "warning");
             }
+            noticed_tx.send_replace(true);
         })
     });
     let pre = BinPreflight {
@@ -179,6 +186,7 @@ pub async fn serve(
             agent_dir: setup.agent_dir,
             ui: Arc::clone(&ui),
             select: setup.mcp_select,
+            noticed,
         }),
     };
     // What extensions emitted while loading goes out first.

@@ -2,7 +2,10 @@
 //! extension answers it in RPC mode (and, without a UI, in print and JSON
 //! mode): the status ([`super::status`]), `reconnect`, `logout` and
 //! `login`, each for a named server or, without one, the only candidate or
-//! the one the user picks (`select` titled `MCP server`). A reconnect or a
+//! the one the user picks (`select` titled `MCP server`) among the enabled
+//! servers (for `reconnect`; those not connected when there are any) or
+//! the OAuth ones (HTTP without an `Authorization` header, for `login` and
+//! `logout`; those needing sign-in when there are any). A reconnect or a
 //! sign-in reconnects through the manager and the agent's MCP tools follow
 //! the new connection ([`refresh_tools`]), so the next request records the
 //! tool change as pi does (`toolsAdded`/`toolsRemoved`). The sign-in is the
@@ -177,12 +180,17 @@ async fn perform(ctx: &Context<'_>, cmd: McpCommand) -> bool {
             };
             let Some(m) = ctx.mcp else { return false };
             let st = m.reconnect(&s).await;
-            connected_notice(ctx, &s, &st, "Reconnected to");
+            connected_notice(ctx, &s, &st, |k| {
+                format!(
+                    "Reconnected to MCP server \"{}\" (connected · {k} tools).",
+                    s.cfg.name
+                )
+            });
             true
         }
         McpCommand::Logout(named) => {
-            let Some(s) = target(ctx, named.as_deref(), &uses_oauth, &|_| false, NO_OAUTH).await
-            else {
+            let needs = |st: &State| matches!(st, State::NeedsAuth(_));
+            let Some(s) = target(ctx, named.as_deref(), &uses_oauth, &needs, NO_OAUTH).await else {
                 return false;
             };
             logout(ctx, &s).await
@@ -199,20 +207,18 @@ async fn perform(ctx: &Context<'_>, cmd: McpCommand) -> bool {
     }
 }
 
-/// After a (re)connection: `<what> MCP server "<n>" (connected · <k>
-/// tools).`, or why it did not connect.
-fn connected_notice(ctx: &Context<'_>, s: &Server, st: &State, what: &str) {
+/// After a (re)connection: `done(<number of tools>)`, or why it did not
+/// connect.
+fn connected_notice(ctx: &Context<'_>, s: &Server, st: &State, done: impl Fn(usize) -> String) {
     let name = &s.cfg.name;
     match st {
-        State::Connected(c) => ctx.notify(
-            &format!(
-                "{what} MCP server \"{name}\" (connected · {} tools).",
-                c.tools.len()
-            ),
-            "info",
-        ),
-        State::Failed(e) | State::NeedsAuth(e) => ctx.notify(
+        State::Connected(c) => ctx.notify(&done(c.tools.len()), "info"),
+        State::Failed(e) => ctx.notify(
             &format!("MCP server \"{name}\" failed to connect: {e}"),
+            "error",
+        ),
+        State::NeedsAuth(_) => ctx.notify(
+            &format!("MCP server \"{name}\" requires sign-in. Run /mcp to sign in."),
             "error",
         ),
         State::Connecting | State::Disabled => {}
@@ -297,7 +303,9 @@ async fn login(ctx: &Context<'_>, ui: &dyn Ui, s: &Arc<Server>) -> bool {
         Some(Ok(())) => {
             let Some(m) = ctx.mcp else { return false };
             let st = m.reconnect(s).await;
-            connected_notice(ctx, s, &st, "Signed in to");
+            connected_notice(ctx, s, &st, |k| {
+                format!("Signed in to MCP server \"{name}\" ({k} tools).")
+            });
             true
         }
     }
