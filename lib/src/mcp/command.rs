@@ -51,8 +51,11 @@ pub struct Context<'a> {
     pub ui: Option<&'a dyn Ui>,
     /// Which of the servers' direct tools the run's tool selection admits
     /// (`--tools`, `defaultTools`, a pinned set); `None`: all.
-    pub select: Option<&'a (dyn Fn(&[Arc<dyn Tool>]) -> Vec<Arc<dyn Tool>> + Sync)>,
+    pub select: Option<&'a Select>,
 }
+
+/// See [`Context::select`].
+pub type Select = dyn Fn(&[Arc<dyn Tool>]) -> Vec<Arc<dyn Tool>> + Sync;
 
 impl Context<'_> {
     fn notify(&self, message: &str, kind: &str) {
