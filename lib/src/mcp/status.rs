@@ -243,6 +243,26 @@ mod tests {
         mcp.shutdown().await;
     }
 
+    #[tokio::test]
+    async fn a_server_needing_sign_in_says_how() {
+        let (dir, cfg) = config(
+            r#"{"mcpServers": {"web": {"url": "http://127.0.0.1:9/mcp", "exposure": "direct"}}}"#,
+        );
+        let mcp = Mcp::start(cfg, dir.path());
+        settle(&mcp).await;
+        let web = mcp.server("web").map(std::sync::Arc::clone).unwrap();
+        mcp.disconnect(&web, State::NeedsAuth("signed out".into()))
+            .await;
+        assert_eq!(
+            report(Some(&mcp), dir.path()),
+            "web: needs sign-in, run /mcp login web (direct)"
+        );
+        assert_eq!(
+            attention(&mcp).as_deref(),
+            Some("MCP servers need attention:\n  web: needs sign-in\nRun /mcp to fix.")
+        );
+    }
+
     #[test]
     fn nothing_configured_names_the_files() {
         let dir = Path::new("/a/agent");
