@@ -313,6 +313,23 @@ fn run(
     }
     let chat_only = tool_set.chat_only;
     let mut tools = pi_lib::mcp::declared_tools(&tool_set.names, &mcp_tools);
+    // The same selection for the MCP tools a `/mcp reconnect` or sign-in
+    // brings.
+    let mcp_select = {
+        let (flags, defaults) = (cli.tool_args.flags(), settings.default_tools());
+        let pinned = selection.pinned();
+        move |now: &[Arc<dyn pi_lib::tools::Tool>]| -> Vec<Arc<dyn pi_lib::tools::Tool>> {
+            let mut available = select::builtin_available();
+            available.extend(pi_lib::mcp::Mcp::available(now));
+            let names = select::resolve(&flags, &defaults, pinned.as_ref(), &available)
+                .map(|s| s.names)
+                .unwrap_or_default();
+            now.iter()
+                .filter(|t| names.contains(&t.definition().name))
+                .cloned()
+                .collect()
+        }
+    };
     for e in &cli.resource_args.extensions {
         let p = cwd.join(e);
         if !p.exists() {
@@ -536,6 +553,7 @@ fn run(
             subagents: subagents.as_ref(),
             mcp_on: !cli.no_mcp,
             mcp: mcp.as_ref(),
+            mcp_select: &mcp_select,
         };
         let mut agent = Agent::new(opts, store, cancel.clone());
         agent.compaction = compaction;
@@ -638,8 +656,19 @@ fn run(
                 },
             };
             // pi's built-in `/mcp` says nothing in print and JSON mode
-            // (it notifies only a UI); it is handled, not sent.
-            if mcp_on && pi_lib::mcp::status::is_command(&user) {
+            // (it notifies only a UI) but acts (`logout` drops the
+            // tokens); it is handled, not sent.
+            if let Some(cmd) = mcp_on
+                .then(|| pi_lib::mcp::status::command_of(&user))
+                .flatten()
+            {
+                let ctx = pi_lib::mcp::command::Context {
+                    mcp: mcp.as_ref(),
+                    agent_dir: &agent_dir,
+                    ui: None,
+                    select: Some(&mcp_select),
+                };
+                pi_lib::mcp::command::run(&ctx, cmd, &mut agent.opts.tools).await;
                 continue;
             }
             let Some(user) = preflight(&mut agent, user, &resources, chat_only, &mut emit).await

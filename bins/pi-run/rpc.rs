@@ -29,7 +29,14 @@ pub struct Setup<'a> {
     pub mcp_on: bool,
     /// The servers started for this run.
     pub mcp: Option<&'a Arc<pi_lib::mcp::Mcp>>,
+    /// Which MCP tools the run's tool selection admits (after `/mcp
+    /// reconnect` or a sign-in changed a server's tools).
+    pub mcp_select: &'a McpSelect,
 }
+
+/// See [`Setup::mcp_select`].
+pub type McpSelect =
+    dyn Fn(&[Arc<dyn pi_lib::tools::Tool>]) -> Vec<Arc<dyn pi_lib::tools::Tool>> + Sync;
 
 /// pi refuses prompts on the command line in RPC mode: they come on stdin.
 pub fn check_args(cli: &Cli) -> Result<(), CliError> {
@@ -58,29 +65,28 @@ struct McpCommand<'a> {
     mcp: Option<&'a Arc<pi_lib::mcp::Mcp>>,
     agent_dir: &'a Path,
     ui: Arc<pi_lib::rpc::ui::RpcUi>,
+    select: &'a McpSelect,
+    /// Becomes true once the start-up notice went out (or there is none):
+    /// pi answers `/mcp` after it.
+    noticed: tokio::sync::watch::Receiver<bool>,
 }
 
 impl McpCommand<'_> {
-    /// `/mcp` as pi answers it outside the TUI: waits for pending
-    /// connections, then one notice; `false` when `text` is not `/mcp`.
-    async fn run(&self, text: &str) -> bool {
-        use pi_lib::mcp::status;
-        let Some(cmd) = status::parse_command(text) else {
+    /// `/mcp …` as pi answers it outside the TUI (the library decides);
+    /// `false` when `text` is not `/mcp`.
+    async fn run(&self, agent: &mut Agent, text: &str) -> bool {
+        let Some(cmd) = pi_lib::mcp::status::parse_command(text) else {
             return false;
         };
-        match cmd {
-            status::McpCommand::Status => {
-                if let Some(m) = self.mcp {
-                    status::settle(m).await;
-                }
-                let report = status::report(self.mcp.map(|m| m.as_ref()), self.agent_dir);
-                self.ui.notice(&report, "info");
-            }
-            status::McpCommand::Action(args) => self
-                .ui
-                .notice(&status::action_unsupported(&args), "warning"),
-            status::McpCommand::Usage => self.ui.notice(status::USAGE, "warning"),
-        }
+        let mut noticed = self.noticed.clone();
+        let _ = noticed.wait_for(|done| *done).await;
+        let ctx = pi_lib::mcp::command::Context {
+            mcp: self.mcp,
+            agent_dir: self.agent_dir,
+            ui: Some(self.ui.as_ref()),
+            select: Some(self.select),
+        };
+        pi_lib::mcp::command::run(&ctx, cmd, &mut agent.opts.tools).await;
         true
     }
 }
@@ -94,7 +100,7 @@ impl Preflight for BinPreflight<'_> {
     ) -> LocalFuture<'a, Option<AgentMessage>> {
         Box::pin(async move {
             if let (Some(c), AgentMessage::User(u)) = (&self.mcp, &user) {
-                if c.run(&u.content.joined_text("\n")).await {
+                if c.run(agent, &u.content.joined_text("\n")).await {
                     return None;
                 }
             }
@@ -172,6 +178,7 @@ pub async fn serve(
     // pi's start-up notice: once every server settled, one warning for
     // config errors and failed servers (before any prompt the client waits
     // to send; commands are read meanwhile).
+    let (noticed_tx, noticed) = tokio::sync::watch::channel(setup.mcp.is_none());
     let notice = setup.mcp.map(|m| {
         let (m, ui) = (Arc::clone(m), Arc::clone(&ui));
         tokio::spawn(async move {
@@ -179,6 +186,7 @@ pub async fn serve(
             if let Some(n) = pi_lib::mcp::status::attention(&m) {
                 ui.notice(&n, "warning");
             }
+            noticed_tx.send_replace(true);
         })
     });
     let pre = BinPreflight {
@@ -188,6 +196,8 @@ pub async fn serve(
             mcp: setup.mcp,
             agent_dir: setup.agent_dir,
             ui: Arc::clone(&ui),
+            select: setup.mcp_select,
+            noticed,
         }),
     };
     // What extensions emitted while loading goes out first.

@@ -361,7 +361,7 @@ fn mcp_hanging_server_times_out_with_one_diagnostic() {
         1,
         "{err}"
     );
-    assert!(err.contains("initialize timed out after 1s"), "{err}");
+    assert!(err.contains("MCP request timed out after 1000ms"), "{err}");
     assert_eq!(stdout(&out), "done\n");
 }
 
@@ -1514,4 +1514,665 @@ fn mcp_auth_records_written_by_us_are_used_by_pi() {
     );
     let mode = std::fs::metadata(&file).unwrap().permissions().mode() & 0o777;
     assert_eq!(mode, 0o600);
+}
+
+// ---------------------------------------------------------------------------
+// `/mcp` in RPC mode (and print mode) side by side with pi 1.6.0: reconnect,
+// logout, login, the status of a server still connecting.
+
+fn listed() -> String {
+    repo().join("tests/mcp/listed.py").display().to_string()
+}
+
+/// An RPC process (pi 1.6.0 or pi-run) driven one prompt at a time.
+struct McpRpc {
+    child: std::process::Child,
+    stdin: Option<std::process::ChildStdin>,
+    rx: std::sync::mpsc::Receiver<Value>,
+    /// The start-up notices (`MCP servers need attention: …`), wherever
+    /// they came.
+    attention: Vec<Value>,
+}
+
+/// A UI request without its id (a fresh UUID each time).
+fn without_id(v: &Value) -> Value {
+    let mut v = v.clone();
+    if let Some(o) = v.as_object_mut() {
+        o.remove("id");
+    }
+    v
+}
+
+impl McpRpc {
+    fn spawn(sb: &Sandbox, mut cmd: Command) -> McpRpc {
+        use std::io::BufRead;
+        let err = std::fs::File::create(sb.root().join("rpc-stderr.txt")).unwrap();
+        cmd.args(["--mode", "rpc"])
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(err);
+        let mut child = cmd.spawn().expect("spawn the rpc process");
+        let stdin = child.stdin.take();
+        let stdout = child.stdout.take().unwrap();
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for line in std::io::BufReader::new(stdout).lines() {
+                let Ok(line) = line else { break };
+                let v = serde_json::from_str(&line).unwrap_or_else(|_| json!({"NOT_JSON": line}));
+                if tx.send(v).is_err() {
+                    break;
+                }
+            }
+        });
+        McpRpc {
+            child,
+            stdin,
+            rx,
+            attention: Vec::new(),
+        }
+    }
+
+    fn send(&mut self, v: &Value) {
+        use std::io::Write;
+        let s = self.stdin.as_mut().expect("stdin open");
+        writeln!(s, "{v}").unwrap();
+        s.flush().unwrap();
+    }
+
+    /// Sends the prompt `message` and answers its dialogs with `answer`
+    /// (`None`: left open); the UI requests it brought (without ids, the
+    /// start-up notice set aside) until its response, and for a run until
+    /// `agent_settled`. `answer` sees every request, notices too.
+    fn prompt(
+        &mut self,
+        id: &str,
+        message: &str,
+        answer: &mut dyn FnMut(&Value) -> Option<Value>,
+    ) -> Vec<Value> {
+        self.send(&json!({"id": id, "type": "prompt", "message": message}));
+        let deadline = Instant::now() + Duration::from_secs(90);
+        let mut ui = Vec::new();
+        let mut running = false;
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            let v = self
+                .rx
+                .recv_timeout(left)
+                .unwrap_or_else(|_| panic!("{message}: no response; UI so far {ui:?}"));
+            if v["type"] == "extension_ui_request" {
+                let text = v["message"].as_str().unwrap_or("");
+                if text.starts_with("MCP servers need attention:") {
+                    self.attention.push(without_id(&v));
+                    continue;
+                }
+                ui.push(without_id(&v));
+                if let Some(mut a) = answer(&v) {
+                    a["type"] = json!("extension_ui_response");
+                    a["id"] = v["id"].clone();
+                    self.send(&a);
+                }
+            } else if v["type"] == "response" && v["id"] == id {
+                assert_eq!(v["success"], json!(true), "{message}: {v}");
+                if v["data"]["disposition"] != "started" {
+                    return ui;
+                }
+                running = true;
+            } else if running && v["type"] == "agent_settled" {
+                return ui;
+            }
+        }
+    }
+
+    /// Closes stdin and waits for the exit (30 s at most); the start-up
+    /// notices.
+    fn finish(mut self) -> Vec<Value> {
+        drop(self.stdin.take());
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            if let Some(s) = self.child.try_wait().unwrap() {
+                assert!(s.success(), "rpc exit {s:?}");
+                break;
+            }
+            if Instant::now() > deadline {
+                let _ = self.child.kill();
+                let _ = self.child.wait();
+                panic!("the rpc process did not exit after stdin closed");
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        while let Ok(v) = self.rx.recv_timeout(Duration::from_millis(200)) {
+            if v["type"] == "extension_ui_request"
+                && v["message"]
+                    .as_str()
+                    .unwrap_or("")
+                    .starts_with("MCP servers need attention:")
+            {
+                self.attention.push(without_id(&v));
+            }
+        }
+        std::mem::take(&mut self.attention)
+    }
+}
+
+impl Drop for McpRpc {
+    fn drop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
+fn no_answer(_: &Value) -> Option<Value> {
+    None
+}
+
+fn notify(message: &str, kind: &str) -> Value {
+    json!({"type": "extension_ui_request", "method": "notify", "message": message, "notifyType": kind})
+}
+
+/// The system messages of the sandbox's one session after the first, without
+/// their timestamps (the tool patches a reconnect brought).
+fn later_system_messages(sb: &Sandbox) -> Vec<Value> {
+    system_messages(sb).split_off(1)
+}
+
+/// The system messages of the sandbox's one session, without their
+/// timestamps.
+fn system_messages(sb: &Sandbox) -> Vec<Value> {
+    let sessions = jsonl(&sb.session(&["ls", "--all", "--format", "jsonl"]));
+    assert_eq!(sessions.len(), 1, "one session");
+    let text = std::fs::read_to_string(sessions[0]["path"].as_str().unwrap()).unwrap();
+    text.lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter(|e| e["message"]["role"] == "system")
+        .map(|e| {
+            let mut m = e["message"].clone();
+            m.as_object_mut().unwrap().remove("timestamp");
+            m
+        })
+        .collect()
+}
+
+/// `/mcp reconnect` as pi: without a name and with two connected servers
+/// it asks (`select` "MCP server"), reconnects the one picked and says so
+/// (`Reconnected to MCP server "var" (connected · 2 tools).`); a disabled
+/// server, an unknown one and two words are pi's errors and usage; the
+/// status then counts the new tools, and the next request records the
+/// change as pi does (`toolsAdded` the new tool, `toolsRemoved` the gone
+/// one).
+#[test]
+fn rpc_mcp_reconnect_matches_pi() {
+    let Some(o) = Oracle::find("rpc_mcp_reconnect_matches_pi") else {
+        return;
+    };
+    let run = |ours: bool| {
+        let sb = Sandbox::new();
+        let mock = MockLlm::start(&o, sb.root(), &json!([]));
+        mock.configure(&sb.agent());
+        let (t1, t2) = (sb.root().join("tools1.txt"), sb.root().join("tools2.txt"));
+        std::fs::write(&t1, "alpha beta").unwrap();
+        std::fs::write(&t2, "one").unwrap();
+        let (t1s, t2s) = (t1.display().to_string(), t2.display().to_string());
+        let mcp = json!({"mcpServers": {
+            "var": {"command": "python3", "args": [listed(), t1s], "exposure": "direct"},
+            "var2": {"command": "python3", "args": [listed(), t2s], "exposure": "direct"},
+            "off": {"command": "python3", "args": [listed(), t2s], "exposure": "direct", "enabled": false}}});
+        std::fs::write(sb.agent().join("mcp.json"), mcp.to_string()).unwrap();
+        let mut c = McpRpc::spawn(&sb, if ours { sb.cmd("pi-run") } else { o.pi160(&sb) });
+        let mut ui = vec![c.prompt("p1", "hi", &mut no_answer)];
+        std::fs::write(&t1, "alpha gamma").unwrap();
+        let mut pick = |v: &Value| (v["method"] == "select").then(|| json!({"value": "var"}));
+        ui.push(c.prompt("p2", "/mcp reconnect", &mut pick));
+        for (id, m) in [
+            ("p3", "/mcp reconnect off"),
+            ("p4", "/mcp reconnect nope"),
+            ("p5", "/mcp reconnect var extra"),
+            ("p6", "/mcp"),
+            ("p7", "again"),
+        ] {
+            ui.push(c.prompt(id, m, &mut no_answer));
+        }
+        let attention = c.finish();
+        let patches = later_system_messages(&sb);
+        drop(mock);
+        (ui, attention, patches)
+    };
+    let (pi, ours) = (run(false), run(true));
+    assert_eq!(ours.0, pi.0, "the UI requests of each prompt");
+    assert_eq!(
+        ours.0[1],
+        [
+            json!({"type": "extension_ui_request", "method": "select", "title": "MCP server", "options": ["var", "var2"]}),
+            notify(
+                "Reconnected to MCP server \"var\" (connected · 2 tools).",
+                "info"
+            ),
+        ]
+    );
+    assert_eq!(
+        ours.0[2..6],
+        [
+            vec![notify("No enabled MCP server to reconnect.", "error")],
+            vec![notify("No MCP server named \"nope\".", "error")],
+            vec![notify(pi_lib::mcp::status::USAGE, "warning")],
+            vec![notify(
+                "var: connected, 2 tools (direct)\nvar2: connected, 1 tools (direct)\noff: disabled (direct)",
+                "info"
+            )],
+        ]
+    );
+    assert_eq!((ours.1.len(), pi.1.len()), (0, 0), "no start-up notice");
+    assert_eq!(ours.2, pi.2, "the tool patch of the next request");
+    assert_eq!(
+        ours.2,
+        [json!({"role": "system", "content": "",
+            "toolsAdded": [{"name": "mcp__var__gamma", "description": "Tool gamma.", "parameters": {"type": "object", "properties": {}}}],
+            "toolsRemoved": [{"name": "mcp__var__beta"}]})]
+    );
+}
+
+/// Without a name, `/mcp reconnect` takes the one server that is not
+/// connected, without asking, and says why it failed again, as pi.
+#[test]
+fn rpc_mcp_reconnect_without_a_name_retries_the_failed_server_as_pi() {
+    let Some(o) = Oracle::find("rpc_mcp_reconnect_without_a_name_retries_the_failed_server_as_pi")
+    else {
+        return;
+    };
+    let run = |ours: bool| {
+        let sb = Sandbox::new();
+        // pi-run needs a model to start (pi does not); no request is made.
+        let mock = MockLlm::start(&o, sb.root(), &json!([]));
+        mock.configure(&sb.agent());
+        let t = sb.root().join("tools.txt");
+        std::fs::write(&t, "alpha").unwrap();
+        let mcp = json!({"mcpServers": {
+            "var": {"command": "python3", "args": [listed(), t.display().to_string()], "exposure": "direct"},
+            "gone": {"command": "/nonexistent/pi-toolkit-mcp", "exposure": "direct"}}});
+        std::fs::write(sb.agent().join("mcp.json"), mcp.to_string()).unwrap();
+        let mut c = McpRpc::spawn(&sb, if ours { sb.cmd("pi-run") } else { o.pi160(&sb) });
+        let ui = c.prompt("p", "/mcp reconnect", &mut no_answer);
+        let attention = c.finish();
+        (ui, attention)
+    };
+    for (who, (ui, attention)) in [("pi", run(false)), ("pi-run", run(true))] {
+        assert_eq!(ui.len(), 1, "{who}: {ui:?}");
+        assert_eq!(ui[0]["notifyType"], "error", "{who}: {ui:?}");
+        let text = ui[0]["message"].as_str().unwrap_or("");
+        assert!(
+            text.starts_with("MCP server \"gone\" failed to connect: "),
+            "{who}: {text}"
+        );
+        assert_eq!(attention.len(), 1, "{who}: {attention:?}");
+    }
+}
+
+/// A loopback MCP server behind OAuth (tests/mcp/oauth.py), stopped on drop.
+struct OAuthServer {
+    child: std::process::Child,
+    port: u16,
+    log: PathBuf,
+}
+
+impl OAuthServer {
+    fn start(dir: &Path) -> OAuthServer {
+        use std::io::BufRead;
+        let log = dir.join("oauth-log.jsonl");
+        let mut child = Command::new("python3")
+            .arg(repo().join("tests/mcp/oauth.py"))
+            .arg(&log)
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("start tests/mcp/oauth.py");
+        let mut first = String::new();
+        let out = child.stdout.take().unwrap();
+        std::io::BufReader::new(out).read_line(&mut first).unwrap();
+        let port = first
+            .trim()
+            .strip_prefix("PORT=")
+            .and_then(|p| p.parse().ok())
+            .expect("oauth.py prints PORT=");
+        OAuthServer { child, port, log }
+    }
+
+    fn url(&self) -> String {
+        format!("http://127.0.0.1:{}/mcp", self.port)
+    }
+
+    /// The paths it was asked for, in order.
+    fn paths(&self) -> Vec<String> {
+        std::fs::read_to_string(&self.log)
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+            .map(|v| v["path"].as_str().unwrap_or("").to_string())
+            .collect()
+    }
+}
+
+impl Drop for OAuthServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// One plain HTTP GET of `url` (loopback); the `Location` of its answer.
+fn http_get_location(url: &str) -> Option<String> {
+    use std::io::{Read, Write};
+    let rest = url.strip_prefix("http://")?;
+    let (host, path) = rest.split_at(rest.find('/')?);
+    let mut s = std::net::TcpStream::connect(host).ok()?;
+    s.set_read_timeout(Some(Duration::from_secs(20))).ok()?;
+    write!(
+        s,
+        "GET {path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n"
+    )
+    .ok()?;
+    let mut answer = String::new();
+    let _ = s.read_to_string(&mut answer);
+    answer
+        .lines()
+        .find_map(|l| {
+            l.split_once(':')
+                .filter(|(k, _)| k.eq_ignore_ascii_case("location"))
+        })
+        .map(|(_, v)| v.trim().to_string())
+}
+
+/// A sandbox bin dir with an `xdg-open` that only notes the URL it gets
+/// (nobody's browser opens), first on PATH.
+fn fake_opener(sb: &Sandbox, cmd: &mut Command) -> PathBuf {
+    use std::os::unix::fs::PermissionsExt;
+    let bin = sb.root().join("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    let noted = sb.root().join("opened.txt");
+    let script = bin.join("xdg-open");
+    std::fs::write(
+        &script,
+        format!("#!/bin/sh\necho \"$1\" >> '{}'\n", noted.display()),
+    )
+    .unwrap();
+    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let path = cmd
+        .get_envs()
+        .find(|(k, _)| *k == "PATH")
+        .and_then(|(_, v)| v.map(|v| v.to_string_lossy().to_string()))
+        .unwrap_or_default();
+    cmd.env("PATH", format!("{}:{path}", bin.display()));
+    noted
+}
+
+/// The authorization URL of a sign-in notice (its second line).
+fn notified_url(v: &Value) -> Option<String> {
+    let text = v["message"].as_str()?;
+    text.strip_prefix("Sign in to MCP server ")?;
+    text.lines().nth(1).map(str::to_string)
+}
+
+/// `/mcp logout` as pi: without a name it takes the OAuth server that needs
+/// sign-in (no `select`), which had nothing stored; by name it drops that
+/// server's tokens from `mcp-auth.json` and leaves it needing sign-in (the
+/// status says so); a server with its own `Authorization` header and an
+/// unknown one are pi's errors.
+#[test]
+fn rpc_mcp_logout_matches_pi() {
+    let Some(o) = Oracle::find("rpc_mcp_logout_matches_pi") else {
+        return;
+    };
+    let run = |ours: bool| {
+        let sb = Sandbox::new();
+        // pi-run needs a model to start (pi does not); no request is made.
+        let mock = MockLlm::start(&o, sb.root(), &json!([]));
+        mock.configure(&sb.agent());
+        let srv = OAuthServer::start(sb.root());
+        let url = srv.url();
+        let mcp = json!({"mcpServers": {
+            "web": {"url": url, "exposure": "direct"},
+            "web2": {"url": format!("{url}?s=2"), "exposure": "direct"},
+            "hdr": {"url": url, "headers": {"Authorization": "Bearer tok-1"}, "exposure": "direct"}}});
+        std::fs::write(sb.agent().join("mcp.json"), mcp.to_string()).unwrap();
+        let auth = sb.agent().join("mcp-auth.json");
+        let stored = json!({format!("mcp__web|{url}"): {"tokens": {"access_token": "tok-1", "token_type": "Bearer"}}});
+        std::fs::write(&auth, stored.to_string()).unwrap();
+        let mut c = McpRpc::spawn(&sb, if ours { sb.cmd("pi-run") } else { o.pi160(&sb) });
+        let ui: Vec<Vec<Value>> = [
+            "/mcp",
+            "/mcp logout",
+            "/mcp logout web",
+            "/mcp logout web",
+            "/mcp logout hdr",
+            "/mcp logout nope",
+            "/mcp",
+            "/mcp reconnect web",
+        ]
+        .iter()
+        .enumerate()
+        .map(|(i, m)| c.prompt(&format!("p{i}"), m, &mut no_answer))
+        .collect();
+        let attention = c.finish();
+        let file: Value = serde_json::from_str(&std::fs::read_to_string(&auth).unwrap()).unwrap();
+        (ui, attention, file)
+    };
+    let (pi, ours) = (run(false), run(true));
+    assert_eq!(ours.0, pi.0, "the UI requests of each prompt");
+    let oauth_only =
+        "No enabled MCP server uses OAuth. Only HTTP servers without an Authorization header do.";
+    assert_eq!(
+        ours.0,
+        [
+            vec![notify("web: connected, 1 tools (direct)\nweb2: needs sign-in, run /mcp login web2 (direct)\nhdr: connected, 1 tools (direct)", "info")],
+            vec![notify("No stored credentials for MCP server \"web2\".", "info")],
+            vec![notify("Signed out of MCP server \"web\".", "info")],
+            vec![notify("No stored credentials for MCP server \"web\".", "info")],
+            vec![notify(oauth_only, "error")],
+            vec![notify("No MCP server named \"nope\".", "error")],
+            vec![notify("web: needs sign-in, run /mcp login web (direct)\nweb2: needs sign-in, run /mcp login web2 (direct)\nhdr: connected, 1 tools (direct)", "info")],
+            vec![notify("MCP server \"web\" requires sign-in. Run /mcp to sign in.", "error")],
+        ]
+    );
+    assert_eq!(ours.1, pi.1, "the start-up notice");
+    assert_eq!(
+        ours.1,
+        [
+            json!({"type": "extension_ui_request", "method": "notify", "notifyType": "warning",
+            "message": "MCP servers need attention:\n  web2: needs sign-in\nRun /mcp to fix."})
+        ]
+    );
+    assert_eq!(ours.2, pi.2, "mcp-auth.json afterwards");
+    assert_eq!(ours.2, json!({}));
+}
+
+/// `/mcp login` in RPC as pi: the authorization URL is notified (and given
+/// to the browser), an `input` dialog waits; the browser reaching the
+/// loopback callback signs in (`Signed in to MCP server "web" (1 tools).`)
+/// and the server reconnects, its tool declared on the next request; a
+/// pasted redirect URL signs in too; cancelling the dialog is `Sign-in
+/// cancelled.`.
+#[test]
+fn rpc_mcp_login_signs_in_and_reconnects_as_pi() {
+    let Some(o) = Oracle::find("rpc_mcp_login_signs_in_and_reconnects_as_pi") else {
+        return;
+    };
+    let run = |ours: bool| {
+        let sb = Sandbox::new();
+        let mock = MockLlm::start(&o, sb.root(), &json!([]));
+        mock.configure(&sb.agent());
+        let srv = OAuthServer::start(sb.root());
+        let mcp = json!({"mcpServers": {"web": {"url": srv.url(), "exposure": "direct"}}});
+        std::fs::write(sb.agent().join("mcp.json"), mcp.to_string()).unwrap();
+        let mut cmd = if ours { sb.cmd("pi-run") } else { o.pi160(&sb) };
+        let opened = fake_opener(&sb, &mut cmd);
+        let mut c = McpRpc::spawn(&sb, cmd);
+        // The browser: follows the authorization redirect to the callback.
+        let mut browser = |v: &Value| {
+            if let Some(u) = notified_url(v) {
+                std::thread::spawn(move || {
+                    if let Some(cb) = http_get_location(&u) {
+                        http_get_location(&cb);
+                    }
+                });
+            }
+            None
+        };
+        let mut ui = vec![c.prompt("p1", "/mcp login web", &mut browser)];
+        ui.push(c.prompt("p2", "/mcp", &mut no_answer));
+        // The user pastes where the browser was sent.
+        let mut pasted = None;
+        let mut paste = |v: &Value| {
+            if let Some(u) = notified_url(v) {
+                pasted = http_get_location(&u);
+            }
+            (v["method"] == "input").then(|| json!({"value": pasted.clone().unwrap_or_default()}))
+        };
+        ui.push(c.prompt("p3", "/mcp login", &mut paste));
+        let mut cancel = |v: &Value| (v["method"] == "input").then(|| json!({"cancelled": true}));
+        ui.push(c.prompt("p4", "/mcp login web", &mut cancel));
+        ui.push(c.prompt("p5", "hi", &mut no_answer));
+        let attention = c.finish();
+        let declared: Vec<Value> = system_messages(&sb)
+            .iter()
+            .map(|m| m["toolsAdded"].clone())
+            .collect();
+        let opened = std::fs::read_to_string(opened).unwrap_or_default();
+        drop(mock);
+        // The URLs differ per run (ports, PKCE, state): what they are.
+        let urls: Vec<String> = ui.iter().flatten().filter_map(notified_url).collect();
+        let prefix = format!("http://127.0.0.1:{}/authorize?", srv.port);
+        assert_eq!(urls.len(), 3, "{ours}: {urls:?}");
+        for u in &urls {
+            assert!(u.starts_with(&prefix), "{ours}: {u}");
+            assert!(u.contains("code_challenge_method=S256"), "{ours}: {u}");
+            assert!(opened.contains(u.as_str()), "{ours}: opened {opened}");
+        }
+        let ui: Vec<Vec<Value>> = ui
+            .into_iter()
+            .map(|p| {
+                p.into_iter()
+                    .map(|mut v| {
+                        if notified_url(&v).is_some() {
+                            v["message"] =
+                                json!("Sign in to MCP server \"web\" in your browser:\n<url>");
+                        }
+                        v
+                    })
+                    .collect()
+            })
+            .collect();
+        (ui, attention, declared, srv.paths())
+    };
+    let (pi, ours) = (run(false), run(true));
+    assert_eq!(ours.0, pi.0, "the UI requests of each prompt");
+    let url_notice = notify(
+        "Sign in to MCP server \"web\" in your browser:\n<url>",
+        "info",
+    );
+    let waiting = json!({"type": "extension_ui_request", "method": "input",
+        "title": "Waiting for sign-in to \"web\". If the browser cannot reach this machine, paste the URL it was redirected to.",
+        "placeholder": "http://127.0.0.1:.../callback?code=..."});
+    let signed_in = notify("Signed in to MCP server \"web\" (1 tools).", "info");
+    assert_eq!(
+        ours.0[..4],
+        [
+            vec![url_notice.clone(), waiting.clone(), signed_in.clone()],
+            vec![notify("web: connected, 1 tools (direct)", "info")],
+            vec![url_notice.clone(), waiting.clone(), signed_in],
+            vec![url_notice, waiting, notify("Sign-in cancelled.", "info")],
+        ]
+    );
+    assert_eq!(ours.1, pi.1, "the start-up notice");
+    assert_eq!(ours.2, pi.2, "the request declares the server's tool");
+    assert!(
+        ours.2
+            .iter()
+            .any(|t| t.to_string().contains("\"mcp__web__echo\"")),
+        "{:?}",
+        ours.2
+    );
+    for (who, paths) in [("pi", &pi.3), ("pi-run", &ours.3)] {
+        let tokens = paths.iter().filter(|p| *p == "/token").count();
+        assert_eq!(tokens, 2, "{who}: two code exchanges: {paths:?}");
+    }
+}
+
+/// `/mcp` waits for a server whose `initialize` stalls until its timeout,
+/// then shows it failed with pi's reason (`MCP request timed out after
+/// 2000ms`), never as still connecting.
+#[test]
+fn rpc_mcp_status_of_a_pending_server_matches_pi() {
+    let Some(o) = Oracle::find("rpc_mcp_status_of_a_pending_server_matches_pi") else {
+        return;
+    };
+    let run = |ours: bool| {
+        let sb = Sandbox::new();
+        // pi-run needs a model to start (pi does not); no request is made.
+        let mock = MockLlm::start(&o, sb.root(), &json!([]));
+        mock.configure(&sb.agent());
+        let t = sb.root().join("tools.txt");
+        std::fs::write(&t, "alpha beta").unwrap();
+        let mut slow = stdio("hang", "deferred");
+        slow["timeout"] = json!(2);
+        let mcp = json!({"mcpServers": {
+            "var": {"command": "python3", "args": [listed(), t.display().to_string()], "exposure": "direct"},
+            "slow": slow}});
+        std::fs::write(sb.agent().join("mcp.json"), mcp.to_string()).unwrap();
+        let mut c = McpRpc::spawn(&sb, if ours { sb.cmd("pi-run") } else { o.pi160(&sb) });
+        let ui = c.prompt("p", "/mcp", &mut no_answer);
+        (ui, c.finish())
+    };
+    let (pi, ours) = (run(false), run(true));
+    assert_eq!(ours, pi);
+    assert_eq!(
+        ours.0,
+        [notify(
+            "var: connected, 2 tools (direct)\nslow: failed (deferred)\n    MCP request timed out after 2000ms",
+            "info"
+        )]
+    );
+}
+
+/// In print mode pi's `/mcp` shows nothing but acts: `logout` drops the
+/// tokens, `login` (which needs a UI) does not start a sign-in; nothing is
+/// sent to the model.
+#[test]
+fn mcp_print_mode_logout_drops_tokens_and_login_does_nothing_as_pi() {
+    let Some(o) = Oracle::find("mcp_print_mode_logout_drops_tokens_and_login_does_nothing_as_pi")
+    else {
+        return;
+    };
+    let run = |ours: bool| {
+        let sb = Sandbox::new();
+        let mock = MockLlm::start(&o, sb.root(), &json!([]));
+        mock.configure(&sb.agent());
+        let srv = OAuthServer::start(sb.root());
+        let url = srv.url();
+        let mcp = json!({"mcpServers": {"web": {"url": url, "exposure": "direct"}}});
+        std::fs::write(sb.agent().join("mcp.json"), mcp.to_string()).unwrap();
+        let auth = sb.agent().join("mcp-auth.json");
+        let stored = json!({format!("mcp__web|{url}"): {"tokens": {"access_token": "tok-1"}}, "other|x": {"tokens": {}}});
+        std::fs::write(&auth, stored.to_string()).unwrap();
+        let p = |m: &str| {
+            let mut cmd = if ours { sb.cmd("pi-run") } else { o.pi160(&sb) };
+            let opened = fake_opener(&sb, &mut cmd);
+            let out = cmd.args(["-p", m]).output().unwrap();
+            (out, opened)
+        };
+        let (login, opened) = p("/mcp login web");
+        let (logout, _) = p("/mcp logout web");
+        let file: Value = serde_json::from_str(&std::fs::read_to_string(&auth).unwrap()).unwrap();
+        let outputs = [&login, &logout].map(|o| (o.status.code(), stdout(o)));
+        let signin = srv
+            .paths()
+            .iter()
+            .any(|p| p == "/register" || p == "/authorize");
+        drop(mock);
+        (outputs, file, opened.exists(), signin)
+    };
+    let (pi, ours) = (run(false), run(true));
+    assert_eq!(ours, pi);
+    assert_eq!(ours.0, [(Some(0), String::new()), (Some(0), String::new())]);
+    assert_eq!(ours.1, json!({"other|x": {"tokens": {}}}));
+    assert!(!ours.2 && !ours.3, "no sign-in started");
 }

@@ -372,10 +372,7 @@ pub async fn connect(
                     }
                     Err(e) if is_auth_required(&e) && had_token && !rejected => rejected = true,
                     Err(e) if is_auth_required(&e) => {
-                        return Err(format!(
-                            "{e}; sign in with `pi-resources mcp login {}`",
-                            cfg.name
-                        ))
+                        return Err(format!("{e}; {}", sign_in_hint(&cfg.name)))
                     }
                     Err(e) => return Err(e),
                 }
@@ -395,7 +392,7 @@ pub async fn connect(
                 &stderr,
             ))
         }
-        Err(_) => return Err(format!("tools/list timed out after {}", secs(cfg.timeout))),
+        Err(_) => return Err(timed_out(cfg.timeout)),
     };
     Ok(Connection {
         peer,
@@ -447,8 +444,21 @@ fn is_auth_required(e: &str) -> bool {
     e.contains("authorization required") || e.contains("Auth required")
 }
 
-fn secs(d: Duration) -> String {
-    format!("{}s", d.as_secs_f64())
+/// pi's words for a request that got no answer within the server's
+/// `timeout`.
+fn timed_out(d: Duration) -> String {
+    format!("MCP request timed out after {}ms", d.as_millis())
+}
+
+/// How a connection error that asks for an OAuth sign-in ends.
+fn sign_in_hint(server: &str) -> String {
+    format!("sign in with `pi-resources mcp login {server}` or /mcp login {server}")
+}
+
+/// Whether [`connect`]'s error for `server` is a request to sign in (the
+/// manager then counts the server as needing sign-in, not failed).
+pub fn asks_sign_in(err: &str, server: &str) -> bool {
+    err.ends_with(&sign_in_hint(server))
 }
 
 fn with_stderr(msg: String, tail: &StderrTail) -> String {
@@ -470,10 +480,7 @@ where
     match tokio::time::timeout(cfg.timeout, fut).await {
         Ok(Ok(r)) => Ok(r),
         Ok(Err(e)) => Err(with_stderr(format!("initialize failed: {e}"), stderr)),
-        Err(_) => Err(with_stderr(
-            format!("initialize timed out after {}", secs(cfg.timeout)),
-            stderr,
-        )),
+        Err(_) => Err(with_stderr(timed_out(cfg.timeout), stderr)),
     }
 }
 

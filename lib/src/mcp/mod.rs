@@ -13,6 +13,7 @@
 pub mod auth;
 pub mod cache;
 pub mod client;
+pub mod command;
 pub mod config;
 pub mod elicit;
 mod http;
@@ -47,6 +48,10 @@ pub enum State {
     Connected(Arc<client::Connection>),
     /// Why it could not connect.
     Failed(String),
+    /// An HTTP server that asks for an OAuth sign-in (its 401 without a
+    /// usable stored token, or signed out with `/mcp logout`): pi's
+    /// `needs-auth`. The text says why and how to sign in.
+    NeedsAuth(String),
 }
 
 /// One configured server and its connection.
@@ -60,6 +65,9 @@ pub struct Server {
     cached: Option<cache::Entry>,
     /// A stdio server's process group once spawned (0 before).
     group: Arc<std::sync::atomic::AtomicU32>,
+    /// Counts its connection attempts: an attempt overtaken by a
+    /// reconnect does not overwrite the state the later one sets.
+    attempt: std::sync::atomic::AtomicU64,
 }
 
 /// What a server offers: its tools, instructions and whether it has
@@ -115,6 +123,10 @@ impl Server {
                 "MCP server \"{}\" is not connected: {e}",
                 self.cfg.name
             )),
+            State::NeedsAuth(e) => Err(format!(
+                "MCP server \"{}\" is not connected: {e}",
+                self.cfg.name
+            )),
             State::Disabled => Err(format!("MCP server \"{}\" is disabled", self.cfg.name)),
             State::Connecting => Err(format!(
                 "MCP server \"{}\" is not connected: still connecting after {}s",
@@ -132,6 +144,66 @@ pub struct Mcp {
     /// Where `tool_search` puts the tools it loads (give it to the agent
     /// as [`crate::agent::hooks::AgentExt::late_tools`]).
     pub inbox: crate::tools::ToolInbox,
+    /// What connecting a server needs (at start and on reconnect).
+    link: Link,
+}
+
+/// What a connection attempt needs besides the server: the session cwd,
+/// the token store, the metadata cache and the order servers connect in.
+#[derive(Clone)]
+struct Link {
+    cwd: std::path::PathBuf,
+    store: Option<auth::Store>,
+    cache: Option<cache::Cache>,
+    counter: Arc<std::sync::atomic::AtomicUsize>,
+}
+
+impl Link {
+    /// Connects `s` and records the outcome (its state, and the cache
+    /// entry), unless a later attempt started meanwhile.
+    async fn connect(&self, s: &Arc<Server>) {
+        use std::sync::atomic::Ordering::SeqCst;
+        let attempt = s.attempt.fetch_add(1, SeqCst) + 1;
+        let cfg = s.cfg.clone();
+        let key = cache::Cache::key(&cfg, &self.cwd);
+        let group = Arc::clone(&s.group);
+        let (cwd, store) = (self.cwd.clone(), self.store.clone());
+        // A panic inside the SDK fails this server only.
+        let st =
+            match tokio::spawn(
+                async move { client::connect(&cfg, &cwd, &group, store.as_ref()).await },
+            )
+            .await
+            {
+                Ok(Ok(c)) => State::Connected(Arc::new(c)),
+                Ok(Err(e)) if client::asks_sign_in(&e, &s.cfg.name) => State::NeedsAuth(e),
+                Ok(Err(e)) => State::Failed(e),
+                Err(e) => State::Failed(format!("internal error: {e}")),
+            };
+        if s.attempt.load(SeqCst) != attempt {
+            if let State::Connected(c) = st {
+                c.close().await;
+            }
+            return;
+        }
+        if matches!(st, State::Connected(_)) {
+            s.connected_as
+                .store(self.counter.fetch_add(1, SeqCst), SeqCst);
+        }
+        let entry = match &st {
+            State::Connected(c) => Some(cache::Entry {
+                tools: c.tools.clone(),
+                instructions: c.instructions.clone(),
+                has_resources: c.has_resources,
+            }),
+            _ => None,
+        };
+        s.state.send_replace(st);
+        if let Some(cache) = self.cache.clone() {
+            // A little file I/O, off the runtime's threads.
+            let _ = tokio::task::spawn_blocking(move || cache.store(&key, entry.as_ref())).await;
+        }
+    }
 }
 
 impl Mcp {
@@ -166,54 +238,25 @@ impl Mcp {
                     connected_as: std::sync::atomic::AtomicUsize::new(usize::MAX),
                     cached: entries.get(&cache::Cache::key(cfg, cwd)).cloned(),
                     group: Default::default(),
+                    attempt: Default::default(),
                 })
             })
             .collect();
-        let store = config.agent_dir.as_deref().map(auth::Store::new);
+        let link = Link {
+            cwd: cwd.to_path_buf(),
+            store: config.agent_dir.as_deref().map(auth::Store::new),
+            cache,
+            counter,
+        };
         for s in servers.iter().filter(|s| s.cfg.enabled) {
-            let s = Arc::clone(s);
-            let cwd = cwd.to_path_buf();
-            let store = store.clone();
-            let counter = Arc::clone(&counter);
-            let cache = cache.clone();
-            tokio::spawn(async move {
-                let cfg = s.cfg.clone();
-                let key = cache::Cache::key(&cfg, &cwd);
-                let group = Arc::clone(&s.group);
-                // A panic inside the SDK fails this server only.
-                let st = match tokio::spawn(async move {
-                    client::connect(&cfg, &cwd, &group, store.as_ref()).await
-                })
-                .await
-                {
-                    Ok(Ok(c)) => {
-                        use std::sync::atomic::Ordering::SeqCst;
-                        s.connected_as.store(counter.fetch_add(1, SeqCst), SeqCst);
-                        State::Connected(Arc::new(c))
-                    }
-                    Ok(Err(e)) => State::Failed(e),
-                    Err(e) => State::Failed(format!("internal error: {e}")),
-                };
-                let entry = match &st {
-                    State::Connected(c) => Some(cache::Entry {
-                        tools: c.tools.clone(),
-                        instructions: c.instructions.clone(),
-                        has_resources: c.has_resources,
-                    }),
-                    _ => None,
-                };
-                s.state.send_replace(st);
-                if let Some(cache) = cache {
-                    // A little file I/O, off the runtime's threads.
-                    let _ = tokio::task::spawn_blocking(move || cache.store(&key, entry.as_ref()))
-                        .await;
-                }
-            });
+            let (s, link) = (Arc::clone(s), link.clone());
+            tokio::spawn(async move { link.connect(&s).await });
         }
         Arc::new(Mcp {
             config,
             servers,
             inbox: Default::default(),
+            link,
         })
     }
 
@@ -362,6 +405,37 @@ impl Mcp {
     /// The `mcp_servers` section (wrapped), when a server is deferred.
     pub fn servers_section(&self) -> Option<String> {
         tool::servers_section(&self.servers)
+    }
+
+    /// The configured server `name`.
+    pub fn server(&self, name: &str) -> Option<&Arc<Server>> {
+        self.servers.iter().find(|s| s.cfg.name == name)
+    }
+
+    /// Closes `s`'s connection (or kills the process group of an attempt
+    /// still under way) and connects it again, as pi's `/mcp reconnect`;
+    /// the state it ends in. Its tools are the new connection's from then
+    /// on ([`Mcp::direct_tools`]).
+    pub async fn reconnect(&self, s: &Arc<Server>) -> State {
+        self.disconnect(s, State::Connecting).await;
+        self.link.connect(s).await;
+        s.state()
+    }
+
+    /// Closes `s`'s connection and leaves it in `then` (a sign-out leaves
+    /// it [`State::NeedsAuth`]).
+    pub async fn disconnect(&self, s: &Server, then: State) {
+        s.attempt.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        match s.state.send_replace(then) {
+            State::Connected(c) => c.close().await,
+            State::Connecting => {
+                let g = s.group.load(std::sync::atomic::Ordering::SeqCst);
+                if g != 0 {
+                    client::kill_group(g);
+                }
+            }
+            _ => {}
+        }
     }
 
     /// Closes every connection (stdin, SIGTERM, SIGKILL to the group); a

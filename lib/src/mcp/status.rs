@@ -25,15 +25,19 @@ pub const COMMAND_DESCRIPTION: &str =
 pub const USAGE: &str =
     "Usage: /mcp, /mcp login [server], /mcp logout [server], /mcp reconnect [server]";
 
-/// What a prompt asks of the built-in command.
+/// What a prompt asks of the built-in command; the actions carry the
+/// server named, if any ([`super::command`] performs them).
 #[derive(Debug, PartialEq, Eq)]
 pub enum McpCommand {
     /// `/mcp`: the status lines.
     Status,
-    /// `login`, `logout`, `reconnect` (with the rest of the line): pi's
-    /// interactive actions, not done by the RPC server here.
-    Action(String),
-    /// Anything else after `/mcp`.
+    /// `/mcp login [server]`.
+    Login(Option<String>),
+    /// `/mcp logout [server]`.
+    Logout(Option<String>),
+    /// `/mcp reconnect [server]`.
+    Reconnect(Option<String>),
+    /// Anything else after `/mcp` (another word, or more than one server).
     Usage,
 }
 
@@ -43,43 +47,47 @@ pub fn parse_command(text: &str) -> Option<McpCommand> {
     if !rest.is_empty() && !rest.starts_with(char::is_whitespace) {
         return None;
     }
-    let args = rest.trim();
-    let sub = args.split_whitespace().next().unwrap_or("");
-    Some(match sub {
-        "" => McpCommand::Status,
-        "login" | "logout" | "reconnect" => McpCommand::Action(args.to_string()),
+    let words: Vec<&str> = rest.split_whitespace().collect();
+    let server = match words.len() {
+        0 => return Some(McpCommand::Status),
+        1 => None,
+        2 => Some(words[1].to_string()),
+        _ => return Some(McpCommand::Usage),
+    };
+    Some(match words[0] {
+        "login" => McpCommand::Login(server),
+        "logout" => McpCommand::Logout(server),
+        "reconnect" => McpCommand::Reconnect(server),
         _ => McpCommand::Usage,
     })
 }
 
-/// Whether a prompt is the `/mcp` command (a user message whose text is
-/// `/mcp…`).
-pub fn is_command(m: &crate::format::AgentMessage) -> bool {
+/// The `/mcp` command a prompt is (a user message whose text is
+/// `/mcp…`), if it is one.
+pub fn command_of(m: &crate::format::AgentMessage) -> Option<McpCommand> {
     match m {
-        crate::format::AgentMessage::User(u) => {
-            parse_command(&u.content.joined_text("\n")).is_some()
-        }
-        _ => false,
+        crate::format::AgentMessage::User(u) => parse_command(&u.content.joined_text("\n")),
+        _ => None,
     }
 }
 
-/// The answer to an action this toolkit's RPC server does not perform.
-pub fn action_unsupported(args: &str) -> String {
-    format!(
-        "/mcp {args} is not available in RPC mode here (sign in with `pi-resources mcp login <server>`)"
-    )
-}
-
-/// Waits until no enabled server is connecting, each at most its own
-/// `timeout` (as `/mcp` waits for pending connections).
+/// Waits until no enabled server is connecting, as `/mcp` waits for
+/// pending connections: a connection attempt ends by itself (each of its
+/// requests has the server's `timeout`: a stalled `initialize` fails with
+/// `MCP request timed out after <ms>ms`), so the wait is bounded only as
+/// a safeguard, at two timeouts (the handshake and `tools/list`) plus
+/// [`SETTLE_MARGIN`] for starting the process or fetching a token.
 pub async fn settle(mcp: &Mcp) {
     let waits = mcp
         .servers
         .iter()
         .filter(|s| s.cfg.enabled)
-        .map(|s| s.settled(s.cfg.timeout.max(Duration::from_millis(1))));
+        .map(|s| s.settled(s.cfg.timeout * 2 + SETTLE_MARGIN));
     futures_util::future::join_all(waits).await;
 }
+
+/// See [`settle`].
+pub const SETTLE_MARGIN: Duration = Duration::from_secs(10);
 
 /// A server's exposure as the status shows it: pi's word, or for a
 /// `codemode` server the exposure its tools get here.
@@ -102,8 +110,10 @@ pub fn attention(mcp: &Mcp) -> Option<String> {
         .map(|e| format!("  config: {e}"))
         .collect();
     for s in mcp.servers.iter().filter(|s| s.cfg.enabled) {
-        if let State::Failed(e) = s.state() {
-            lines.push(format!("  {}: failed: {e}", s.cfg.name));
+        match s.state() {
+            State::Failed(e) => lines.push(format!("  {}: failed: {e}", s.cfg.name)),
+            State::NeedsAuth(_) => lines.push(format!("  {}: needs sign-in", s.cfg.name)),
+            _ => {}
         }
     }
     if lines.is_empty() {
@@ -117,8 +127,9 @@ pub fn attention(mcp: &Mcp) -> Option<String> {
 
 /// The `/mcp` status: one line per configured server in config order
 /// (`<name>: connected, <n> tools (<exposure>)`, hidden tools counted;
-/// `disabled`; `failed` with the reason indented below; `connecting` when
-/// its timeout ran out), then `config error: <error>` lines. With nothing
+/// `disabled`; `failed` with the reason indented below; `needs sign-in,
+/// run /mcp login <name>`; `connecting` only if the safeguard of [`settle`]
+/// ran out, which pi never shows), then `config error: <error>` lines. With nothing
 /// configured, pi's hint naming `<agent_dir>/mcp.json`.
 pub fn report(mcp: Option<&Mcp>, agent_dir: &Path) -> String {
     let empty = mcp.is_none_or(|m| m.servers.is_empty() && m.config.errors.is_empty());
@@ -138,6 +149,9 @@ pub fn report(mcp: Option<&Mcp>, agent_dir: &Path) -> String {
             }
             State::Disabled => format!("{name}: disabled ({exp})"),
             State::Failed(e) => format!("{name}: failed ({exp})\n    {e}"),
+            State::NeedsAuth(_) => {
+                format!("{name}: needs sign-in, run /mcp login {name} ({exp})")
+            }
             State::Connecting => format!("{name}: connecting ({exp})"),
         });
     }
@@ -167,9 +181,15 @@ mod tests {
         assert_eq!(parse_command("  /mcp  "), Some(McpCommand::Status));
         assert_eq!(parse_command("/mcp list"), Some(McpCommand::Usage));
         assert_eq!(
-            parse_command("/mcp login srv"),
-            Some(McpCommand::Action("login srv".into()))
+            parse_command("/mcp login  srv "),
+            Some(McpCommand::Login(Some("srv".into())))
         );
+        assert_eq!(parse_command("/mcp logout"), Some(McpCommand::Logout(None)));
+        assert_eq!(
+            parse_command("/mcp reconnect"),
+            Some(McpCommand::Reconnect(None))
+        );
+        assert_eq!(parse_command("/mcp reconnect a b"), Some(McpCommand::Usage));
         assert_eq!(parse_command("/mcpx"), None);
         assert_eq!(parse_command("use /mcp"), None);
     }
@@ -221,6 +241,26 @@ mod tests {
             "{status}"
         );
         mcp.shutdown().await;
+    }
+
+    #[tokio::test]
+    async fn a_server_needing_sign_in_says_how() {
+        let (dir, cfg) = config(
+            r#"{"mcpServers": {"web": {"url": "http://127.0.0.1:9/mcp", "exposure": "direct"}}}"#,
+        );
+        let mcp = Mcp::start(cfg, dir.path());
+        settle(&mcp).await;
+        let web = mcp.server("web").map(std::sync::Arc::clone).unwrap();
+        mcp.disconnect(&web, State::NeedsAuth("signed out".into()))
+            .await;
+        assert_eq!(
+            report(Some(&mcp), dir.path()),
+            "web: needs sign-in, run /mcp login web (direct)"
+        );
+        assert_eq!(
+            attention(&mcp).as_deref(),
+            Some("MCP servers need attention:\n  web: needs sign-in\nRun /mcp to fix.")
+        );
     }
 
     #[test]

@@ -141,6 +141,30 @@ impl UiTransport for RpcUi {
     }
 }
 
+/// The `/mcp` command asks and tells the RPC client through the same
+/// sub-protocol as an extension.
+impl crate::mcp::command::Ui for RpcUi {
+    fn notify(&self, message: &str, kind: &str) {
+        self.notice(message, kind);
+    }
+
+    fn select(&self, title: &str, options: &[String]) -> BoxFuture<'static, Option<String>> {
+        let d = self.dialog(
+            "ui.select",
+            serde_json::json!({"title": title, "options": options}),
+        );
+        Box::pin(async move { d.await.ok().and_then(|v| v.as_str().map(str::to_string)) })
+    }
+
+    fn input(&self, title: &str, placeholder: &str) -> BoxFuture<'static, Option<String>> {
+        let d = self.dialog(
+            "ui.input",
+            serde_json::json!({"title": title, "placeholder": placeholder}),
+        );
+        Box::pin(async move { d.await.ok().and_then(|v| v.as_str().map(str::to_string)) })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
