@@ -145,6 +145,42 @@ fn both_in(
     (run(false), run(true))
 }
 
+/// [`both_in`] for servers slow to start (the real npm and PyPI ones): pi
+/// and pi-run wait at most 10 s at the first request for servers with
+/// direct tools, so on a loaded machine a server can miss that window in
+/// either program and its tools are then simply not declared. Such a pair
+/// of runs says nothing about fidelity; it is run again (up to three times
+/// in all, the caches now warm) until both declared every tool in `needed`
+/// from the start. Three misses in a row fail, naming the tools.
+fn both_declaring(
+    o: &Oracle,
+    mcp: &dyn Fn(&Sandbox) -> Value,
+    turns: &dyn Fn(&Sandbox) -> Value,
+    needed: &[&str],
+) -> (Recorded, Recorded) {
+    let missing = |r: &Recorded| -> Vec<String> {
+        let names = tool_names(&r.system);
+        needed
+            .iter()
+            .filter(|n| !names.iter().any(|m| m == *n))
+            .map(|n| n.to_string())
+            .collect()
+    };
+    let mut last = Vec::new();
+    for attempt in 1..=3 {
+        let (pi, ours) = both_in(o, mcp, turns, &[]);
+        let (a, b) = (missing(&pi), missing(&ours));
+        if a.is_empty() && b.is_empty() {
+            return (pi, ours);
+        }
+        eprintln!(
+            "attempt {attempt}: a server missed the 10 s first-request wait (pi lacks {a:?}, pi-run lacks {b:?}); running both again"
+        );
+        last = [a, b].concat();
+    }
+    panic!("three attempts in a row, a server missed the 10 s first-request wait: {last:?} not declared (machine too loaded?)");
+}
+
 fn section<'a>(system: &'a Value, name: &str) -> &'a Value {
     &system["sections"][name]
 }
@@ -441,7 +477,13 @@ fn mcp_real_servers_stdio_and_http_match_pi() {
             {"text": "done"}
         ])
     };
-    let (pi, ours) = both_in(&o, &mcp, &turns, &[]);
+    let needed = [
+        "mcp__everything__echo",
+        "mcp__everything__get_sum",
+        "mcp__web__echo",
+        "mcp__files__read_text_file",
+    ];
+    let (pi, ours) = both_declaring(&o, &mcp, &turns, &needed);
     assert_same(&pi, &ours);
     assert_eq!(ours.results.len(), 5);
     // mcp-server-time (Python) on its own: it takes seconds to start on a
@@ -455,7 +497,12 @@ fn mcp_real_servers_stdio_and_http_match_pi() {
         ]},
         {"text": "done"}
     ]);
-    let (pi_t, ours_t) = both(&o, &time, &turns, &[]);
+    let (pi_t, ours_t) = both_declaring(
+        &o,
+        &|_| time.clone(),
+        &|_| turns.clone(),
+        &["mcp__time__convert_time", "mcp__time__get_current_time"],
+    );
     assert_same(&pi_t, &ours_t);
     assert_eq!(ours_t.results.len(), 2);
     assert!(ours.results.iter().any(|r| r["content"]
