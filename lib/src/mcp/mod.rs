@@ -426,34 +426,17 @@ impl Mcp {
     /// it [`State::NeedsAuth`]).
     pub async fn disconnect(&self, s: &Server, then: State) {
         s.attempt.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-        match s.state.send_replace(then) {
-            State::Connected(c) => c.close().await,
-            State::Connecting => {
-                let g = s.group.load(std::sync::atomic::Ordering::SeqCst);
-                if g != 0 {
-                    client::kill_group(g);
-                }
-            }
-            _ => {}
-        }
+        release(s, s.state.send_replace(then)).await;
     }
 
     /// Closes every connection (stdin, SIGTERM, SIGKILL to the group); a
     /// stdio server still connecting (the run did not need to wait for it)
     /// gets SIGKILL to its group.
     pub async fn shutdown(&self) {
-        let closes = self.servers.iter().map(|s| async move {
-            match s.state() {
-                State::Connected(c) => c.close().await,
-                State::Connecting => {
-                    let g = s.group.load(std::sync::atomic::Ordering::SeqCst);
-                    if g != 0 {
-                        client::kill_group(g);
-                    }
-                }
-                _ => {}
-            }
-        });
+        let closes = self
+            .servers
+            .iter()
+            .map(|s| async move { release(s, s.state()).await });
         futures_util::future::join_all(closes).await;
     }
 }
@@ -625,6 +608,22 @@ pub async fn list(
         mcp.shutdown().await;
     }
     (out, errors)
+}
+
+/// Lets go of what `s` held in `state`: a connection is closed (stdin,
+/// SIGTERM, SIGKILL to the group); a stdio server still connecting gets
+/// SIGKILL to its group.
+async fn release(s: &Server, state: State) {
+    match state {
+        State::Connected(c) => c.close().await,
+        State::Connecting => {
+            let g = s.group.load(std::sync::atomic::Ordering::SeqCst);
+            if g != 0 {
+                client::kill_group(g);
+            }
+        }
+        _ => {}
+    }
 }
 
 #[cfg(test)]
