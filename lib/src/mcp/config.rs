@@ -137,6 +137,14 @@ pub enum Grant {
     Enterprise,
 }
 
+/// Where credentials may be sent: any `https://` URL, or `http` on loopback.
+fn secure_url(u: &str) -> bool {
+    u.starts_with("https://") || loopback_http(u)
+}
+
+/// The text of pi's error for a URL that is not [`secure_url`].
+const SECURE_URL: &str = "an https URL, or http on localhost, 127.0.0.1, or [::1]";
+
 /// `http://` or `https://` on localhost, 127.0.0.1 or [::1].
 fn loopback_http(u: &str) -> bool {
     let Some(rest) = u
@@ -217,22 +225,13 @@ fn oauth_field(m: &Map<String, Value>, name: &str) -> Result<OAuth, String> {
             }
         },
     };
-    out.auth_server_metadata_url = match o.get("authServerMetadataUrl") {
-        None => None,
-        Some(Value::String(u)) if u.starts_with("https://") || loopback_http(u) => Some(u.clone()),
-        Some(_) => {
-            return Err(e(
-                ".authServerMetadataUrl must be an https URL, or http on localhost, 127.0.0.1, or [::1]",
-            ))
-        }
+    let url_field = |k: &str| match o.get(k) {
+        None => Ok(None),
+        Some(Value::String(u)) if secure_url(u) => Ok(Some(u.clone())),
+        Some(_) => Err(e(&format!(".{k} must be {SECURE_URL}"))),
     };
-    out.client_metadata_url = match o.get("clientMetadataUrl") {
-        None => None,
-        Some(Value::String(u)) if u.starts_with("https://") || loopback_http(u) => Some(u.clone()),
-        Some(_) => return Err(e(
-            ".clientMetadataUrl must be an https URL, or http on localhost, 127.0.0.1, or [::1]",
-        )),
-    };
+    out.auth_server_metadata_url = url_field("authServerMetadataUrl")?;
+    out.client_metadata_url = url_field("clientMetadataUrl")?;
     out.grant = match o.get("grantType") {
         None => Grant::AuthorizationCode,
         Some(v) => match v.as_str() {
@@ -258,10 +257,8 @@ fn oauth_field(m: &Map<String, Value>, name: &str) -> Result<OAuth, String> {
                 field(k)?.ok_or_else(|| e(&format!(".idp.{k} must be a non-empty string")))
             };
             let token_endpoint = need("tokenEndpoint")?;
-            if !(token_endpoint.starts_with("https://") || loopback_http(&token_endpoint)) {
-                return Err(e(
-                    ".idp.tokenEndpoint must be an https URL, or http on localhost, 127.0.0.1, or [::1]",
-                ));
+            if !secure_url(&token_endpoint) {
+                return Err(e(&format!(".idp.tokenEndpoint must be {SECURE_URL}")));
             }
             Some(Idp {
                 token_endpoint,
@@ -737,10 +734,8 @@ fn parse_entry(
                 .as_str()
                 .filter(|u| u.starts_with("http://") || u.starts_with("https://"))
                 .ok_or_else(|| format!("server \"{name}\": url must be an http or https URL"))?;
-            if auth_provider.is_some() && !(url.starts_with("https://") || loopback_http(url)) {
-                return Err(format!(
-                    "server \"{name}\": auth requires an https URL, or http on localhost, 127.0.0.1, or [::1]"
-                ));
+            if auth_provider.is_some() && !secure_url(url) {
+                return Err(format!("server \"{name}\": auth requires {SECURE_URL}"));
             }
             Transport::Http {
                 url: url.to_string(),
