@@ -24,6 +24,7 @@ pub mod resources;
 pub mod rpc;
 pub mod session;
 pub mod settings;
+pub mod sizefmt;
 pub mod subagents;
 pub mod timefmt;
 pub mod tools;

@@ -42,6 +42,24 @@ pub fn expand_tilde(p: &Path) -> PathBuf {
     }
 }
 
+/// Removes `.` and `..` components lexically, without asking the file
+/// system (as Node's `path.resolve` does): `/a/./b/../c` is `/a/c`, and
+/// `..` at the root stays at the root.
+pub fn normalize(p: &Path) -> PathBuf {
+    use std::path::Component;
+    let mut out = PathBuf::new();
+    for c in p.components() {
+        match c {
+            Component::CurDir => {}
+            Component::ParentDir => {
+                out.pop();
+            }
+            other => out.push(other.as_os_str()),
+        }
+    }
+    out
+}
+
 /// The root of all session folders: `<agentDir>/sessions`.
 pub fn sessions_root() -> PathBuf {
     agent_dir().join("sessions")
@@ -94,5 +112,12 @@ mod tests {
             session_file_name("2026-03-15T22:40:18.123Z", "abc"),
             "2026-03-15T22-40-18-123Z_abc.jsonl"
         );
+    }
+
+    #[test]
+    fn normalizes_lexically() {
+        assert_eq!(normalize(Path::new("/a/./b/../c")), Path::new("/a/c"));
+        assert_eq!(normalize(Path::new("/../x")), Path::new("/x"));
+        assert_eq!(normalize(Path::new("a/b/..")), Path::new("a"));
     }
 }

@@ -34,8 +34,8 @@ impl std::fmt::Display for FileError {
             FileError::TooLarge { size, cap } => write!(
                 f,
                 "it is {}, larger than the {} limit",
-                crate::tools::truncate::format_size(usize::try_from(*size).unwrap_or(usize::MAX)),
-                crate::tools::truncate::format_size(usize::try_from(*cap).unwrap_or(usize::MAX))
+                crate::sizefmt::format_size(usize::try_from(*size).unwrap_or(usize::MAX)),
+                crate::sizefmt::format_size(usize::try_from(*cap).unwrap_or(usize::MAX))
             ),
             FileError::Cancelled => write!(f, "reading was aborted"),
         }

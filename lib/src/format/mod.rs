@@ -19,6 +19,7 @@ pub mod num;
 pub mod records;
 pub mod resources;
 pub mod rpc;
+pub mod subagent;
 pub mod tool;
 
 pub use entry::{Entry, SessionHeader, CURRENT_SESSION_VERSION};

@@ -10,6 +10,8 @@ use std::path::{Path, PathBuf};
 
 use globset::{Glob, GlobBuilder, GlobMatcher};
 
+use crate::paths::normalize;
+
 /// One parsed array.
 #[derive(Debug, Default, Clone)]
 pub struct PathSpec {
@@ -53,22 +55,6 @@ pub fn resolve(entry: &str, base: &Path, home: Option<&Path>) -> PathBuf {
         base.join(p)
     };
     normalize(&joined)
-}
-
-/// Removes `.` and `..` components lexically (as Node's `path.resolve`).
-pub fn normalize(p: &Path) -> PathBuf {
-    use std::path::Component;
-    let mut out = PathBuf::new();
-    for c in p.components() {
-        match c {
-            Component::CurDir => {}
-            Component::ParentDir => {
-                out.pop();
-            }
-            other => out.push(other.as_os_str()),
-        }
-    }
-    out
 }
 
 impl PathSpec {

@@ -48,7 +48,7 @@ pub fn process_program(p: &Path) -> Option<PathBuf> {
             .and_then(|t| serde_json::from_str::<Value>(&t).ok())
             .and_then(|v| v.get("pi")?.get("process")?.as_str().map(|s| p.join(s)))
         {
-            return is_executable_file(&prog).then(|| super::filter::normalize(&prog));
+            return is_executable_file(&prog).then(|| crate::paths::normalize(&prog));
         }
         let e = p.join("extension");
         return is_executable_file(&e).then_some(e);
@@ -104,7 +104,7 @@ fn manifest_extensions(dir: &Path) -> Option<Vec<PathBuf>> {
     Some(
         list.iter()
             .filter_map(Value::as_str)
-            .map(|s| super::filter::normalize(&dir.join(s)))
+            .map(|s| crate::paths::normalize(&dir.join(s)))
             .filter(|p| p.exists())
             .collect(),
     )

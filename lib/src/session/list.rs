@@ -409,7 +409,7 @@ impl Summarizer {
                     && memmem::find(line, b"\"pi-web:subagent\"").is_some() =>
             {
                 if let Ok((v, _)) = parse_json(line) {
-                    s.subagent_of = crate::subagents::runs::metadata_parent(&v);
+                    s.subagent_of = crate::format::subagent::metadata_parent(&v);
                 }
             }
             Some(b"usage") | Some(b"compaction") | Some(b"branch_summary") => {

@@ -28,46 +28,14 @@ use crate::format::entry::{CustomEntry, LabelEntry, SessionInfoEntry};
 use crate::format::Entry;
 use crate::timefmt::now_iso;
 
+use crate::atomic_file::temp_path;
+/// The crate's one atomic writer, still reachable here for older callers.
+pub use crate::atomic_file::write_atomic;
+
 use super::file::open_regular;
 use super::ids::new_entry_id;
 use super::load::DiskState;
 use super::Session;
-
-/// Writes `contents` to `path` atomically: a temporary file in the same
-/// folder, fsync, then rename. Refuses to replace an existing file unless
-/// `replace` is set.
-pub fn write_atomic(path: &Path, contents: &[u8], replace: bool) -> io::Result<()> {
-    if !replace && path.exists() {
-        return Err(io::Error::new(
-            io::ErrorKind::AlreadyExists,
-            format!("{} already exists", path.display()),
-        ));
-    }
-    let dir = path.parent().unwrap_or(Path::new("."));
-    std::fs::create_dir_all(dir)?;
-    let tmp = temp_name(path);
-    let result = (|| {
-        let mut f = File::create(&tmp)?;
-        f.write_all(contents)?;
-        f.sync_all()?;
-        std::fs::rename(&tmp, path)
-    })();
-    if result.is_err() {
-        let _ = std::fs::remove_file(&tmp);
-    }
-    result
-}
-
-/// A temporary name next to `path`, unique to this process and call.
-fn temp_name(path: &Path) -> PathBuf {
-    let dir = path.parent().unwrap_or(Path::new("."));
-    let name = path
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    let tag = uuid::Uuid::new_v4().simple().to_string();
-    dir.join(format!(".{name}.{}.{}.tmp", std::process::id(), &tag[..8]))
-}
 
 /// Creates `path` holding `contents`, only if nothing is there, so that
 /// readers see the whole file or none of it: the bytes go to a temporary
@@ -85,7 +53,7 @@ pub fn create_new_file(path: &Path, contents: &[u8]) -> io::Result<(std::fs::Met
             .create_new(true)
             .open(p)
     };
-    let tmp = temp_name(path);
+    let tmp = temp_path(path);
     let mut f = open_new(&tmp)?;
     let linked = f
         .write_all(contents)
@@ -669,14 +637,5 @@ mod tests {
             .map(|e| e.file_name())
             .collect();
         assert_eq!(leftovers.len(), 1, "{leftovers:?}");
-    }
-
-    #[test]
-    fn atomic_write_refuses_to_clobber() {
-        let dir = tempfile::tempdir().unwrap();
-        let p = dir.path().join("x");
-        write_atomic(&p, b"1", false).unwrap();
-        assert!(write_atomic(&p, b"2", false).is_err());
-        assert_eq!(std::fs::read(&p).unwrap(), b"1");
     }
 }

@@ -109,23 +109,6 @@ pub struct Snapshot {
     pub exact_system_prompt: Option<String>,
 }
 
-/// The parent session id of a raw `pi-web:subagent` custom entry (version
-/// 1), for listings that scan lines without loading the session.
-pub fn metadata_parent(entry: &Value) -> Option<String> {
-    if entry.get("type").and_then(Value::as_str) != Some("custom")
-        || entry.get("customType").and_then(Value::as_str) != Some("pi-web:subagent")
-    {
-        return None;
-    }
-    let data = entry.get("data")?;
-    if data.get("version") != Some(&Value::from(1)) {
-        return None;
-    }
-    data.get("parentSessionId")
-        .and_then(Value::as_str)
-        .map(str::to_string)
-}
-
 /// The child an entry of a parent names: an `Agent` tool result or a
 /// background completion, whose details are `kind: "pi-web-subagent"`.
 pub fn child_named_by(e: &Entry) -> Option<String> {

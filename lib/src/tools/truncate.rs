@@ -183,16 +183,8 @@ pub fn truncate_tail(text: &str, max_lines: usize, max_bytes: usize) -> Truncati
     t
 }
 
-/// pi's `formatSize`: `512B`, `50.0KB`, `1.5MB`.
-pub fn format_size(bytes: usize) -> String {
-    if bytes < 1024 {
-        format!("{bytes}B")
-    } else if bytes < 1024 * 1024 {
-        format!("{:.1}KB", bytes as f64 / 1024.0)
-    } else {
-        format!("{:.1}MB", bytes as f64 / (1024.0 * 1024.0))
-    }
-}
+/// pi's `formatSize` (shared with the file helpers below the tools).
+pub use crate::sizefmt::format_size;
 
 /// Cuts a grep line to [`GREP_MAX_LINE_LENGTH`] characters plus
 /// `... [truncated]`; the flag says whether it was cut.
@@ -240,15 +232,6 @@ pub fn js_number(n: f64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn sizes_print_like_pi() {
-        assert_eq!(format_size(0), "0B");
-        assert_eq!(format_size(1023), "1023B");
-        assert_eq!(format_size(51200), "50.0KB");
-        assert_eq!(format_size(60000), "58.6KB");
-        assert_eq!(format_size(3 * 1024 * 1024 / 2), "1.5MB");
-    }
 
     #[test]
     fn head_keeps_short_text_whole() {

@@ -7,6 +7,7 @@ use serde_json::{Map, Value};
 
 use super::ToolOutput;
 use crate::format::ContentBlock;
+use crate::paths::normalize;
 
 /// Resolves a path argument against `cwd` like pi: a leading `@` is
 /// dropped, Unicode spaces become ASCII spaces, `~` and `~/` expand to the
@@ -32,22 +33,6 @@ pub fn resolve_path(arg: &str, cwd: &Path) -> PathBuf {
         cwd.join(expanded)
     };
     normalize(&joined)
-}
-
-/// Lexically removes `.` and `..` components (Node's `path.resolve`).
-fn normalize(p: &Path) -> PathBuf {
-    use std::path::Component;
-    let mut out = PathBuf::new();
-    for c in p.components() {
-        match c {
-            Component::CurDir => {}
-            Component::ParentDir => {
-                out.pop();
-            }
-            other => out.push(other.as_os_str()),
-        }
-    }
-    out
 }
 
 /// A string argument, if present.

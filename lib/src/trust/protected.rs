@@ -8,6 +8,8 @@
 
 use std::path::{Path, PathBuf};
 
+use crate::paths::normalize;
+
 /// The entries of `<cwd>/.pi/` that need a decision, in pi's order.
 pub const PROTECTED_PI_ENTRIES: [&str; 8] = [
     "settings.json",
@@ -35,23 +37,7 @@ pub fn canonicalize_dir(dir: &Path) -> PathBuf {
             Err(_) => dir.to_path_buf(),
         }
     };
-    std::fs::canonicalize(&abs).unwrap_or_else(|_| clean(&abs))
-}
-
-/// Removes `.` and resolves `..` lexically (only used when realpath fails).
-fn clean(p: &Path) -> PathBuf {
-    use std::path::Component;
-    let mut out = PathBuf::new();
-    for c in p.components() {
-        match c {
-            Component::CurDir => {}
-            Component::ParentDir => {
-                out.pop();
-            }
-            other => out.push(other.as_os_str()),
-        }
-    }
-    out
+    std::fs::canonicalize(&abs).unwrap_or_else(|_| normalize(&abs))
 }
 
 /// The protected resources found from `cwd` (canonicalized first), in

@@ -16,7 +16,6 @@
 //! * Writes go to a temporary file in the same folder, then `rename` over
 //!   trust.json, so a reader never sees half a file.
 
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant, SystemTime};
 
@@ -289,31 +288,8 @@ impl TrustStore {
     }
 
     fn write_atomic(&self, text: &str) -> Result<(), TrustError> {
-        let dir = match self.path.parent() {
-            Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
-            _ => PathBuf::from("."),
-        };
-        let tmp = dir.join(format!(
-            ".{}.{}.{}.tmp",
-            TRUST_FILE,
-            std::process::id(),
-            uuid::Uuid::new_v4().simple()
-        ));
-        let result = (|| -> std::io::Result<()> {
-            let mut f = std::fs::OpenOptions::new()
-                .write(true)
-                .create_new(true)
-                .open(&tmp)?;
-            f.write_all(text.as_bytes())?;
-            f.sync_all()?;
-            drop(f);
-            std::fs::rename(&tmp, &self.path)
-        })();
-        if let Err(e) = result {
-            let _ = std::fs::remove_file(&tmp);
-            return Err(self.write_error(e));
-        }
-        Ok(())
+        crate::atomic_file::replace_atomic(&self.path, text.as_bytes(), 0o666)
+            .map_err(|e| self.write_error(e))
     }
 
     fn write_error(&self, e: std::io::Error) -> TrustError {
