@@ -13,6 +13,45 @@ use std::io;
 use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
+/// A session file's handle kept open between appends. A clone of the
+/// session gets none (it opens its own): `flock` locks belong to an open
+/// file, so two copies sharing one handle would not exclude each other.
+#[derive(Debug, Default)]
+pub(crate) struct HeldFile(Option<File>);
+
+impl Clone for HeldFile {
+    fn clone(&self) -> Self {
+        HeldFile(None)
+    }
+}
+
+impl HeldFile {
+    /// Holds `f`, the (unlocked) file of the session.
+    pub(crate) fn new(f: File) -> HeldFile {
+        HeldFile(Some(f))
+    }
+
+    /// Keeps `f`, unlocked, for the next append; a file that will not
+    /// unlock is closed instead (which releases its lock).
+    pub(crate) fn keep(f: File) -> HeldFile {
+        match f.unlock() {
+            Ok(()) => HeldFile(Some(f)),
+            Err(_) => HeldFile(None),
+        }
+    }
+
+    /// The held file, if any, leaving none.
+    pub(crate) fn take(&mut self) -> Option<File> {
+        self.0.take()
+    }
+
+    /// Whether a file is held.
+    #[cfg(test)]
+    pub(crate) fn is_open(&self) -> bool {
+        self.0.is_some()
+    }
+}
+
 /// A file left out of a listing or lookup, and why.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Skipped {

@@ -21,9 +21,10 @@ use crate::format::entry::header_version;
 use crate::format::{AgentMessage, Usage};
 use crate::timefmt::parse_iso_ms;
 
+use super::diagnostics::{Diagnostic, Diagnostics};
 use super::file::open_regular;
 pub use super::file::Skipped;
-use super::load::{parse_json, Diagnostic, Diagnostics};
+use super::load::parse_json;
 
 /// What `ls` shows of one session.
 #[derive(Debug, Clone, PartialEq, Default)]

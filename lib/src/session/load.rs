@@ -7,8 +7,6 @@
 //! not entries (`{}`, `[1]`, bad JSON) are dropped, and at most
 //! [`MAX_KEPT_DIAGNOSTICS`] problems are kept per file; the rest are counted.
 
-use std::fmt;
-use std::hash::BuildHasher;
 use std::path::{Path, PathBuf};
 
 use serde_json::{Map, Value};
@@ -18,90 +16,7 @@ use crate::format::{Entry, SessionHeader, CURRENT_SESSION_VERSION};
 
 use super::file::open_regular;
 use super::ids::derived_entry_id;
-
-/// A problem found while reading, tied to a file and line. The command still
-/// serves the rest of the file.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Diagnostic {
-    pub path: PathBuf,
-    /// 1-based line number; 0 when the problem is not tied to a line.
-    pub line: usize,
-    pub message: String,
-}
-
-impl fmt::Display for Diagnostic {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        if self.line > 0 {
-            write!(f, "{}:{}: {}", self.path.display(), self.line, self.message)
-        } else {
-            write!(f, "{}: {}", self.path.display(), self.message)
-        }
-    }
-}
-
-/// How many problems of one file are kept (and shown); the rest are counted.
-pub const MAX_KEPT_DIAGNOSTICS: usize = 20;
-
-/// The problems of one file: the first [`MAX_KEPT_DIAGNOSTICS`], and how
-/// many there were in all. Every command reports them through
-/// [`Diagnostics::warn`], so a file of a million bad lines costs a few lines
-/// of stderr and no memory.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct Diagnostics {
-    kept: Vec<Diagnostic>,
-    total: usize,
-}
-
-impl Diagnostics {
-    /// Records a problem (kept if there is room, counted always).
-    pub fn push(&mut self, d: Diagnostic) {
-        self.total += 1;
-        if self.kept.len() < MAX_KEPT_DIAGNOSTICS {
-            self.kept.push(d);
-        }
-    }
-
-    /// The kept problems, in the order found.
-    pub fn iter(&self) -> std::slice::Iter<'_, Diagnostic> {
-        self.kept.iter()
-    }
-
-    /// How many problems there were (kept or not).
-    pub fn len(&self) -> usize {
-        self.total
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.total == 0
-    }
-
-    /// Names the file in every kept problem.
-    pub fn set_path(&mut self, path: &Path) {
-        for d in &mut self.kept {
-            d.path = path.to_path_buf();
-        }
-    }
-
-    /// Prints the kept problems as warnings, then one line counting the
-    /// others.
-    pub fn warn(&self, prog: &str) {
-        for d in &self.kept {
-            crate::cli::warn(prog, &d.to_string());
-        }
-        let more = self.total - self.kept.len();
-        if more > 0 {
-            let path = self.kept.first().map(|d| d.path.display().to_string());
-            crate::cli::warn(
-                prog,
-                &format!(
-                    "{}: {more} more problem(s) not shown (only the first {} are)",
-                    path.unwrap_or_default(),
-                    self.kept.len()
-                ),
-            );
-        }
-    }
-}
+use super::session::{DiskState, Session};
 
 /// Why a file could not be used as a session at all.
 #[derive(Debug, thiserror::Error)]
@@ -124,45 +39,6 @@ pub enum LoadError {
         line: usize,
         reason: VersionError,
     },
-}
-
-/// Where the in-memory copy stands against the file: the bytes and newlines
-/// up to the end of its last complete line, and which file (device, inode)
-/// it was. Appends use this to read only what other processes added since;
-/// an unfinished last line is read again then (its writer may have finished
-/// it meanwhile).
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub(crate) struct DiskState {
-    pub len: u64,
-    pub newlines: usize,
-    pub dev: u64,
-    pub ino: u64,
-}
-
-/// A loaded session: header, entries in file order, and what went wrong.
-#[derive(Debug, Clone)]
-pub struct Session {
-    pub path: PathBuf,
-    pub header: SessionHeader,
-    pub entries: Vec<Entry>,
-    /// The 1-based file line of each entry (parallel to `entries`; 0 for
-    /// entries not yet written).
-    pub lines: Vec<usize>,
-    pub diagnostics: Diagnostics,
-    /// The version the file had on disk, when it was migrated in memory.
-    pub migrated_from: Option<u64>,
-    /// Whether the file ended without a newline (a crash mid-write).
-    pub missing_final_newline: bool,
-    index: IdIndex,
-    /// Per entry: its parent's position ([`NO_PARENT`] for a root, a
-    /// dangling or a self reference), and [`DUPLICATE`] set when an earlier
-    /// entry has the same id. Walks use it instead of looking ids up.
-    links: Vec<u32>,
-    /// `None`: this copy was not read from the file (new, or not yet read).
-    pub(crate) disk: Option<DiskState>,
-    /// The file's handle, kept open between appends (never shared by
-    /// clones).
-    pub(crate) held: super::write::HeldFile,
 }
 
 impl Session {
@@ -350,24 +226,16 @@ impl Session {
         let has_parent = entry.parent_id().is_some();
         self.push_at(entry, lineno);
         let i = self.entries.len() - 1;
-        if self.links[i] & DUPLICATE != 0 {
+        if self.is_duplicate(i) {
             let id = self.entries[i].id();
             self.diag(
                 lineno,
                 format!("duplicate entry id {id}; the first one is used"),
             );
         }
-        if has_parent && self.links[i] & !DUPLICATE == NO_PARENT {
+        if has_parent && self.parent_unlinked(i) {
             later.push(i);
         }
-    }
-
-    fn diag(&mut self, line: usize, message: String) {
-        self.diagnostics.push(Diagnostic {
-            path: self.path.clone(),
-            line,
-            message,
-        });
     }
 
     /// v1 → v2 for one entry: a deterministic id, the previous entry as
@@ -414,9 +282,7 @@ impl Session {
             if let Some(pi) = self.index_of(p) {
                 backward = true;
                 if pi != i {
-                    if let Some(l) = self.links.get_mut(i) {
-                        *l = (*l & DUPLICATE) | pi as u32;
-                    }
+                    self.set_parent_index(i, pi);
                 }
             } else {
                 found.push((
@@ -451,132 +317,6 @@ impl Session {
         }
     }
 
-    /// A session with no entries (not yet on disk).
-    pub fn empty(path: PathBuf, header: SessionHeader) -> Session {
-        Session {
-            path,
-            header,
-            entries: Vec::new(),
-            lines: Vec::new(),
-            diagnostics: Diagnostics::default(),
-            migrated_from: None,
-            missing_final_newline: false,
-            index: IdIndex::default(),
-            links: Vec::new(),
-            disk: None,
-            held: Default::default(),
-        }
-    }
-
-    /// The session id from the header.
-    pub fn id(&self) -> &str {
-        &self.header.id
-    }
-
-    /// The index of the entry with this id.
-    pub fn index_of(&self, id: &str) -> Option<usize> {
-        self.index.get(&self.entries, id)
-    }
-
-    /// Whether an entry has this id.
-    pub fn has_id(&self, id: &str) -> bool {
-        self.index_of(id).is_some()
-    }
-
-    /// The entry with this id.
-    pub fn get(&self, id: &str) -> Option<&Entry> {
-        self.index_of(id).map(|i| &self.entries[i])
-    }
-
-    /// Finds an entry by full id or unique prefix.
-    pub fn find_entry(&self, id_or_prefix: &str) -> Result<&Entry, String> {
-        if let Some(e) = self.get(id_or_prefix) {
-            return Ok(e);
-        }
-        let matches: Vec<&Entry> = self
-            .entries
-            .iter()
-            .filter(|e| !e.id().is_empty() && e.id().starts_with(id_or_prefix))
-            .collect();
-        match matches.len() {
-            0 => Err(format!(
-                "{}: no entry with id {id_or_prefix}",
-                self.path.display()
-            )),
-            1 => Ok(matches[0]),
-            _ => Err(format!(
-                "{}: entry id prefix {id_or_prefix} is ambiguous: {}",
-                self.path.display(),
-                matches
-                    .iter()
-                    .map(|e| e.id())
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            )),
-        }
-    }
-
-    /// The leaf: the last entry (in file order) that has an id.
-    pub fn leaf_id(&self) -> Option<&str> {
-        self.entries
-            .iter()
-            .rev()
-            .map(Entry::id)
-            .find(|id| !id.is_empty())
-    }
-
-    /// Appends an entry in memory (the caller persists it).
-    pub fn push(&mut self, entry: Entry) {
-        self.push_at(entry, 0);
-    }
-
-    pub(crate) fn push_at(&mut self, entry: Entry, line: usize) {
-        let parent = entry
-            .parent_id()
-            .and_then(|p| self.index_of(p))
-            .and_then(|p| u32::try_from(p).ok())
-            .unwrap_or(NO_PARENT);
-        let indexed = !entry.id().is_empty();
-        self.entries.push(entry);
-        self.lines.push(line);
-        let new = indexed && self.index.insert(&self.entries, self.entries.len() - 1);
-        self.links.push(if indexed && !new {
-            parent | DUPLICATE
-        } else {
-            parent
-        });
-    }
-
-    /// The position of entry `i`'s parent (`None` for a root, and for a
-    /// parent that is not in the file).
-    pub fn parent_index(&self, i: usize) -> Option<usize> {
-        match self.links.get(i) {
-            Some(&l) if self.links.len() == self.entries.len() => {
-                let p = l & !DUPLICATE;
-                (p != NO_PARENT).then_some(p as usize)
-            }
-            // `entries` was changed directly: look the parent up.
-            _ => {
-                let p = self.entries.get(i)?.parent_id()?;
-                self.index_of(p).filter(|&p| p != i)
-            }
-        }
-    }
-
-    /// Whether entry `i` holds the first use of its id (entries without an
-    /// id and later duplicates are not part of the tree).
-    pub fn is_tree_node(&self, i: usize) -> bool {
-        let Some(e) = self.entries.get(i) else {
-            return false;
-        };
-        match self.links.get(i) {
-            Some(&l) if self.links.len() == self.entries.len() => {
-                !e.id().is_empty() && l & DUPLICATE == 0
-            }
-            _ => !e.id().is_empty() && self.index_of(e.id()) == Some(i),
-        }
-    }
-
     /// Reads lines that follow what this copy already holds (`bytes` start
     /// at the start of a line; `first_line` is its number), as entries.
     /// Used to catch up with other writers.
@@ -587,63 +327,6 @@ impl Session {
         }
         self.missing_final_newline = !bytes.is_empty() && !bytes.ends_with(b"\n");
         self.check_links(later, false);
-    }
-
-    /// The whole file as pi writes it: header line, then one line per entry.
-    pub fn to_jsonl(&self) -> String {
-        let mut out = self.header.to_line();
-        out.push('\n');
-        for e in &self.entries {
-            out.push_str(&e.to_line());
-            out.push('\n');
-        }
-        out
-    }
-}
-
-/// [`Session::links`]: no parent (or none in the file).
-const NO_PARENT: u32 = u32::MAX >> 1;
-/// [`Session::links`]: an earlier entry has this entry's id.
-const DUPLICATE: u32 = 1 << 31;
-
-/// Entry positions by id: a hash table of indices into `entries`, hashed
-/// and compared through the ids the entries hold, so the index costs a few
-/// bytes per entry instead of a copy of every id. The first entry with an
-/// id wins (duplicates are reported, not indexed).
-#[derive(Debug, Clone, Default)]
-struct IdIndex {
-    table: hashbrown::HashTable<u32>,
-    hasher: foldhash::fast::RandomState,
-}
-
-impl IdIndex {
-    fn get(&self, entries: &[Entry], id: &str) -> Option<usize> {
-        let hash = self.hasher.hash_one(id);
-        self.table
-            .find(hash, |&i| {
-                entries.get(i as usize).is_some_and(|e| e.id() == id)
-            })
-            .map(|&i| i as usize)
-    }
-
-    /// Indexes entry `i` unless an earlier entry has its id (one probe);
-    /// whether it was indexed.
-    fn insert(&mut self, entries: &[Entry], i: usize) -> bool {
-        let (Ok(pos), Some(e)) = (u32::try_from(i), entries.get(i)) else {
-            return false;
-        };
-        let id = e.id();
-        let hasher = &self.hasher;
-        let id_of = |j: u32| entries.get(j as usize).map(Entry::id).unwrap_or("");
-        let hash = hasher.hash_one(id);
-        if let hashbrown::hash_table::Entry::Vacant(v) =
-            self.table
-                .entry(hash, |&j| id_of(j) == id, |&j| hasher.hash_one(id_of(j)))
-        {
-            v.insert(pos);
-            return true;
-        }
-        false
     }
 }
 

@@ -5,6 +5,7 @@ pub mod branch_summary;
 pub mod compact;
 pub mod compact_plan;
 pub mod context;
+pub mod diagnostics;
 pub mod export;
 pub mod file;
 pub mod ids;
@@ -12,6 +13,9 @@ pub mod list;
 pub mod llm;
 pub mod load;
 pub mod resolve;
+// `session::session` holds the type the module is named after.
+#[allow(clippy::module_inception)]
+pub mod session;
 pub mod stats;
 pub mod store;
 pub mod stored;
@@ -19,4 +23,6 @@ pub mod tool_selection;
 pub mod tree;
 pub mod write;
 
-pub use load::{Diagnostic, Diagnostics, LoadError, Session};
+pub use diagnostics::{Diagnostic, Diagnostics};
+pub use load::LoadError;
+pub use session::Session;

@@ -23,10 +23,10 @@ use crate::format::{AgentMessage, Entry, SessionHeader};
 use crate::paths::session_file_name;
 use crate::timefmt::now_iso;
 
+use super::file::HeldFile;
 use super::ids::new_session_id;
-use super::load::DiskState;
-use super::write::{create_new_file, HeldFile};
-use super::Session;
+use super::session::{DiskState, Session};
+use super::write::create_new_file;
 
 /// The session of a run and where it is written.
 #[derive(Debug)]

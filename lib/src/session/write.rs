@@ -33,9 +33,9 @@ use crate::atomic_file::temp_path;
 pub use crate::atomic_file::write_atomic;
 
 use super::file::open_regular;
+use super::file::HeldFile;
 use super::ids::new_entry_id;
-use super::load::DiskState;
-use super::Session;
+use super::session::{DiskState, Session};
 
 /// Creates `path` holding `contents`, only if nothing is there, so that
 /// readers see the whole file or none of it: the bytes go to a temporary
@@ -96,41 +96,13 @@ impl<E> From<io::Error> for AppendError<E> {
     }
 }
 
-/// A session file's handle kept open between appends. A clone of the
-/// session gets none (it opens its own): `flock` locks belong to an open
-/// file, so two copies sharing one handle would not exclude each other.
-#[derive(Debug, Default)]
-pub(crate) struct HeldFile(Option<File>);
-
-impl Clone for HeldFile {
-    fn clone(&self) -> Self {
-        HeldFile(None)
-    }
-}
-
-impl HeldFile {
-    /// Holds `f`, the (unlocked) file of the session.
-    pub(crate) fn new(f: File) -> HeldFile {
-        HeldFile(Some(f))
-    }
-
-    /// Keeps `f`, unlocked, for the next append; a file that will not
-    /// unlock is closed instead (which releases its lock).
-    fn keep(f: File) -> HeldFile {
-        match f.unlock() {
-            Ok(()) => HeldFile(Some(f)),
-            Err(_) => HeldFile(None),
-        }
-    }
-}
-
 /// Locks the file now at `path`, through `held` when that is still the
 /// file there, and returns it with its metadata as of the lock. A file
 /// replaced meanwhile (an atomic rewrite) is let go and the new one opened
 /// and locked. Dropping the returned file closes it, which unlocks it (so
 /// an error on the way out never leaves the lock held).
-fn lock_current(path: &Path, held: HeldFile) -> io::Result<(File, std::fs::Metadata)> {
-    let mut next = held.0;
+fn lock_current(path: &Path, mut held: HeldFile) -> io::Result<(File, std::fs::Metadata)> {
+    let mut next = held.take();
     for _ in 0..100 {
         let f = match next.take() {
             Some(f) => f,
@@ -517,7 +489,7 @@ mod tests {
         let first = s
             .append_children(vec![s.new_label("a", Some("1".into()))], false)
             .unwrap();
-        assert!(s.held.0.is_some(), "the file stays open after an append");
+        assert!(s.held.is_open(), "the file stays open after an append");
         // Replaced (an atomic rewrite by another process) while held: the
         // next append goes into the new file, below its leaf.
         let replaced = format!(
@@ -557,11 +529,11 @@ mod tests {
         holder
             .append_children(vec![holder.new_label("a", Some("h".into()))], false)
             .unwrap();
-        assert!(holder.held.0.is_some());
+        assert!(holder.held.is_open());
         let mut copies: Vec<Session> = (0..3).map(|_| Session::load(&p).unwrap()).collect();
         copies.extend((0..3).map(|_| holder.clone()));
         assert!(
-            copies[3..].iter().all(|c| c.held.0.is_none()),
+            copies[3..].iter().all(|c| !c.held.is_open()),
             "clones open their own"
         );
         copies.push(holder);
