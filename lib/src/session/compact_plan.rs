@@ -1,6 +1,6 @@
 //! The compaction plan (`pi-session compact --dry-run`) of a large session
 //! without loading it: the file is streamed once through a small window
-//! (the listing's reader, `list::stream_raw_lines`) and indexed by scanning
+//! (the byte scanner, `lines::stream_raw_lines`) and indexed by scanning
 //! only the start of each line (pi writes `type`, `id`, `parentId` first,
 //! then a message's `role`), keeping per line only its place in the file,
 //! its type and its parent. The branch is followed through that index, and
@@ -128,9 +128,9 @@ pub struct Index<S: Source = File> {
     parsed: FastMap<usize, Option<Entry>>,
 }
 
-/// The file's bytes at a time while indexing (as the listing's window:
-/// stays in the CPU cache between the kernel's copy and the scan).
-const WINDOW: usize = 64 * 1024;
+/// The file's bytes at a time while indexing: the scanner's window, which
+/// stays in the CPU cache between the kernel's copy and the scan.
+const WINDOW: usize = super::lines::CHUNK;
 
 /// `"key":"value"` at `*at` (no escapes in the value): the value.
 fn string_field<'b>(b: &'b [u8], at: &mut usize, key: &[u8]) -> Option<&'b [u8]> {
@@ -246,7 +246,7 @@ impl Scan {
             });
             Some(())
         };
-        let scanned = super::list::stream_raw_lines(r, &mut buf, WINDOW, |start, line, nl| {
+        let scanned = super::lines::stream_raw_lines(r, &mut buf, WINDOW, |start, line, nl| {
             scan(start, line, nl).ok_or_else(String::new)
         });
         scanned.ok()?.ok()?;

@@ -9,6 +9,7 @@ pub mod diagnostics;
 pub mod export;
 pub mod file;
 pub mod ids;
+pub mod lines;
 pub mod list;
 pub mod llm;
 pub mod load;
@@ -21,6 +22,7 @@ pub mod store;
 pub mod stored;
 pub mod tool_selection;
 pub mod tree;
+pub mod usage_scan;
 pub mod write;
 
 pub use diagnostics::{Diagnostic, Diagnostics};

@@ -1,0 +1,421 @@
+//! Reading the token and cost totals of a `usage` object straight from the
+//! bytes of a session line, for listings that must not parse every line:
+//! the last structural `"usage":{` of the line (one cannot occur inside a
+//! JSON string, where quotes are escaped), read by a one-pass reader for
+//! the layout pi writes, a small general reader for plain numbers in any
+//! key order, and serde for anything else. All three give the totals
+//! [`Usage`] gives.
+
+use memchr::memmem;
+
+use crate::format::Usage;
+
+pub(crate) const USAGE_KEY: &[u8] = b"\"usage\":{";
+
+/// The totals of a usage: `totalTokens` (else the sum of its parts) and
+/// the total cost.
+pub(crate) fn usage_totals(u: &Usage) -> (u64, f64) {
+    let total = u.total_tokens.as_u64();
+    let tokens = if total > 0 {
+        total
+    } else {
+        u.input.as_u64() + u.output.as_u64() + u.cache_read.as_u64() + u.cache_write.as_u64()
+    };
+    (tokens, u.cost.total.as_f64())
+}
+
+/// The totals of the line's last structural `"usage":{` object: read
+/// directly when it has pi's shape (numbers, and `cost` holding numbers),
+/// else through serde. `None` when the line has none that parses.
+pub(crate) fn line_usage(line: &[u8], finder: &memmem::FinderRev<'_>) -> Option<(u64, f64)> {
+    let pos = rfind_usage(line, finder)?;
+    let start = pos + USAGE_KEY.len() - 1;
+    if let Some(t) = exact_usage(&line[start..]).or_else(|| fast_usage(&line[start..])) {
+        return Some(t);
+    }
+    let mut it = serde_json::Deserializer::from_slice(&line[start..]).into_iter::<Usage>();
+    match it.next() {
+        Some(Ok(u)) => Some(usage_totals(&u)),
+        _ => None,
+    }
+}
+
+/// The last `"usage":{` of a line. The key holds one `g`, and nothing pi
+/// writes after an assistant message's usage (`stopReason`, `timestamp`,
+/// the cost keys) has one, so jumping between `g`s from the end (`memrchr`,
+/// vectorised) finds it in a few steps; a reverse substring search walks
+/// every byte. Same result as `finder.rfind`, which lines without a `g`
+/// fall back to.
+fn rfind_usage(line: &[u8], finder: &memmem::FinderRev<'_>) -> Option<usize> {
+    const G: usize = 4; // USAGE_KEY[4] == b'g'
+    let mut end = line.len();
+    for _ in 0..8 {
+        let g = memchr::memrchr(b'g', &line[..end])?;
+        if g >= G && line[g - G..].starts_with(USAGE_KEY) {
+            return Some(g - G);
+        }
+        end = g;
+    }
+    // Many `g`s (an error message after the usage): the plain search, over
+    // the part not yet ruled out (an occurrence may straddle `end`).
+    finder.rfind(&line[..(end + USAGE_KEY.len()).min(line.len())])
+}
+
+/// [`fast_usage`] for the one layout pi writes, key for key:
+/// `{"input":I,"output":I,"cacheRead":I,"cacheWrite":I,"totalTokens":I,
+/// "cost":{"input":F,"output":F,"cacheRead":F,"cacheWrite":F,"total":F}}`
+/// with plain integers and exponent-free decimals; one pass, no lookups.
+/// `None` for anything else.
+fn exact_usage(obj: &[u8]) -> Option<(u64, f64)> {
+    const INT_KEYS: [&[u8]; 5] = [
+        b"{\"input\":",
+        b",\"output\":",
+        b",\"cacheRead\":",
+        b",\"cacheWrite\":",
+        b",\"totalTokens\":",
+    ];
+    const COST_KEYS: [&[u8]; 4] = [
+        b",\"cost\":{\"input\":",
+        b",\"output\":",
+        b",\"cacheRead\":",
+        b",\"cacheWrite\":",
+    ];
+    let mut p = obj;
+    let mut ints = [0u64; 5];
+    for (key, slot) in INT_KEYS.iter().zip(&mut ints) {
+        p = p.strip_prefix(*key)?;
+        let (v, n) = plain_int(p)?;
+        *slot = v;
+        p = &p[n..];
+    }
+    for key in COST_KEYS {
+        p = p.strip_prefix(key)?;
+        p = &p[plain_decimal(p)?..];
+    }
+    p = p.strip_prefix(b",\"total\":")?;
+    let n = plain_decimal(p)?;
+    if p.get(n..n + 2) != Some(b"}}") {
+        return None;
+    }
+    let total_cost: f64 = std::str::from_utf8(&p[..n]).ok()?.parse().ok()?;
+    let [input, output, cache_read, cache_write, total] = ints;
+    let tokens = if total > 0 {
+        total
+    } else {
+        input + output + cache_read + cache_write
+    };
+    Some((tokens, total_cost))
+}
+
+/// A JSON integer without sign (`0` or no leading zero, at most 19 digits,
+/// not followed by a fraction or exponent): its value and length.
+fn plain_int(b: &[u8]) -> Option<(u64, usize)> {
+    let n = b.iter().take_while(|c| c.is_ascii_digit()).count();
+    if n == 0 || n > 19 || (n > 1 && b[0] == b'0') {
+        return None;
+    }
+    if matches!(b.get(n), Some(b'.' | b'e' | b'E')) {
+        return None;
+    }
+    Some((
+        b[..n].iter().fold(0, |v, d| v * 10 + u64::from(d - b'0')),
+        n,
+    ))
+}
+
+/// The length of a JSON number without exponent (`-`, `0` or no leading
+/// zero, an optional fraction with digits): always finite.
+fn plain_decimal(b: &[u8]) -> Option<usize> {
+    let neg = usize::from(b.first() == Some(&b'-'));
+    let int = b[neg..].iter().take_while(|c| c.is_ascii_digit()).count();
+    if int == 0 || int > 300 || (int > 1 && b[neg] == b'0') {
+        return None;
+    }
+    let mut n = neg + int;
+    if b.get(n) == Some(&b'.') {
+        let frac = b[n + 1..].iter().take_while(|c| c.is_ascii_digit()).count();
+        if frac == 0 {
+            return None;
+        }
+        n += 1 + frac;
+    }
+    if matches!(b.get(n), Some(b'e' | b'E')) {
+        return None;
+    }
+    Some(n)
+}
+
+/// Tokens and cost of a usage object written as pi writes it:
+/// `{"input":N,…,"totalTokens":N,"cost":{…,"total":F}}` with number values
+/// only (any key order, unknown number keys ignored). `None` for anything
+/// else (strings, nesting, duplicates, bad numbers): the caller falls back
+/// to serde, so this is only ever a faster route to the same totals as
+/// [`Usage`] gives.
+fn fast_usage(obj: &[u8]) -> Option<(u64, f64)> {
+    const TOKEN_KEYS: [&[u8]; 5] = [
+        b"input",
+        b"output",
+        b"cacheRead",
+        b"cacheWrite",
+        b"totalTokens",
+    ];
+    let mut tokens: [Option<u64>; 5] = [None; 5];
+    let mut cost_total: Option<f64> = None;
+    let mut seen_cost = false;
+    let mut p = Cursor { b: obj, i: 0 };
+    p.eat(b'{')?;
+    if p.peek()? == b'}' {
+        return Some((0, 0.0));
+    }
+    loop {
+        let key = p.key()?;
+        if key == b"cost" {
+            if std::mem::replace(&mut seen_cost, true) {
+                return None;
+            }
+            p.eat(b'{')?;
+            if p.peek()? != b'}' {
+                loop {
+                    let k = p.key()?;
+                    let n = p.number()?;
+                    if k == b"total" {
+                        if cost_total.is_some() {
+                            return None;
+                        }
+                        cost_total = Some(n.as_f64());
+                    }
+                    if !p.next_or_end()? {
+                        break;
+                    }
+                }
+            } else {
+                p.i += 1;
+            }
+        } else {
+            let n = p.number()?;
+            if let Some(k) = TOKEN_KEYS.iter().position(|t| *t == key) {
+                if tokens[k].replace(n.as_u64()).is_some() {
+                    return None;
+                }
+            }
+        }
+        if !p.next_or_end()? {
+            break;
+        }
+    }
+    let [input, output, cache_read, cache_write, total] = tokens.map(|t| t.unwrap_or(0));
+    let tokens = if total > 0 {
+        total
+    } else {
+        input + output + cache_read + cache_write
+    };
+    Some((tokens, cost_total.unwrap_or(0.0)))
+}
+
+/// A JSON number token (checked against JSON's grammar, finite), converted
+/// as [`crate::format::Num`] does.
+struct NumTok<'a>(&'a [u8]);
+
+impl NumTok<'_> {
+    fn is_integer(&self) -> bool {
+        self.0.iter().all(u8::is_ascii_digit)
+    }
+
+    fn as_f64(&self) -> f64 {
+        std::str::from_utf8(self.0)
+            .ok()
+            .and_then(|t| t.parse().ok())
+            .unwrap_or(0.0)
+    }
+
+    fn as_u64(&self) -> u64 {
+        if self.is_integer() && self.0.len() <= 19 {
+            return self
+                .0
+                .iter()
+                .fold(0u64, |n, d| n * 10 + u64::from(d - b'0'));
+        }
+        let f = self.as_f64();
+        if f.is_finite() && f > 0.0 {
+            f as u64
+        } else {
+            0
+        }
+    }
+}
+
+/// A tiny reader for [`fast_usage`]: no whitespace (pi writes none; any
+/// makes it give up), keys without escapes, plain numbers.
+struct Cursor<'a> {
+    b: &'a [u8],
+    i: usize,
+}
+
+impl<'a> Cursor<'a> {
+    fn peek(&self) -> Option<u8> {
+        self.b.get(self.i).copied()
+    }
+
+    fn eat(&mut self, c: u8) -> Option<()> {
+        (self.peek()? == c).then(|| self.i += 1)
+    }
+
+    /// `"key":` → `key`.
+    fn key(&mut self) -> Option<&'a [u8]> {
+        self.eat(b'"')?;
+        let rest = &self.b[self.i..];
+        // Keys are a few letters: a plain loop beats a vectorised search.
+        let end = rest.iter().position(|&c| c == b'"' || c == b'\\')?;
+        if rest[end] != b'"' {
+            return None;
+        }
+        self.i += end + 1;
+        self.eat(b':')?;
+        Some(&rest[..end])
+    }
+
+    /// A number that JSON allows (and serde reads: finite), as its text.
+    fn number(&mut self) -> Option<NumTok<'a>> {
+        let rest = &self.b[self.i..];
+        let end = rest
+            .iter()
+            .position(|c| !(c.is_ascii_digit() || matches!(c, b'-' | b'+' | b'.' | b'e' | b'E')))?;
+        let text = &rest[..end];
+        self.i += end;
+        let tok = NumTok(text);
+        let digits = text.strip_prefix(b"-").unwrap_or(text);
+        let int_len = digits
+            .iter()
+            .position(|c| !c.is_ascii_digit())
+            .unwrap_or(digits.len());
+        let (int, tail) = digits.split_at(int_len);
+        if int.is_empty() || (int.len() > 1 && int[0] == b'0') {
+            return None;
+        }
+        if tail.is_empty() && int.len() <= 19 {
+            return Some(tok);
+        }
+        // Fractions and exponents: JSON's grammar (Rust's parser is laxer:
+        // "1.", "1e"), and a finite value (serde refuses "1e400").
+        let mut t = tail;
+        if let Some(frac) = t.strip_prefix(b".") {
+            let n = frac.iter().take_while(|c| c.is_ascii_digit()).count();
+            if n == 0 {
+                return None;
+            }
+            t = &frac[n..];
+        }
+        let mut huge = int.len() > 300;
+        if let Some(exp) = t.strip_prefix(b"e").or_else(|| t.strip_prefix(b"E")) {
+            let exp = exp
+                .strip_prefix(b"+")
+                .or_else(|| exp.strip_prefix(b"-"))
+                .unwrap_or(exp);
+            if exp.is_empty() || !exp.iter().all(u8::is_ascii_digit) {
+                return None;
+            }
+            t = &[];
+            huge = true;
+        }
+        if !t.is_empty() || (huge && !tok.as_f64().is_finite()) {
+            return None;
+        }
+        Some(tok)
+    }
+
+    /// After a value: `,` → true (more), `}` → false (end of object).
+    fn next_or_end(&mut self) -> Option<bool> {
+        match self.peek()? {
+            b',' => {
+                self.i += 1;
+                Some(true)
+            }
+            b'}' => {
+                self.i += 1;
+                Some(false)
+            }
+            _ => None,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn usage_is_found_as_a_reverse_search_finds_it() {
+        let finder = memmem::FinderRev::new(USAGE_KEY);
+        let mut cases: Vec<String> = vec![
+            r#"{"usage":{"input":1},"stopReason":"stop","timestamp":1}}"#.into(),
+            r#"no key at all, no letter"#.into(),
+            r#"{"a":"usage","usage":{}}"#.into(),
+            r#""usage":{"#.into(),
+            r#"sage":{"#.into(),
+        ];
+        let gs = "g".repeat(20);
+        cases.push(format!(
+            r#"{{"usage":{{"input":1}},"errorMessage":"{gs}"}}"#
+        ));
+        cases.push(format!(
+            r#"{{"usage":{{"x":1}},"e":"a{gs}b","usage":{{"y":2}},"f":"{gs}"}}"#
+        ));
+        for c in &cases {
+            assert_eq!(
+                rfind_usage(c.as_bytes(), &finder),
+                finder.rfind(c.as_bytes()),
+                "{c}"
+            );
+        }
+    }
+
+    #[test]
+    fn the_fast_usage_reader_agrees_with_serde_or_steps_aside() {
+        let cases = [
+            r#"{"input":10,"output":5,"cacheRead":0,"cacheWrite":0,"totalTokens":15,"cost":{"input":0.1,"output":0.2,"cacheRead":0,"cacheWrite":0,"total":0.3}}"#,
+            r#"{"input":10,"output":5,"cacheRead":3,"cacheWrite":2,"totalTokens":0,"cost":{"total":1e-7}}"#,
+            r#"{"input":0,"output":0,"cacheRead":0,"cacheWrite":0,"totalTokens":0,"cost":{"input":0,"output":-0.5,"cacheRead":0.0,"cacheWrite":0,"total":0.021888499999999998}}"#,
+            r#"{"input":1,"output":2,"cacheRead":0,"cacheWrite":0,"totalTokens":3,"cost":{"input":0,"output":0,"cacheRead":0,"cacheWrite":0,"total":1e-7}}"#,
+            r#"{"input":1,"output":2,"cacheRead":0,"cacheWrite":0,"totalTokens":3.5,"cost":{"input":0,"output":0,"cacheRead":0,"cacheWrite":0,"total":1}}"#,
+            r#"{"input":01,"output":2,"cacheRead":0,"cacheWrite":0,"totalTokens":3,"cost":{"input":0,"output":0,"cacheRead":0,"cacheWrite":0,"total":1}}"#,
+            r#"{"input":1,"output":2,"cacheRead":0,"cacheWrite":0,"totalTokens":3,"cost":{"input":0,"output":0,"cacheRead":0,"cacheWrite":0,"total":1.}}"#,
+            r#"{"totalTokens":12.9,"reasoning":4,"cost":{"total":-1}}"#,
+            r#"{"input":-5,"output":18446744073709551615,"cost":{}}"#,
+            r#"{}"#,
+            r#"{"cost":{"total":2},"input":1,"output":1}"#,
+            r#"{"input":1e400}"#,
+            r#"{"input":01}"#,
+            r#"{"input":1.}"#,
+            r#"{"input":"7"}"#,
+            r#"{"input":1,"input":2}"#,
+            r#"{"input": 1}"#,
+            r#"{"cost":{"total":1,"total":2}}"#,
+            r#"{"input":1,"extra":{"a":1}}"#,
+            r#"{"in"put":1}"#,
+            r#"{"input":1"#,
+        ];
+        for c in cases {
+            let serde = serde_json::Deserializer::from_slice(c.as_bytes())
+                .into_iter::<Usage>()
+                .next()
+                .and_then(Result::ok)
+                .map(|u| usage_totals(&u));
+            // `None`: serde decides.
+            if let Some(fast) = fast_usage(c.as_bytes()) {
+                assert_eq!(Some(fast), serde, "{c}");
+            }
+            if let Some(exact) = exact_usage(c.as_bytes()) {
+                assert_eq!(Some(exact), serde, "{c}");
+            }
+        }
+        assert_eq!(fast_usage(cases[0].as_bytes()), Some((15, 0.3)));
+        assert_eq!(exact_usage(cases[0].as_bytes()), Some((15, 0.3)));
+        assert_eq!(exact_usage(cases[1].as_bytes()), None, "not pi's layout");
+        assert_eq!(fast_usage(cases[1].as_bytes()), Some((20, 1e-7)));
+        assert_eq!(fast_usage(cases[11].as_bytes()), None);
+        assert_eq!(
+            exact_usage(cases[2].as_bytes()),
+            Some((0, 0.021888499999999998))
+        );
+    }
+}
