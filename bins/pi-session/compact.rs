@@ -17,7 +17,7 @@ use pi_lib::session::branch_summary::{budget, reserve_tokens, summarize_branch};
 use pi_lib::session::compact::{
     compact as run_compaction, reporting_retries, CompactionSettings, SummaryModel,
 };
-use pi_lib::session::compact_plan::{CompactionPlan, Index};
+use pi_lib::session::compact::plan::{CompactionPlan, Index};
 use pi_lib::session::Session;
 use pi_lib::settings::Settings;
 use pi_lib::timefmt::now_ms;

@@ -3,7 +3,6 @@
 
 pub mod branch_summary;
 pub mod compact;
-pub mod compact_plan;
 pub mod context;
 pub mod diagnostics;
 pub mod export;

@@ -6,7 +6,7 @@
 //! its type and its parent. The branch is followed through that index, and
 //! only the lines the decision needs are read back (`pread`) and parsed:
 //! the latest compaction, the newest entries back to the `keepRecentTokens`
-//! budget and the last usable usage. The cut itself is `compact::find_cut`,
+//! budget and the last usable usage. The cut itself is `cut::find_cut`,
 //! shared with the full path, so both give the same answer. Anything
 //! unusual (an older format version, a line not in pi's key order, context
 //! edits, broken links, a usage older than the latest compaction) is left
@@ -23,7 +23,7 @@ use std::io::Read;
 
 use serde_json::{Map, Value};
 
-use super::compact::{estimate_tokens, find_cut, usage_tokens, Cut, Kind, PrepareError};
+use super::{estimate_tokens, find_cut, usage_tokens, Cut, Kind, PrepareError};
 use crate::format::message::CompactionSummaryMessage;
 use crate::format::{AgentMessage, Entry, Num};
 use crate::timefmt::parse_iso_ms;
@@ -39,7 +39,7 @@ pub struct CompactionPlan {
     pub previous_summary: bool,
 }
 
-impl super::compact::Preparation<'_> {
+impl super::Preparation<'_> {
     /// The plan of this preparation.
     pub fn plan(&self) -> CompactionPlan {
         CompactionPlan {
@@ -130,7 +130,7 @@ pub struct Index<S: Source = File> {
 
 /// The file's bytes at a time while indexing: the scanner's window, which
 /// stays in the CPU cache between the kernel's copy and the scan.
-const WINDOW: usize = super::lines::CHUNK;
+const WINDOW: usize = crate::session::lines::CHUNK;
 
 /// `"key":"value"` at `*at` (no escapes in the value): the value.
 fn string_field<'b>(b: &'b [u8], at: &mut usize, key: &[u8]) -> Option<&'b [u8]> {
@@ -246,9 +246,10 @@ impl Scan {
             });
             Some(())
         };
-        let scanned = super::lines::stream_raw_lines(r, &mut buf, WINDOW, |start, line, nl| {
-            scan(start, line, nl).ok_or_else(String::new)
-        });
+        let scanned =
+            crate::session::lines::stream_raw_lines(r, &mut buf, WINDOW, |start, line, nl| {
+                scan(start, line, nl).ok_or_else(String::new)
+            });
         scanned.ok()?.ok()?;
         if !header {
             return None;
@@ -287,7 +288,7 @@ impl<S: Source> Index<S> {
             .or_insert_with(|| {
                 let mut bytes = vec![0u8; line.len];
                 src.read_at(&mut bytes, line.start).ok()?;
-                let (v, _) = super::load::parse_json(&bytes).ok()?;
+                let (v, _) = crate::session::load::parse_json(&bytes).ok()?;
                 match v {
                     Value::Object(m) => Some(Entry::from_map(m)),
                     _ => None,
@@ -332,7 +333,7 @@ impl<S: Source> Index<S> {
                     extra: Map::new(),
                 }))
             }
-            e => super::context::entry_message(e).map(|m| m.into_owned()),
+            e => crate::session::context::entry_message(e).map(|m| m.into_owned()),
         }
     }
 
@@ -494,7 +495,7 @@ mod tests {
             let ls: Vec<&str> = text.lines().collect();
             for n in 2..=ls.len() {
                 let cut = ls[..n].join("\n") + "\n";
-                let Ok(s) = super::super::Session::parse(Path::new("t.jsonl"), cut.as_bytes())
+                let Ok(s) = crate::session::Session::parse(Path::new("t.jsonl"), cut.as_bytes())
                 else {
                     continue;
                 };
@@ -558,7 +559,7 @@ mod tests {
         let tmp = tempfile::tempdir().unwrap();
         let path = tmp.path().join("s.jsonl");
         std::fs::write(&path, &text).unwrap();
-        let s = super::super::Session::parse(&path, text.as_bytes()).unwrap();
+        let s = crate::session::Session::parse(&path, text.as_bytes()).unwrap();
         let mut answered = 0;
         for keep in [1u64, 30, 120, 20000, 10_000_000] {
             let full = s.prepare_compaction(None, keep).map(|p| p.plan());
