@@ -1,104 +1,68 @@
-//! `compact` and `branch --summarize`: the commands that ask the model for a
-//! summary (through `pi_lib::session::compact`) and append the result under
-//! the session file's lock. The model comes from `--model`, else the
-//! session's own model, else the settings defaults, with pi's selection,
-//! auth and thinking rules (`pi_lib::model`).
+//! `compact` and `branch --summarize`: the commands that have the model
+//! write a summary. The library decides everything (settings, model, the
+//! compaction through `pi_lib::session::compact::run`, the append); this
+//! file prints what happens and maps the outcome to an exit status.
 
-use std::time::Duration;
-
-use pi_lib::cli::{resolve_format, CliError, OutputFormat, EXIT_OK};
-use pi_lib::format::compaction::{
-    CompactionEnd, CompactionEventResult, CompactionReason, CompactionStart, SummaryRetry,
-    SummarySource,
-};
-use pi_lib::model::select::{resolve_selection, SelectionDefaults, SelectionRequest};
-use pi_lib::model::ModelRegistry;
-use pi_lib::session::branch_summary::{budget, reserve_tokens, summarize_branch};
-use pi_lib::session::compact::{
-    compact as run_compaction, reporting_retries, CompactionSettings, SummaryModel,
+use pi_lib::cli::{resolve_format, CliError, OutputFormat, EXIT_INTERRUPTED, EXIT_OK};
+use pi_lib::format::compaction::{CompactionReason, SummaryRetry};
+use pi_lib::session::branch_summary::{budget, reserve_tokens, write_branch_summary};
+use pi_lib::session::compact::command::{
+    keep_recent_tokens, project_settings, session_model, summary_model, FileHost, WriteError,
 };
 use pi_lib::session::compact::plan::{CompactionPlan, Index};
+use pi_lib::session::compact::run::{run, Event, Failure, Outcome, Request};
+use pi_lib::session::compact::SummaryModel;
+use pi_lib::session::write::Migrated;
 use pi_lib::session::Session;
 use pi_lib::settings::Settings;
-use pi_lib::timefmt::now_ms;
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
 use crate::out::Out;
 use crate::PROG;
 
-/// Settings of the current project (trusted only as pi would trust it,
-/// never asking).
-fn settings(agent_dir: &std::path::Path) -> Result<Settings, CliError> {
+/// The agent folder and the current project's settings.
+fn settings() -> Result<(std::path::PathBuf, Settings), CliError> {
+    let agent_dir = pi_lib::paths::agent_dir();
     let cwd =
         std::env::current_dir().map_err(|e| CliError::input(format!("current directory: {e}")))?;
-    let trust = pi_lib::trust::decide(&cwd, agent_dir, pi_lib::trust::CliTrust::Unset, None, false)
-        .map_err(|e| CliError::input(e.to_string()))?;
-    Settings::load(agent_dir, &cwd, trust.trusted).map_err(|e| CliError::input(e.to_string()))
+    let settings = project_settings(&agent_dir, &cwd).map_err(CliError::input)?;
+    Ok((agent_dir, settings))
 }
 
-/// The model that writes the summary: `--model`, else the session's model
-/// at its leaf, else the settings defaults; thinking is the session's level.
-fn summary_model(
+/// The summary model, its selection warnings printed.
+fn model_for(
     s: &Session,
     agent_dir: &std::path::Path,
     settings: &Settings,
     model: Option<&str>,
 ) -> Result<SummaryModel, CliError> {
-    let input = |e: pi_lib::model::ModelError| CliError::input(e.to_string());
-    let registry = ModelRegistry::load(agent_dir).map_err(input)?;
-    let path = s.leaf_id().map(|l| s.path_to(l)).unwrap_or_default();
-    let (session_model, thinking_level) = s.model_on_path(&path);
-    let (provider, model) = match (model, &session_model) {
-        (Some(m), _) => (None, Some(m.to_string())),
-        (None, Some((p, id))) => (Some(p.clone()), Some(id.clone())),
-        (None, None) => (None, None),
-    };
-    let req = SelectionRequest {
-        provider,
-        model,
-        thinking: Some(thinking_level),
-        api_key: None,
-        scope: None,
-        continuing: true,
-    };
-    let sel = resolve_selection(&registry, &req, &SelectionDefaults::from_settings(settings))
-        .map_err(input)?;
-    for w in &sel.warnings {
+    let (m, warnings) = summary_model(s, agent_dir, settings, model).map_err(CliError::input)?;
+    for w in &warnings {
         pi_lib::cli::warn(PROG, w);
     }
-    let model = registry
-        .resolve_headers(&sel.model, sel.api_key.as_deref())
-        .map_err(input)?;
-    Ok(SummaryModel {
-        model,
-        api_key: sel.api_key,
-        thinking: sel.thinking,
-        idle_timeout: settings
-            .http_idle_timeout()
-            .unwrap_or(Duration::from_secs(24 * 3600)),
-        cancel: CancellationToken::new(),
-        retry: settings.retry(),
-        retry_events: None,
-    })
+    Ok(m)
 }
 
-/// Shows a summary call's retry progress as it happens: pi's
-/// `summarization_retry_*` records in JSONL, a warning per retry in text.
-fn show_retry(out: &mut Out, fmt: OutputFormat, source: SummarySource, r: SummaryRetry) {
-    match (fmt, &r) {
-        (OutputFormat::Jsonl, _) => {
-            let _ = out.record(&r.record(source));
+/// Prints an event: the record in JSONL (at once), a warning per retry in
+/// text.
+fn show(out: &mut Out, fmt: OutputFormat, ev: Event<'_>) {
+    match (fmt, ev) {
+        (OutputFormat::Jsonl, ev) => {
+            let _ = out.record(&ev.record());
             let _ = out.flush();
         }
         (
             OutputFormat::Text,
-            SummaryRetry::Scheduled {
-                attempt,
-                max_attempts,
-                delay_ms,
-                error_message,
-            },
+            Event::Retry(
+                SummaryRetry::Scheduled {
+                    attempt,
+                    max_attempts,
+                    delay_ms,
+                    error_message,
+                },
+                _,
+            ),
         ) => pi_lib::cli::warn(
             PROG,
             &format!(
@@ -110,7 +74,11 @@ fn show_retry(out: &mut Out, fmt: OutputFormat, source: SummarySource, r: Summar
     }
 }
 
-/// Runs a summary call to completion; SIGINT cancels it.
+fn warn_migrated(m: &Migrated) {
+    pi_lib::cli::warn(PROG, &m.to_string());
+}
+
+/// Runs a summary to completion; SIGINT cancels it.
 fn block_on<T>(
     cancel: &CancellationToken,
     fut: impl std::future::Future<Output = T>,
@@ -133,102 +101,58 @@ fn block_on<T>(
     }))
 }
 
-/// The session changed on disk while the model wrote its summary.
-fn moved(s: &Session) -> CliError {
-    CliError::failed(format!(
-        "{}: the session's leaf moved while the summary was written (another process appended); nothing written, run the command again",
-        s.path.display()
-    ))
+/// The exit of a summary that wrote nothing.
+fn failed(f: Failure<WriteError>) -> CliError {
+    match f {
+        Failure::Cancelled => CliError::quiet(EXIT_INTERRUPTED),
+        Failure::Summary(msg) => CliError::failed(msg),
+        Failure::Write(e @ WriteError::LeafMoved(_)) => CliError::failed(e.to_string()),
+        Failure::Write(WriteError::Io(msg)) => CliError::input(msg),
+    }
 }
 
 /// `pi-session compact`.
 pub fn compact(
     mut s: Session,
-    keep_recent_tokens: Option<u64>,
+    keep_recent_tokens_flag: Option<u64>,
     instructions: Option<String>,
     model: Option<String>,
     dry_run: bool,
     format: Option<OutputFormat>,
 ) -> Result<i32, CliError> {
-    let agent_dir = pi_lib::paths::agent_dir();
-    let settings = settings(&agent_dir)?;
-    let path = s.leaf_id().map(|l| s.path_to(l)).unwrap_or_default();
-    let session_model = s.model_on_path(&path).0.map(|(p, id)| format!("{p}/{id}"));
-    let cs = CompactionSettings::from_settings(&settings, session_model.as_deref())
-        .map_err(CliError::input)?;
-    let keep = keep_recent_tokens.unwrap_or(cs.keep_recent_tokens);
+    let (agent_dir, settings) = settings()?;
+    let keep = keep_recent_tokens(
+        &settings,
+        session_model(&s).as_deref(),
+        keep_recent_tokens_flag,
+    )
+    .map_err(CliError::input)?;
     let prep = s
         .prepare_compaction(None, keep)
         .map_err(|e| CliError::input(format!("{}: {e}", s.path.display())))?;
     if dry_run {
         return print_plan(&prep.plan(), keep, format);
     }
+    let prep = prep.into_owned();
     let fmt = resolve_format(format);
+    let mut m = model_for(&s, &agent_dir, &settings, model.as_deref())?;
+    let cancel = m.cancel.clone();
     let mut out = Out::new();
-    let mut m = summary_model(&s, &agent_dir, &settings, model.as_deref())?;
-    let mut retries = m.report_retries();
-    let leaf_before = s.leaf_id().map(str::to_string);
-    if fmt == OutputFormat::Jsonl {
-        out.record(&CompactionStart::new(CompactionReason::Manual))?;
-        out.flush()?;
-    }
-    let source = SummarySource::Compaction(CompactionReason::Manual);
-    let result = block_on(
-        &m.cancel,
-        reporting_retries(
-            run_compaction(&prep, &m, instructions.as_deref()),
-            &mut retries,
-            |r| show_retry(&mut out, fmt, source, r),
-        ),
-    )?;
-    let result = match result {
-        Ok(r) => r,
-        Err(msg) => {
-            if fmt == OutputFormat::Jsonl {
-                let end = if m.cancel.is_cancelled() {
-                    CompactionEnd::aborted(CompactionReason::Manual)
-                } else {
-                    CompactionEnd::failure(CompactionReason::Manual, &msg)
-                };
-                out.record(&end)?;
-                out.flush()?;
-            }
-            if m.cancel.is_cancelled() {
-                return Err(CliError::quiet(pi_lib::cli::EXIT_INTERRUPTED));
-            }
-            return Err(CliError::failed(msg));
-        }
+    let outcome = {
+        let mut host = FileHost::new(&mut s, |ev| show(&mut out, fmt, ev), warn_migrated);
+        let req = Request {
+            reason: CompactionReason::Manual,
+            instructions: instructions.as_deref(),
+            will_retry: false,
+        };
+        block_on(&cancel, run(&mut host, prep, &mut m, req))?
     };
-    crate::edit::migrate_before_append(&mut s)?;
-    let written = s
-        .append_with(true, |s: &Session| {
-            if s.leaf_id().map(str::to_string) != leaf_before {
-                return Err(());
-            }
-            let parent = s.leaf_id().map(str::to_string);
-            Ok(vec![result.entry(s.fresh_id(), parent, now_ms())])
-        })
-        .map_err(|e| match e {
-            pi_lib::session::write::AppendError::Refused(()) => moved(&s),
-            pi_lib::session::write::AppendError::Io(e) => crate::edit::cannot_append(&s, e),
-        })?;
-    // pi's estimate of the rebuilt context (its usage figures are older
-    // than the compaction, so this is the pure estimate).
-    let estimated_after = s.projection(None).estimate_tokens();
+    let (result, written) = match outcome {
+        Outcome::Done { result, written } => (result, written),
+        Outcome::Failed(f) => return Err(failed(f)),
+    };
     match fmt {
         OutputFormat::Jsonl => {
-            out.record(&CompactionEnd::success(
-                CompactionReason::Manual,
-                CompactionEventResult {
-                    summary: result.summary.clone(),
-                    first_kept_entry_id: result.first_kept_entry_id.clone(),
-                    tokens_before: result.tokens_before,
-                    estimated_tokens_after: estimated_after,
-                    usage: Some(result.usage.clone()),
-                    details: Some(result.details.clone()),
-                },
-                false,
-            ))?;
             for e in &written {
                 out.record(&json!({
                     "type": "entry_appended",
@@ -240,8 +164,8 @@ pub fn compact(
         }
         OutputFormat::Text => {
             out.line(&format!(
-                "compacted: kept from {}, {} tokens before, about {estimated_after} after",
-                result.first_kept_entry_id, result.tokens_before
+                "compacted: kept from {}, {} tokens before, about {} after",
+                result.first_kept_entry_id, result.tokens_before, result.estimated_tokens_after
             ))?;
             out.line("")?;
             out.line(&crate::out::clean_for_terminal(&result.summary))?;
@@ -259,12 +183,9 @@ pub fn branch_summarize(
     model: Option<String>,
     format: Option<OutputFormat>,
 ) -> Result<i32, CliError> {
-    let agent_dir = pi_lib::paths::agent_dir();
-    let settings = settings(&agent_dir)?;
+    let (agent_dir, settings) = settings()?;
     let reserve = reserve_tokens(&settings).map_err(CliError::input)?;
-    let mut m = summary_model(&s, &agent_dir, &settings, model.as_deref())?;
-    let mut retries = m.report_retries();
-    let leaf_before = s.leaf_id().map(str::to_string);
+    let mut m = model_for(&s, &agent_dir, &settings, model.as_deref())?;
     let Some(prep) = s.prepare_branch_summary(target, budget(m.model.context_window, reserve))
     else {
         return crate::edit::report_appended(
@@ -275,37 +196,15 @@ pub fn branch_summarize(
         );
     };
     let (fmt, mut out) = (resolve_format(format), Out::new());
-    let result = block_on(
-        &m.cancel,
-        reporting_retries(
-            summarize_branch(&prep, &m, instructions.as_deref()),
-            &mut retries,
-            |r| show_retry(&mut out, fmt, SummarySource::BranchSummary, r),
-        ),
-    )?;
-    let result = match result {
-        Ok(r) => r,
-        Err(_) if m.cancel.is_cancelled() => {
-            return Err(CliError::quiet(pi_lib::cli::EXIT_INTERRUPTED))
-        }
-        Err(msg) => return Err(CliError::failed(msg)),
+    let cancel = m.cancel.clone();
+    let done = {
+        let mut host = FileHost::new(&mut s, |ev| show(&mut out, fmt, ev), warn_migrated);
+        block_on(
+            &cancel,
+            write_branch_summary(&mut host, &prep, &mut m, instructions.as_deref()),
+        )?
     };
-    crate::edit::migrate_before_append(&mut s)?;
-    let written = s
-        .append_with(true, |s: &Session| {
-            if s.leaf_id().map(str::to_string) != leaf_before {
-                return Err(());
-            }
-            Ok(vec![result.entry(
-                s.fresh_id(),
-                prep.new_leaf.clone(),
-                now_ms(),
-            )])
-        })
-        .map_err(|e| match e {
-            pi_lib::session::write::AppendError::Refused(()) => moved(&s),
-            pi_lib::session::write::AppendError::Io(e) => crate::edit::cannot_append(&s, e),
-        })?;
+    let (result, written) = done.map_err(failed)?;
     crate::edit::report_appended(
         &s,
         &written,
@@ -329,7 +228,7 @@ pub fn branch_summarize(
 /// when the file needs the full path (which then also reports any error).
 pub fn dry_run_fast(
     path: &std::path::Path,
-    keep_recent_tokens: Option<u64>,
+    keep_recent_tokens_flag: Option<u64>,
     format: Option<OutputFormat>,
 ) -> Result<Option<i32>, CliError> {
     let Ok(f) = pi_lib::session::file::open_regular(path, false) else {
@@ -338,12 +237,9 @@ pub fn dry_run_fast(
     let Some(mut index) = Index::open(f) else {
         return Ok(None);
     };
-    let agent_dir = pi_lib::paths::agent_dir();
-    let settings = settings(&agent_dir)?;
-    let model = index.model();
-    let cs =
-        CompactionSettings::from_settings(&settings, model.as_deref()).map_err(CliError::input)?;
-    let keep = keep_recent_tokens.unwrap_or(cs.keep_recent_tokens);
+    let (_, settings) = settings()?;
+    let keep = keep_recent_tokens(&settings, index.model().as_deref(), keep_recent_tokens_flag)
+        .map_err(CliError::input)?;
     match index.plan(keep) {
         None => Ok(None),
         Some(Err(e)) => Err(CliError::input(format!("{}: {e}", path.display()))),

@@ -3,29 +3,35 @@
 //! between turns and after a run; overflow recovery (a context-overflow
 //! error or a recoverable length stop: the failed reply is omitted with
 //! `context_edit`s, the branch compacted, and a fresh run started once);
-//! and [`Agent::compact_now`], the one entry point every caller (automatic
-//! triggers, an RPC `compact` command) goes through. The compaction itself
-//! (cut point, summaries, the entry) is `session::compact`, which sits
-//! below the agent; this module only decides when, and emits pi's
-//! `compaction_start` / `compaction_end` events around it.
+//! and [`Agent::compact_now`], the agent's one entry point (automatic
+//! triggers, an RPC `compact` command). The compaction itself — its steps,
+//! its events, the summary and the entry — is the one orchestration in
+//! `session::compact::run`, below the agent, which `pi-session compact`
+//! runs too; this module decides when, and is its host: the records go on
+//! the agent's stream, the extensions are asked and told, and the client's
+//! questions are served while the model writes.
 
 use std::sync::OnceLock;
 
 use regex::Regex;
 use serde_json::{Map, Value};
+use tokio::sync::mpsc::UnboundedReceiver;
 
 use super::{Agent, Emit};
 use crate::format::compaction::{
-    CompactionEnd, CompactionEventResult, CompactionReason, CompactionStart, SummarySource,
+    CompactionEnd, CompactionEventResult, CompactionReason, CompactionStart, SummaryRetry,
+    SummarySource,
 };
 use crate::format::entry::ContextEditEntry;
 use crate::format::message::AssistantMessage;
 use crate::format::{AgentMessage, Entry};
 use crate::provider::{FailureInfo, FailureKind};
+use crate::session::compact::run::{run, Before, Event, Failure, Host, Outcome, Request};
 use crate::session::compact::{
-    compact, reporting_retries, usage_tokens, PrepareError, SummaryModel,
+    reporting_retries, usage_tokens, Preparation, PrepareError, SummaryModel,
 };
-use crate::timefmt::{now_iso, now_ms};
+use crate::session::Session;
+use crate::timefmt::now_iso;
 
 /// `compaction_end.errorMessage` when the retried run overflows again.
 pub const OVERFLOW_RETRY_FAILED: &str = "Context overflow recovery failed after one compact-and-retry attempt. Try reducing context or switching to a larger-context model.";
@@ -34,7 +40,7 @@ pub const TRUNCATED_RETRY_FAILED: &str =
     "Truncated response recovery failed after one compact-and-retry attempt.";
 
 /// A cancelled compaction (an abort, an extension's `{cancel: true}`).
-pub const CANCELLED: &str = "Compaction cancelled";
+pub use crate::session::compact::run::CANCELLED;
 
 /// What [`Agent::compact_now`] came to.
 #[derive(Debug, Clone)]
@@ -249,28 +255,6 @@ impl Agent {
                 return Compacted::Nothing(msg);
             }
         };
-        emit(&to_value(&CompactionStart::new(reason)));
-        // The extensions may cancel or write the summary themselves.
-        let mut own = None;
-        if self.hooked("session_before_compact") {
-            let event = self.before_compact_event(&prep, reason, instructions, will_retry);
-            let answer = self.session_before_answer(event, emit).await;
-            if answer
-                .as_ref()
-                .and_then(|v| v.get("cancel"))
-                .and_then(Value::as_bool)
-                == Some(true)
-            {
-                emit(&to_value(&CompactionEnd::aborted(reason)));
-                self.compact_failed(reason, None, true, will_retry, emit)
-                    .await;
-                return Compacted::Failed(CANCELLED.into());
-            }
-            own = answer
-                .and_then(|v| v.get("compaction").cloned())
-                .filter(|c| c.get("summary").is_some_and(Value::is_string));
-        }
-        let from_extension = own.is_some();
         let mut model = SummaryModel {
             model: self.opts.model.clone(),
             api_key: self.opts.api_key.clone(),
@@ -280,80 +264,26 @@ impl Agent {
             retry: self.opts.retry,
             retry_events: None,
         };
-        let mut retries = model.report_retries();
-        let source = SummarySource::Compaction(reason);
-        let result = match own {
-            Some(c) => Ok(extension_result(&c, &prep)),
-            None => {
-                let summary =
-                    reporting_retries(compact(&prep, &model, instructions), &mut retries, |r| {
-                        emit(&r.record(source))
-                    });
-                self.serving(summary).await
-            }
-        };
-        drop(prep);
-        let result = match result {
-            Ok(r) => r,
-            Err(msg) => {
-                let aborted = self.cancel.is_cancelled();
-                let end = if aborted {
-                    CompactionEnd::aborted(reason)
-                } else {
-                    CompactionEnd::failure(reason, &msg)
-                };
-                emit(&to_value(&end));
-                self.compact_failed(reason, end.error_message.clone(), aborted, will_retry, emit)
-                    .await;
-                // An abort reads as pi's cancellation, whatever the model
-                // call said.
-                if aborted {
-                    return Compacted::Failed(CANCELLED.into());
-                }
-                return Compacted::Failed(msg);
-            }
-        };
-        let mut entry = result.entry(
-            self.store.session.fresh_id(),
-            self.store.session.leaf_id().map(str::to_string),
-            now_ms(),
-        );
-        if let Entry::Compaction(c) = &mut entry {
-            if from_extension {
-                // pi marks an extension's summary; it has no model usage.
-                c.from_hook = Some(true);
-                c.usage = None;
-                c.details = Some(result.details.clone()).filter(|d| !d.is_null());
-            }
-        }
-        let written = serde_json::to_value(&entry).unwrap_or(Value::Null);
-        if let Err(e) = self.append(entry, None) {
-            emit(&to_value(&CompactionEnd::failure(reason, &e)));
-            return Compacted::Failed(e);
-        }
-        if self.hooked("session_compact") {
-            let ev = serde_json::json!({"type": "session_compact", "compactionEntry": written,
-                "fromExtension": from_extension, "reason": reason, "willRetry": will_retry});
-            self.notify_hooks(ev, emit).await;
-        }
-        let mut event = result.event_result(self.store.session.projection(None).estimate_tokens());
-        if from_extension {
-            event.usage = None;
-            event.details = event.details.filter(|d| !d.is_null());
-        }
-        emit(&to_value(&CompactionEnd::success(
+        let req = Request {
             reason,
-            event.clone(),
+            instructions,
             will_retry,
-        )));
-        Compacted::Done(Box::new(event))
+        };
+        let mut host = AgentHost { agent: self, emit };
+        match run(&mut host, prep, &mut model, req).await {
+            Outcome::Done { result, .. } => Compacted::Done(result),
+            Outcome::Failed(Failure::Cancelled) => Compacted::Failed(CANCELLED.into()),
+            Outcome::Failed(Failure::Summary(e) | Failure::Write(e)) => Compacted::Failed(e),
+        }
     }
 
-    /// `session_before_compact`'s payload (reference §1.4): the plan, the
-    /// branch, the instructions (`signal` cannot cross to an extension).
+    /// `session_before_compact`'s payload: the plan (with the compaction
+    /// settings), the branch's entries, the instructions, the reason and
+    /// whether a run is retried after (pi's `signal` cannot cross to an
+    /// extension, so it is left out).
     fn before_compact_event(
         &self,
-        prep: &crate::session::compact::Preparation<'_>,
+        prep: &Preparation<'_>,
         reason: CompactionReason,
         instructions: Option<&str>,
         will_retry: bool,
@@ -480,27 +410,90 @@ impl Agent {
     }
 }
 
-fn to_value<T: serde::Serialize>(v: &T) -> Value {
-    serde_json::to_value(v).unwrap_or(Value::Null)
+/// The agent as the compaction's host: records go on the agent's stream,
+/// the extensions are asked before (`session_before_compact`) and told
+/// after (`session_compact`, `session_compact_failed`), the client's
+/// questions are served while the model writes, and the entry is appended
+/// through the session store.
+struct AgentHost<'a, 'e> {
+    agent: &'a mut Agent,
+    emit: Emit<'e>,
 }
 
-/// An extension's own `compaction` answer as the result (its missing
-/// fields from the plan).
-fn extension_result(
-    c: &Value,
-    prep: &crate::session::compact::Preparation<'_>,
-) -> crate::session::compact::CompactionResult {
-    crate::session::compact::CompactionResult {
-        summary: c["summary"].as_str().unwrap_or("").to_string(),
-        first_kept_entry_id: c["firstKeptEntryId"]
-            .as_str()
-            .unwrap_or(&prep.first_kept_entry_id)
-            .to_string(),
-        tokens_before: c["tokensBefore"].as_u64().unwrap_or(prep.tokens_before),
-        details: c.get("details").cloned().unwrap_or(Value::Null),
-        usage: Default::default(),
-        system: prep.system.clone(),
+impl Host for AgentHost<'_, '_> {
+    type WriteError = String;
+
+    fn session(&self) -> &Session {
+        &self.agent.store.session
     }
+
+    fn event(&mut self, ev: Event<'_>) {
+        (self.emit)(&ev.record());
+    }
+
+    async fn before(&mut self, prep: &Preparation<'_>, req: &Request<'_>) -> Before {
+        if !self.agent.hooked("session_before_compact") {
+            return Before::Proceed;
+        }
+        let event =
+            self.agent
+                .before_compact_event(prep, req.reason, req.instructions, req.will_retry);
+        let answer = self.agent.session_before_answer(event, self.emit).await;
+        if answer
+            .as_ref()
+            .and_then(|v| v.get("cancel"))
+            .and_then(Value::as_bool)
+            == Some(true)
+        {
+            return Before::Cancel;
+        }
+        // The extension may write the summary itself.
+        match answer
+            .and_then(|v| v.get("compaction").cloned())
+            .filter(|c| c.get("summary").is_some_and(Value::is_string))
+        {
+            Some(c) => Before::Own(c),
+            None => Before::Proceed,
+        }
+    }
+
+    async fn wait<T>(
+        &mut self,
+        job: impl std::future::Future<Output = T>,
+        retries: &mut UnboundedReceiver<SummaryRetry>,
+        source: SummarySource,
+    ) -> T {
+        let emit = &mut *self.emit;
+        let job = reporting_retries(job, retries, |r| emit(&r.record(source)));
+        self.agent.serving(job).await
+    }
+
+    fn append(&mut self, make: &mut dyn FnMut(&Session) -> Entry) -> Result<Vec<Entry>, String> {
+        let store = &mut self.agent.store;
+        let entry = make(&store.session);
+        match store.append_ref(entry) {
+            Ok(e) => Ok(vec![e.clone()]),
+            Err(e) => Err(super::io_error(e, store)),
+        }
+    }
+
+    async fn failed(&mut self, req: &Request<'_>, error: Option<String>, aborted: bool) {
+        self.agent
+            .compact_failed(req.reason, error, aborted, req.will_retry, self.emit)
+            .await;
+    }
+
+    async fn compacted(&mut self, req: &Request<'_>, entry: &Entry, from_host: bool) {
+        if self.agent.hooked("session_compact") {
+            let ev = serde_json::json!({"type": "session_compact", "compactionEntry": entry,
+                "fromExtension": from_host, "reason": req.reason, "willRetry": req.will_retry});
+            self.agent.notify_hooks(ev, self.emit).await;
+        }
+    }
+}
+
+fn to_value<T: serde::Serialize>(v: &T) -> Value {
+    serde_json::to_value(v).unwrap_or(Value::Null)
 }
 
 #[cfg(test)]

@@ -3,17 +3,21 @@
 //! to the deepest common ancestor, compactions included) is summarised
 //! through the model within a token budget, and a `branch_summary` entry
 //! (`fromId` = the old leaf) records it below the new position. The model
-//! call and prompts are shared with compaction (`session::compact`).
+//! call, the prompts and the file as a host are shared with compaction
+//! (`session::compact`).
 
 use std::collections::HashMap;
 
 use serde_json::{Map, Value};
 
+use crate::format::compaction::SummarySource;
 use crate::format::entry::BranchSummaryEntry;
 use crate::format::message::{CompactionSummaryMessage, MessageRef};
 use crate::format::{AgentMessage, Entry, Num, Usage};
-use crate::timefmt::{iso_from_ms, parse_iso_ms};
+use crate::timefmt::{iso_from_ms, now_ms, parse_iso_ms};
 
+use super::compact::command::{FileHost, WriteError};
+use super::compact::run::{Failure, Host};
 use super::compact::{
     estimate_tokens, serialize_conversation, summarize, FileOps, SummaryModel, BRANCH_PROMPT,
 };
@@ -227,6 +231,33 @@ impl BranchSummaryResult {
             extra: Map::new(),
         }))
     }
+}
+
+/// Writes the branch summary of `prep` into the session file of `host`
+/// (`pi-session branch --summarize`): the summary call, its retries
+/// reported as they come, then the `branch_summary` entry below the new
+/// position, appended only while the leaf has not moved. The result and
+/// the entries written.
+pub async fn write_branch_summary(
+    host: &mut FileHost<'_>,
+    prep: &BranchPreparation,
+    model: &mut SummaryModel,
+    instructions: Option<&str>,
+) -> Result<(BranchSummaryResult, Vec<Entry>), Failure<WriteError>> {
+    let mut retries = model.report_retries();
+    let job = summarize_branch(prep, model, instructions);
+    let result = match host
+        .wait(job, &mut retries, SummarySource::BranchSummary)
+        .await
+    {
+        Ok(r) => r,
+        Err(_) if model.cancel.is_cancelled() => return Err(Failure::Cancelled),
+        Err(msg) => return Err(Failure::Summary(msg)),
+    };
+    let written = host
+        .append(&mut |s: &Session| result.entry(s.fresh_id(), prep.new_leaf.clone(), now_ms()))
+        .map_err(Failure::Write)?;
+    Ok((result, written))
 }
 
 /// The token budget of a branch summary for a model with `context_window`.

@@ -72,6 +72,28 @@ pub fn create_new_file(path: &Path, contents: &[u8]) -> io::Result<(std::fs::Met
     }
 }
 
+/// A file rewritten in the current format version before an append.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Migrated {
+    pub path: PathBuf,
+    /// The version it had.
+    pub from: u64,
+    /// Where the old file is kept.
+    pub backup: PathBuf,
+}
+
+impl std::fmt::Display for Migrated {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{}: migrated version {} → 3 before writing (old file kept as {})",
+            self.path.display(),
+            self.from,
+            self.backup.display()
+        )
+    }
+}
+
 /// Why an append did not happen.
 #[derive(Debug)]
 pub enum AppendError<E> {
@@ -289,6 +311,21 @@ impl Session {
             Some(from) => self.migrate_locked(from).map(Some),
             None => Ok(None),
         }
+    }
+
+    /// Rewrites a file still in an old format version as the current one
+    /// before something is appended to it (as pi does when it opens one),
+    /// so the entry ids shown before are the ones on disk; the old file is
+    /// kept. `None` when the file was current.
+    pub fn migrate_for_append(&mut self) -> io::Result<Option<Migrated>> {
+        let Some(from) = self.migrated_from else {
+            return Ok(None);
+        };
+        Ok(self.migrate_on_disk()?.map(|backup| Migrated {
+            path: self.path.clone(),
+            from,
+            backup,
+        }))
     }
 
     /// The backup a migration from version `from` keeps.

@@ -9,6 +9,7 @@
 //! orchestration every caller goes through ([`run`]). The names callers
 //! use are re-exported here.
 
+pub mod command;
 mod cut;
 mod estimate;
 mod file_ops;
@@ -16,6 +17,7 @@ pub mod plan;
 mod projection;
 mod prompts;
 mod result;
+pub mod run;
 mod serialize;
 mod settings;
 mod summarize;

@@ -117,6 +117,23 @@ pub async fn compact(
 }
 
 impl CompactionResult {
+    /// A summary the caller supplied itself (an extension's `compaction`
+    /// answer: `summary`, and optionally `firstKeptEntryId`,
+    /// `tokensBefore`, `details`), the missing fields from the plan.
+    pub fn from_own(c: &Value, prep: &Preparation<'_>) -> CompactionResult {
+        CompactionResult {
+            summary: c["summary"].as_str().unwrap_or("").to_string(),
+            first_kept_entry_id: c["firstKeptEntryId"]
+                .as_str()
+                .unwrap_or(&prep.first_kept_entry_id)
+                .to_string(),
+            tokens_before: c["tokensBefore"].as_u64().unwrap_or(prep.tokens_before),
+            details: c.get("details").cloned().unwrap_or(Value::Null),
+            usage: Default::default(),
+            system: prep.system.clone(),
+        }
+    }
+
     /// The `compaction_end` result, given the estimate of the rebuilt
     /// context (`estimatedTokensAfter`: the projection once the entry is
     /// written).
