@@ -1,7 +1,9 @@
 //! Session file lines: the header and the entry types of pi's session
 //! format version 3 (plus `usage` and `context_edit`, added by pi 1.x).
 //!
-//! Key order follows what pi writes (see `reference/pi-formats.md` §1.5).
+//! Key order follows what pi writes, type by type (each struct declares
+//! its fields in the order pi writes them), so a line read and written
+//! back is unchanged.
 //! Unknown entry types, and entries of a known type that fail to parse, are
 //! kept whole as [`Entry::Unknown`]; they still take part in the tree when
 //! they carry `id` / `parentId`.

@@ -179,7 +179,8 @@ pub struct TrustRecord {
 pub struct ToolSetRecord {
     /// Active tool names, in the order they are declared to the model.
     pub tools: Vec<String>,
-    /// Chat only (seed 000): context files are the whole prompt.
+    /// Chat only (an empty tool selection): no tools and no resources,
+    /// the context files are the whole prompt.
     #[serde(rename = "chatOnly", default)]
     pub chat_only: bool,
     /// `default` (defaults, `defaultTools`, `+/-`, `-nt`, `-xt`), `request`

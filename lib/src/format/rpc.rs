@@ -1,6 +1,6 @@
-//! The records of `pi-run --mode rpc` (pi 1.6.0's RPC protocol, reference
-//! §2): the commands a client writes on stdin and the `response` records
-//! written back, in pi's key order.
+//! The records of `pi-run --mode rpc` (pi 1.6.0's RPC protocol): the
+//! commands a client writes on stdin, one JSON object a line, and the
+//! `response` records written back, in pi's key order.
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;

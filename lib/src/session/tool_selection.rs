@@ -1,4 +1,5 @@
-//! Seed 000: a session's persisted tool selection, stored as
+//! A session's persisted tool selection (the tools a run of it may use,
+//! kept across runs and read before any resource loads), stored as
 //! `{"type":"custom","customType":"pi-web:tool-selection","data":{"version":1,"tools":[…]}}`.
 //!
 //! Three states that must never be confused: no valid entry = legacy session
@@ -171,8 +172,8 @@ impl Session {
     }
 }
 
-/// The persisted tool policy of a run, read before any resource loads
-/// (seed 000): subagent snapshot > the session's latest valid selection >
+/// The persisted tool policy of a run, read before any resource loads:
+/// subagent snapshot > the session's latest valid selection >
 /// none (then [`crate::tools::select::resolve`] decides from the flags and
 /// settings, and says what to persist).
 #[derive(Debug, Clone, PartialEq)]
