@@ -12,19 +12,7 @@ use crate::Ctx;
 /// Lists `parent`'s children found under the session roots and in the
 /// parent's own folder.
 pub fn agents(ctx: &Ctx, parent: &Session, format: Option<OutputFormat>) -> Result<i32, CliError> {
-    let mut files = Vec::new();
-    for root in ctx.roots() {
-        if let Ok(f) = resolve::session_files(&root) {
-            files.extend(f.files);
-        }
-    }
-    if let Some(dir) = parent.path.parent() {
-        if let Ok(f) = resolve::session_files_flat(dir) {
-            files.extend(f.files);
-        }
-    }
-    files.sort();
-    files.dedup();
+    let files = resolve::files_around(&ctx.roots(), parent.path.parent());
     let children = runs::children_of(parent, &files);
     let mut out = Out::new();
     let fmt = resolve_format(format);

@@ -5,17 +5,14 @@
 //! the session file untouched. Session files only ever get whole lines
 //! appended; new files are written atomically.
 
-use std::collections::HashSet;
 use std::path::PathBuf;
 
 use pi_lib::cli::{resolve_format, warn, CliError, OutputFormat, EXIT_OK};
 use pi_lib::format::entry::BranchSummaryEntry;
-use pi_lib::format::{Entry, SessionHeader};
-use pi_lib::paths::session_file_name;
-use pi_lib::session::export::{to_html, to_markdown};
-use pi_lib::session::ids::{new_entry_id, new_session_id};
+use pi_lib::format::Entry;
+use pi_lib::session::export::{to_html, to_markdown, write_export};
+use pi_lib::session::fork::fork_file;
 use pi_lib::session::tool_selection::ToolSelection;
-use pi_lib::session::write::write_atomic;
 use pi_lib::session::Session;
 use pi_lib::timefmt::now_iso;
 use serde_json::{json, Map, Value};
@@ -54,22 +51,10 @@ pub(crate) fn cannot_append(s: &Session, e: impl std::fmt::Display) -> CliError 
 }
 
 /// A file still in an old format version is rewritten as version 3 before
-/// anything is appended to it (as pi does when it opens one), so the entry
-/// ids `show` printed are the ones on disk; the old file is kept.
-pub(crate) fn migrate_before_append(s: &mut Session) -> Result<(), CliError> {
-    let Some(from) = s.migrated_from else {
-        return Ok(());
-    };
-    let backup = s.migrate_on_disk().map_err(|e| cannot_append(s, e))?;
-    if let Some(b) = backup {
-        warn(
-            PROG,
-            &format!(
-                "{}: migrated version {from} → 3 before writing (old file kept as {})",
-                s.path.display(),
-                b.display()
-            ),
-        );
+/// anything is appended to it (the library decides; this says so).
+fn migrate_before_append(s: &mut Session) -> Result<(), CliError> {
+    if let Some(m) = s.migrate_for_append().map_err(|e| cannot_append(s, e))? {
+        warn(PROG, &m.to_string());
     }
     Ok(())
 }
@@ -95,105 +80,32 @@ pub fn fork(s: &Session, at: Option<&str>, format: Option<OutputFormat>) -> Resu
             })?
             .to_string(),
     };
-    // Copy the path without its label entries (re-linked), then re-create
-    // the labels of the kept entries at the end, as pi's /fork does.
-    // Each kept entry is copied from its stored line, with only `parentId`
-    // changed: fields pi left out stay out, unknown ones stay where they are.
-    let path_ix: Vec<usize> = s
-        .path_to(&at_id)
-        .into_iter()
-        .filter(|&i| !matches!(s.entries[i], Entry::Label(_)))
-        .collect();
-    let wanted: HashSet<usize> = path_ix.iter().copied().collect();
-    let mut stored: std::collections::HashMap<usize, String> = Default::default();
-    pi_lib::session::stored::for_each_line(s, |l| {
-        if let pi_lib::session::stored::Line::Entry(i, t) = l {
-            if wanted.contains(&i) {
-                stored.insert(i, t);
-            }
-        }
-        Ok::<(), std::convert::Infallible>(())
-    })
-    .ok();
-    let mut kept: Vec<Entry> = Vec::new();
-    let mut kept_lines: Vec<String> = Vec::new();
-    for i in path_ix {
-        let mut e = s.entries[i].clone();
-        let parent = kept.last().map(|p: &Entry| p.id().to_string());
-        e.set_parent_id(parent.clone());
-        let line = stored
-            .remove(&i)
-            .and_then(|t| serde_json::from_str::<Value>(&t).ok())
-            .and_then(|mut v| {
-                let o = v.as_object_mut()?;
-                o.insert("parentId".into(), parent.map_or(Value::Null, Value::from));
-                Some(v.to_string())
-            })
-            .unwrap_or_else(|| e.to_line());
-        kept.push(e);
-        kept_lines.push(line);
-    }
-    let mut taken: HashSet<String> = HashSet::new();
-    let kept_ids: HashSet<String> = kept.iter().map(|e| e.id().to_string()).collect();
-    let mut labels: Vec<(String, String)> = s
-        .labels()
-        .into_iter()
-        .filter(|(t, _)| kept_ids.contains(t))
-        .collect();
-    labels.sort();
-    for (target, text) in labels {
-        let id = new_entry_id(|id| s.has_id(id) || taken.contains(id));
-        taken.insert(id.clone());
-        let parent = kept.last().map(|p| p.id().to_string());
-        let label = Entry::Label(Box::new(pi_lib::format::entry::LabelEntry {
-            id,
-            parent_id: parent,
-            timestamp: now_iso(),
-            target_id: target,
-            label: Some(text),
-            extra: Map::new(),
-        }));
-        kept_lines.push(label.to_line());
-        kept.push(label);
-    }
-    let id = new_session_id();
-    let ts = now_iso();
-    let source = s.path.canonicalize().unwrap_or_else(|_| s.path.clone());
-    let header = SessionHeader::new(
-        id.clone(),
-        ts.clone(),
-        s.header.cwd.clone(),
-        Some(source.display().to_string()),
-    );
-    let dir = source
-        .parent()
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from("."));
-    let path = dir.join(session_file_name(&ts, &id));
-    let mut text = header.to_line();
-    text.push('\n');
-    for line in &kept_lines {
-        text.push_str(line);
-        text.push('\n');
-    }
-    write_atomic(&path, text.as_bytes(), false)
-        .map_err(|e| CliError::input(format!("{}: cannot write fork: {e}", path.display())))?;
+    let forked = fork_file(s, &at_id).map_err(|e| CliError::input(e.to_string()))?;
+    let id = forked.session.id();
+    let path = forked
+        .path()
+        .map(|p| p.display().to_string())
+        .unwrap_or_default();
+    let parent = forked
+        .session
+        .header
+        .parent_session
+        .as_deref()
+        .unwrap_or("");
+    let entries = forked.session.entries.len();
     let mut out = Out::new();
     match resolve_format(format) {
         OutputFormat::Jsonl => out.record(&json!({
             "type": "forked",
             "id": id,
-            "path": path.display().to_string(),
-            "parentSession": source.display().to_string(),
+            "path": path,
+            "parentSession": parent,
             "at": at_id,
-            "entries": kept.len(),
+            "entries": entries,
         }))?,
         OutputFormat::Text => out.line(&format!(
-            "forked {} at {at_id} → {} ({} entries)\n{}",
+            "forked {} at {at_id} → {id} ({entries} entries)\n{path}",
             s.id(),
-            id,
-            kept.len(),
-            path.display()
         ))?,
     }
     out.flush()?;
@@ -304,14 +216,7 @@ pub fn export(
     };
     match output {
         Some(p) => {
-            if p == s.path {
-                return Err(CliError::input(format!(
-                    "{}: refusing to overwrite the session itself",
-                    p.display()
-                )));
-            }
-            write_atomic(&p, doc.as_bytes(), true)
-                .map_err(|e| CliError::input(format!("{}: {e}", p.display())))?;
+            write_export(s, &p, &doc).map_err(CliError::input)?;
             pi_lib::cli::note(PROG, &format!("wrote {}", p.display()));
         }
         None => {

@@ -1,86 +1,14 @@
-//! Read-only commands on one session: `show`, `tree`, `context`, `stats`.
+//! Read-only commands on one session: `show`, `tree`, `context`, `stats`
+//! (what they show comes from `pi_lib::session`; this prints it).
 
 use pi_lib::cli::{resolve_format, CliError, OutputFormat, EXIT_OK};
 use pi_lib::format::records::{ContextMessageRecord, ContextRecord, TreeNodeRecord};
-use pi_lib::format::{AgentMessage, ContentBlock, Entry};
+use pi_lib::format::{AgentMessage, ContentBlock};
+use pi_lib::session::describe::describe;
 use pi_lib::session::Session;
 use serde_json::json;
 
 use crate::out::{clip, term_width, Out};
-
-/// One-line description of an entry, for humans.
-pub fn describe(e: &Entry) -> String {
-    match e {
-        Entry::Message(m) => match &m.message {
-            AgentMessage::Assistant(a) => {
-                let calls: Vec<&str> = a
-                    .content
-                    .iter()
-                    .filter_map(|b| match b {
-                        ContentBlock::ToolCall(c) => Some(c.name.as_str()),
-                        _ => None,
-                    })
-                    .collect();
-                let text = m.message.text();
-                let mut s = format!("assistant: {text}");
-                if !calls.is_empty() {
-                    s = format!("{s} [calls {}]", calls.join(", "));
-                }
-                if a.stop_reason == "error" || a.stop_reason == "aborted" {
-                    s = format!(
-                        "{s} [{}: {}]",
-                        a.stop_reason,
-                        a.error_message.as_deref().unwrap_or("")
-                    );
-                }
-                s
-            }
-            AgentMessage::ToolResult(r) => format!(
-                "toolResult {}{}: {}",
-                r.tool_name,
-                if r.is_error { " (error)" } else { "" },
-                m.message.text()
-            ),
-            AgentMessage::System(sys) => {
-                let sections: Vec<&str> = sys
-                    .sections
-                    .as_ref()
-                    .map(|s| s.keys().map(String::as_str).collect())
-                    .unwrap_or_default();
-                format!("system: sections [{}]", sections.join(", "))
-            }
-            other => format!("{}: {}", other.role(), other.text()),
-        },
-        Entry::ModelChange(m) => format!("model → {}/{}", m.provider, m.model_id),
-        Entry::ThinkingLevelChange(t) => format!("thinking → {}", t.thinking_level),
-        Entry::Compaction(c) => format!(
-            "compaction (kept from {}): {}",
-            c.first_kept_entry_id, c.summary
-        ),
-        Entry::BranchSummary(b) => format!("branch summary: {}", b.summary),
-        Entry::Custom(c) => format!(
-            "custom {}: {}",
-            c.custom_type,
-            c.data.as_ref().map(|d| d.to_string()).unwrap_or_default()
-        ),
-        Entry::CustomMessage(c) => format!(
-            "custom_message {}: {}",
-            c.custom_type,
-            c.content.joined_text(" ")
-        ),
-        Entry::Label(l) => match &l.label {
-            Some(t) => format!("label {} = {t}", l.target_id),
-            None => format!("label {} cleared", l.target_id),
-        },
-        Entry::SessionInfo(i) => format!("name = {}", i.name.as_deref().unwrap_or("")),
-        Entry::Usage(u) => format!("usage {} {}/{}", u.kind, u.provider, u.model),
-        Entry::ContextEdit(c) => format!("context edit of {}", c.target_id),
-        Entry::Unknown(m) => format!(
-            "{} (unknown entry type)",
-            m.get("type").and_then(|t| t.as_str()).unwrap_or("?")
-        ),
-    }
-}
 
 use pi_lib::session::stored::Line;
 
@@ -239,31 +167,9 @@ pub fn context(
 pub fn stats(s: &Session, format: Option<OutputFormat>) -> Result<i32, CliError> {
     let st = s.stats();
     let mut out = Out::new();
-    let totals = |t: &pi_lib::session::stats::Totals| {
-        json!({
-            "responses": t.responses, "input": t.input, "output": t.output,
-            "cacheRead": t.cache_read, "cacheWrite": t.cache_write,
-            "totalTokens": t.total_tokens, "cost": t.cost,
-        })
-    };
     match resolve_format(format) {
         OutputFormat::Jsonl => {
-            let mut rec = json!({
-                "type": "stats", "sessionId": s.id(), "path": s.path.display().to_string(),
-                "entries": st.entries, "messages": st.messages, "toolCalls": st.tool_calls,
-            });
-            if let (Some(obj), serde_json::Value::Object(t)) =
-                (rec.as_object_mut(), totals(&st.total))
-            {
-                obj.extend(t);
-            }
-            out.record(&rec)?;
-            for (model, t) in &st.per_model {
-                let mut rec = json!({"type": "model_stats", "sessionId": s.id(), "model": model});
-                if let (Some(obj), serde_json::Value::Object(t)) = (rec.as_object_mut(), totals(t))
-                {
-                    obj.extend(t);
-                }
+            for rec in st.records(s) {
                 out.record(&rec)?;
             }
         }

@@ -185,10 +185,7 @@ pub struct Ctx {
 impl Ctx {
     /// Folders searched for session files and id prefixes.
     pub fn roots(&self) -> Vec<PathBuf> {
-        match &self.session_dir {
-            Some(d) => vec![d.clone()],
-            None => vec![pi_lib::paths::sessions_root()],
-        }
+        resolve::roots(self.session_dir.as_deref())
     }
 
     /// Resolves a session reference to a path.

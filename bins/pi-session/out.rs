@@ -4,6 +4,7 @@
 use std::io::Write;
 
 use pi_lib::cli::CliError;
+pub use pi_lib::terminal::{clean_for_terminal, clip};
 
 /// Buffered stdout. Text written to a terminal is cleaned of control
 /// characters (see [`clean_for_terminal`]), so session content cannot send
@@ -70,53 +71,6 @@ pub fn term_width() -> usize {
         .unwrap_or(120)
 }
 
-/// Text safe to print on a terminal: every control character except
-/// newline and tab (ESC, CR, BEL, backspace, DEL, the C1 range) is shown as
-/// a visible symbol instead of being sent (ESC as `␛`, BEL as `␇`, C1 codes
-/// as `�`). Borrowed when there is nothing to clean.
-pub fn clean_for_terminal(s: &str) -> std::borrow::Cow<'_, str> {
-    let dirty = |c: char| c.is_control() && c != '\n' && c != '\t';
-    if !s.contains(dirty) || (!s.replace("\r\n", "\n").contains(dirty)) {
-        return std::borrow::Cow::Borrowed(s);
-    }
-    let mut out = String::with_capacity(s.len() + 8);
-    let mut chars = s.chars().peekable();
-    while let Some(c) = chars.next() {
-        out.push(match c {
-            // A CRLF line end is harmless.
-            '\r' if chars.peek() == Some(&'\n') => c,
-            c if !dirty(c) => c,
-            '\u{7f}' => '\u{2421}',
-            c if (c as u32) < 0x20 => char::from_u32(0x2400 + c as u32).unwrap_or('\u{fffd}'),
-            _ => '\u{fffd}',
-        });
-    }
-    std::borrow::Cow::Owned(out)
-}
-
-/// One line of at most `max` characters: newlines and tabs become spaces,
-/// other control characters are cleaned as [`clean_for_terminal`] does, an
-/// ellipsis marks a cut.
-pub fn clip(s: &str, max: usize) -> String {
-    let flat: String = clean_for_terminal(s)
-        .chars()
-        .map(|c| {
-            if matches!(c, '\n' | '\t' | '\r') {
-                ' '
-            } else {
-                c
-            }
-        })
-        .collect();
-    let flat = flat.trim();
-    if flat.chars().count() <= max {
-        return flat.to_string();
-    }
-    let mut out: String = flat.chars().take(max.saturating_sub(1)).collect();
-    out.push('…');
-    out
-}
-
 /// Pads or clips to exactly `w` characters.
 pub fn cell(s: &str, w: usize) -> String {
     let c = clip(s, w);
@@ -154,18 +108,5 @@ mod tests {
             11
         );
         assert_eq!(unique_prefix_len(&["abc", "xyz"], 8), 8);
-        assert_eq!(clip("a\nb", 10), "a b");
-        assert_eq!(clip("abcdef", 4), "abc…");
-        assert_eq!(clip("a\u{1b}[31mb", 10), "a␛[31mb");
-        assert_eq!(clip("a\r\nb", 10), "a  b");
-        assert_eq!(clean_for_terminal("a\r\nb"), "a\r\nb");
-        assert_eq!(
-            clean_for_terminal("x\u{1b}]0;title\u{7}\r\u{9b}2J\ny\tz\u{7f}"),
-            "x␛]0;title␇␍\u{fffd}2J\ny\tz␡"
-        );
-        assert!(matches!(
-            clean_for_terminal("plain\ntext"),
-            std::borrow::Cow::Borrowed(_)
-        ));
     }
 }

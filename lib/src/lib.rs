@@ -26,6 +26,7 @@ pub mod session;
 pub mod settings;
 pub mod sizefmt;
 pub mod subagents;
+pub mod terminal;
 pub mod timefmt;
 pub mod tools;
 pub mod trust;

@@ -68,23 +68,26 @@ impl Diagnostics {
         }
     }
 
-    /// Prints the kept problems as warnings, then one line counting the
-    /// others.
-    pub fn warn(&self, prog: &str) {
-        for d in &self.kept {
-            crate::cli::warn(prog, &d.to_string());
-        }
+    /// The warnings to show: the kept problems, then one line counting
+    /// the others.
+    pub fn messages(&self) -> Vec<String> {
+        let mut out: Vec<String> = self.kept.iter().map(|d| d.to_string()).collect();
         let more = self.total - self.kept.len();
         if more > 0 {
             let path = self.kept.first().map(|d| d.path.display().to_string());
-            crate::cli::warn(
-                prog,
-                &format!(
-                    "{}: {more} more problem(s) not shown (only the first {} are)",
-                    path.unwrap_or_default(),
-                    self.kept.len()
-                ),
-            );
+            out.push(format!(
+                "{}: {more} more problem(s) not shown (only the first {} are)",
+                path.unwrap_or_default(),
+                self.kept.len()
+            ));
+        }
+        out
+    }
+
+    /// Prints [`Diagnostics::messages`] as warnings of `prog`.
+    pub fn warn(&self, prog: &str) {
+        for m in self.messages() {
+            crate::cli::warn(prog, &m);
         }
     }
 }

@@ -3,6 +3,7 @@
 //! network).
 
 use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
 
 use crate::format::{AgentMessage, ContentBlock, Entry};
 
@@ -14,6 +15,43 @@ fn code_fence(text: &str) -> String {
         fence.push('`');
     }
     format!("{fence}\n{text}\n{fence}")
+}
+
+/// Writes an export `doc` of `s` to `target` atomically (replacing a file
+/// there), never over the session file itself. The error names the file.
+pub fn write_export(s: &Session, target: &Path, doc: &str) -> Result<(), String> {
+    if target == s.path {
+        return Err(format!(
+            "{}: refusing to overwrite the session itself",
+            target.display()
+        ));
+    }
+    crate::atomic_file::write_atomic(target, doc.as_bytes(), true)
+        .map_err(|e| format!("{}: {e}", target.display()))
+}
+
+/// pi's `--export FILE [OUTPUT]`: the session file `file` (relative to
+/// `cwd`) as one HTML page at `output`, by default
+/// `pi-session-<file stem>.html` in `cwd`. Returns the output as named (as
+/// pi reports it).
+pub fn export_html_file(file: &Path, output: Option<&Path>, cwd: &Path) -> Result<PathBuf, String> {
+    let file = cwd.join(file);
+    if !file.is_file() {
+        return Err(format!("File not found: {}", file.display()));
+    }
+    let s = Session::load(&file).map_err(|e| e.to_string())?;
+    let out = match output {
+        Some(o) => o.to_path_buf(),
+        None => {
+            let stem = file
+                .file_stem()
+                .map(|s| s.to_string_lossy().into_owned())
+                .unwrap_or_default();
+            PathBuf::from(format!("pi-session-{stem}.html"))
+        }
+    };
+    write_export(&s, &cwd.join(&out), &to_html(&s))?;
+    Ok(out)
 }
 
 /// Markdown of the current branch.

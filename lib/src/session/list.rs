@@ -17,8 +17,9 @@ use memchr::memmem;
 use serde_json::Value;
 
 use crate::format::entry::header_version;
+use crate::format::records::SessionRecord;
 use crate::format::{AgentMessage, Usage};
-use crate::timefmt::parse_iso_ms;
+use crate::timefmt::{iso_from_ms, parse_iso_ms};
 
 use super::diagnostics::{Diagnostic, Diagnostics};
 use super::file::open_regular;
@@ -63,6 +64,74 @@ impl SessionSummary {
             message: "damaged line skipped".into(),
         });
     }
+}
+
+impl SessionSummary {
+    /// The `session` record of `pi-session ls`.
+    pub fn record(&self) -> SessionRecord {
+        SessionRecord {
+            kind: "session",
+            id: self.id.clone(),
+            path: self.path.display().to_string(),
+            cwd: self.cwd.clone(),
+            name: self.name.clone(),
+            parent_session: self.parent_session.clone(),
+            subagent_of: self.subagent_of.clone(),
+            created: self.created.clone(),
+            modified: iso_from_ms(self.modified_ms),
+            message_count: self.message_count,
+            first_message: self.first_message.clone(),
+            tokens: self.tokens,
+            cost: self.cost,
+            bytes: self.bytes,
+        }
+    }
+}
+
+/// The order of a listing, newest first.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SortKey {
+    /// By last activity.
+    Modified,
+    /// By the header's creation time.
+    Created,
+}
+
+/// The sessions of `files` for a listing: each file scanned (one that is
+/// not a session, and every file's damaged lines, reported to `warn`),
+/// sorted newest first by `sort` (ties by path), at most `limit`.
+pub fn list_sessions(
+    files: &[PathBuf],
+    sort: SortKey,
+    limit: Option<usize>,
+    warn: &mut dyn FnMut(&str),
+) -> Vec<SessionSummary> {
+    let mut sessions = Vec::with_capacity(files.len());
+    for r in scan_all(files) {
+        match r {
+            Ok(s) => {
+                for m in s.problems.messages() {
+                    warn(&m);
+                }
+                sessions.push(s);
+            }
+            Err(skip) => warn(&skip.to_string()),
+        }
+    }
+    match sort {
+        SortKey::Modified => {
+            sessions.sort_by(|a, b| b.modified_ms.cmp(&a.modified_ms).then(a.path.cmp(&b.path)))
+        }
+        SortKey::Created => sessions.sort_by(|a, b| {
+            let ca = parse_iso_ms(&a.created).unwrap_or(0);
+            let cb = parse_iso_ms(&b.created).unwrap_or(0);
+            cb.cmp(&ca).then(a.path.cmp(&b.path))
+        }),
+    }
+    if let Some(n) = limit {
+        sessions.truncate(n);
+    }
+    sessions
 }
 
 /// Scans `files` in parallel; results keep the input order.

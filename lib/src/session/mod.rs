@@ -1,18 +1,26 @@
-//! Session files: loading (with migration and damage reports), the entry
-//! tree, LLM context building, fast listing, safe appends and edits.
+//! Session files, everything above the wire format: the [`Session`] type,
+//! reading files (with migration and damage reports) and writing them
+//! (locked appends, atomic new files), the entry tree and the context a
+//! model sees, compaction and branch summaries, forks, which session a run
+//! opens, and the fast listing, search, statistics and descriptions the
+//! `pi-session` commands print.
 
 pub mod branch_summary;
 pub mod compact;
 pub mod context;
+pub mod describe;
 pub mod diagnostics;
 pub mod export;
 pub mod file;
+pub mod fork;
 pub mod ids;
 pub mod lines;
 pub mod list;
 pub mod llm;
 pub mod load;
+pub mod open;
 pub mod resolve;
+pub mod search;
 // `session::session` holds the type the module is named after.
 #[allow(clippy::module_inception)]
 pub mod session;

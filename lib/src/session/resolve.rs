@@ -80,6 +80,102 @@ fn is_jsonl(p: &Path) -> bool {
     p.extension().is_some_and(|e| e == "jsonl")
 }
 
+/// The folders searched for session files and id prefixes: `session_dir`
+/// (`--session-dir`), else pi's sessions folder.
+pub fn roots(session_dir: Option<&Path>) -> Vec<PathBuf> {
+    match session_dir {
+        Some(d) => vec![d.to_path_buf()],
+        None => vec![crate::paths::sessions_root()],
+    }
+}
+
+/// The session files a listing looks at, what was left out, and where it
+/// looked, in words.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Listing {
+    pub files: Vec<PathBuf>,
+    pub skipped: Vec<Skipped>,
+    pub what: String,
+}
+
+/// The session files of every project (`all`: pi's per-cwd folders, and
+/// the top of `session_dir` too, which may be flat) or of the project in
+/// `cwd` (default: the current directory), under `session_dir` or pi's
+/// sessions folder. A missing folder lists nothing, unless `session_dir`
+/// named it.
+pub fn listing(
+    session_dir: Option<&Path>,
+    all: bool,
+    cwd: Option<&Path>,
+) -> Result<Listing, String> {
+    let (dir, what) = if all {
+        let root = session_dir.map_or_else(crate::paths::sessions_root, Path::to_path_buf);
+        let what = root.display().to_string();
+        (root, what)
+    } else {
+        let cwd = match cwd {
+            Some(c) => c
+                .canonicalize()
+                .map_err(|e| format!("{}: {e}", c.display()))?,
+            None => std::env::current_dir().map_err(|e| format!("current directory: {e}"))?,
+        };
+        let cwd_s = cwd.to_string_lossy().into_owned();
+        match session_dir {
+            Some(d) => (d.to_path_buf(), d.display().to_string()),
+            None => {
+                let d = crate::paths::sessions_root().join(crate::paths::encode_cwd(&cwd_s));
+                let what = format!("{} (sessions of {cwd_s})", d.display());
+                (d, what)
+            }
+        }
+    };
+    if !dir.exists() {
+        if session_dir.is_some() {
+            return Err(format!("{}: no such directory", dir.display()));
+        }
+        return Ok(Listing {
+            what,
+            ..Listing::default()
+        });
+    }
+    if !dir.is_dir() {
+        return Err(format!("{}: not a directory", dir.display()));
+    }
+    let found = if all {
+        // Like pi's listAll(): the per-cwd folders only, unless the user
+        // pointed --session-dir at a folder that may be flat.
+        session_files_in(&dir, session_dir.is_some())
+    } else {
+        session_files_flat(&dir)
+    }
+    .map_err(|e| format!("{}: {e}", dir.display()))?;
+    Ok(Listing {
+        files: found.files,
+        skipped: found.skipped,
+        what,
+    })
+}
+
+/// Every session file under `roots` (their top level included) and
+/// directly in `dir`, sorted, each once; folders that cannot be read are
+/// passed over.
+pub fn files_around(roots: &[PathBuf], dir: Option<&Path>) -> Vec<PathBuf> {
+    let mut files = Vec::new();
+    for root in roots {
+        if let Ok(f) = session_files(root) {
+            files.extend(f.files);
+        }
+    }
+    if let Some(dir) = dir {
+        if let Ok(f) = session_files_flat(dir) {
+            files.extend(f.files);
+        }
+    }
+    files.sort();
+    files.dedup();
+    files
+}
+
 /// Reads the first line of a file (at most 1 MiB) and returns the header's
 /// `id` when it is a session header.
 pub fn header_id(path: &Path) -> Option<String> {

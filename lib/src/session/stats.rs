@@ -2,6 +2,8 @@
 
 use std::collections::BTreeMap;
 
+use serde_json::{json, Map, Value};
+
 use crate::format::{AgentMessage, Entry, Usage};
 
 use super::Session;
@@ -45,6 +47,46 @@ pub struct SessionStats {
     pub total: Totals,
     /// Keyed by `provider/model`.
     pub per_model: BTreeMap<String, Totals>,
+}
+
+impl Totals {
+    /// The totals as record fields, in the records' order.
+    fn fields(&self) -> Map<String, Value> {
+        let v = json!({
+            "responses": self.responses, "input": self.input, "output": self.output,
+            "cacheRead": self.cache_read, "cacheWrite": self.cache_write,
+            "totalTokens": self.total_tokens, "cost": self.cost,
+        });
+        match v {
+            Value::Object(m) => m,
+            _ => Map::new(),
+        }
+    }
+}
+
+impl SessionStats {
+    /// The records of `pi-session stats` for session `s`: one `stats`
+    /// record (counts and totals), then a `model_stats` record per model.
+    pub fn records(&self, s: &Session) -> Vec<Value> {
+        let mut rec = Map::new();
+        rec.insert("type".into(), "stats".into());
+        rec.insert("sessionId".into(), s.id().into());
+        rec.insert("path".into(), s.path.display().to_string().into());
+        rec.insert("entries".into(), self.entries.into());
+        rec.insert("messages".into(), json!(self.messages));
+        rec.insert("toolCalls".into(), self.tool_calls.into());
+        rec.extend(self.total.fields());
+        let mut out = vec![Value::Object(rec)];
+        for (model, t) in &self.per_model {
+            let mut rec = Map::new();
+            rec.insert("type".into(), "model_stats".into());
+            rec.insert("sessionId".into(), s.id().into());
+            rec.insert("model".into(), model.as_str().into());
+            rec.extend(t.fields());
+            out.push(Value::Object(rec));
+        }
+        out
+    }
 }
 
 impl Session {

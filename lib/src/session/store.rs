@@ -41,10 +41,21 @@ pub struct SessionStore {
 impl SessionStore {
     /// A new session for `cwd`, to be written under `dir` (or nowhere).
     pub fn create(cwd: &str, dir: Option<&Path>, parent: Option<String>) -> SessionStore {
-        let id = new_session_id();
+        SessionStore::create_named(cwd, dir, None, parent)
+    }
+
+    /// [`SessionStore::create`] with an exact session id (`None`: a new
+    /// one); pi names the file `<timestamp>_<id>.jsonl`.
+    pub fn create_named(
+        cwd: &str,
+        dir: Option<&Path>,
+        id: Option<&str>,
+        parent: Option<String>,
+    ) -> SessionStore {
+        let id = id.map_or_else(new_session_id, str::to_string);
         let ts = now_iso();
-        let header = SessionHeader::new(id.clone(), ts.clone(), cwd.to_string(), parent);
         let path = dir.map(|d| d.join(session_file_name(&ts, &id)));
+        let header = SessionHeader::new(id, ts, cwd.to_string(), parent);
         let session = Session::empty(path.clone().unwrap_or_default(), header);
         SessionStore {
             session,
@@ -73,37 +84,6 @@ impl SessionStore {
         }
     }
 
-    /// A fork of `source` (pi's RPC `fork`/`clone`): a new session whose
-    /// entries are `source`'s path to `leaf` (none: empty), unchanged,
-    /// with `parentSession` naming `source`'s file. It is written under
-    /// `dir` at once when the copied path holds a user or assistant
-    /// message (pi writes such a fork at once), lazily otherwise; with no
-    /// `dir` it stays in memory (`--no-session`).
-    pub fn fork_of(
-        source: &Session,
-        leaf: Option<&str>,
-        dir: Option<&Path>,
-        parent: Option<String>,
-    ) -> io::Result<SessionStore> {
-        let mut store = SessionStore::create(&source.header.cwd, dir, parent);
-        let ids = leaf.map(|l| source.path_to(l)).unwrap_or_default();
-        let mut talk = false;
-        for i in ids {
-            let e = source.entries[i].clone();
-            talk |= matches!(
-                e.message(),
-                Some(AgentMessage::User(_)) | Some(AgentMessage::Assistant(_))
-            );
-            store.session.push(e);
-        }
-        if talk {
-            if let Some(path) = store.path.clone() {
-                store.write_all_buffered(&path)?;
-            }
-        }
-        Ok(store)
-    }
-
     /// Where the session is (or will be) written.
     pub fn path(&self) -> Option<&Path> {
         self.path.as_deref()
@@ -114,34 +94,47 @@ impl SessionStore {
         self.flushed
     }
 
-    /// Writes the buffered session as a new file. When another process
-    /// created the file first, its session is taken over: its header wins
-    /// and the buffered entries are appended below its leaf.
-    fn write_all_buffered(&mut self, path: &Path) -> io::Result<()> {
+    /// Writes `text`, the whole session, as the new file at the store's
+    /// path (whole or not at all); `AlreadyExists` when a file is there.
+    pub(crate) fn write_new(&mut self, text: &str) -> io::Result<()> {
         use std::os::unix::fs::MetadataExt;
-        let text = self.session.to_jsonl();
-        match create_new_file(path, text.as_bytes()) {
-            Ok((meta, file)) => {
-                self.session.held = HeldFile::new(file);
-                self.session.disk = Some(DiskState {
-                    len: text.len() as u64,
-                    newlines: self.session.entries.len() + 1,
-                    dev: meta.dev(),
-                    ino: meta.ino(),
-                });
-                for (i, line) in self.session.lines.iter_mut().enumerate() {
-                    *line = i + 2;
-                }
-            }
-            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
-                let buffered = std::mem::take(&mut self.session.entries);
-                self.session = Session::empty(path.to_path_buf(), self.session.header.clone());
-                self.session.append_children(buffered, false)?;
-            }
-            Err(e) => return Err(e),
+        let path = self
+            .path
+            .clone()
+            .ok_or_else(|| io::Error::other("the session is kept in memory only"))?;
+        let (meta, file) = create_new_file(&path, text.as_bytes())?;
+        self.session.held = HeldFile::new(file);
+        self.session.disk = Some(DiskState {
+            len: text.len() as u64,
+            newlines: self.session.entries.len() + 1,
+            dev: meta.dev(),
+            ino: meta.ino(),
+        });
+        for (i, line) in self.session.lines.iter_mut().enumerate() {
+            *line = i + 2;
         }
         self.flushed = true;
         Ok(())
+    }
+
+    /// Writes the buffered session as a new file (nothing without a
+    /// path). When another process created the file first, its session is
+    /// taken over: its header wins and the buffered entries are appended
+    /// below its leaf.
+    pub(crate) fn flush(&mut self) -> io::Result<()> {
+        let Some(path) = self.path.clone() else {
+            return Ok(());
+        };
+        match self.write_new(&self.session.to_jsonl()) {
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
+                let buffered = std::mem::take(&mut self.session.entries);
+                self.session = Session::empty(path, self.session.header.clone());
+                self.session.append_children(buffered, false)?;
+                self.flushed = true;
+                Ok(())
+            }
+            r => r,
+        }
     }
 
     /// Adds an entry as a child of the session's leaf (in memory, then on
@@ -164,9 +157,7 @@ impl SessionStore {
         } else {
             self.session.push(entry);
             if triggers_flush && !self.flushed {
-                if let Some(path) = self.path.clone() {
-                    self.write_all_buffered(&path)?;
-                }
+                self.flush()?;
             }
         }
         self.session
