@@ -8,14 +8,12 @@
 use std::path::PathBuf;
 
 use pi_lib::cli::{resolve_format, warn, CliError, OutputFormat, EXIT_OK};
-use pi_lib::format::entry::BranchSummaryEntry;
 use pi_lib::format::Entry;
 use pi_lib::session::export::{to_html, to_markdown, write_export};
 use pi_lib::session::fork::fork_file;
 use pi_lib::session::tool_selection::ToolSelection;
 use pi_lib::session::Session;
-use pi_lib::timefmt::now_iso;
-use serde_json::{json, Map, Value};
+use serde_json::{json, Value};
 
 use crate::cli::ExportFormat;
 use crate::out::{io_err, Out};
@@ -123,32 +121,8 @@ pub fn branch(
         return Err(CliError::input("--summary text is empty"));
     }
     migrate_before_append(&mut s)?;
-    // The leaf the branch moves away from is read under the file's lock,
-    // after whatever other writers appended.
     let written = s
-        .append_with(true, |s: &Session| {
-            let old_leaf = s.leaf_id().map(str::to_string);
-            let entry = match &summary {
-                Some(text) => Entry::BranchSummary(Box::new(BranchSummaryEntry {
-                    id: s.fresh_id(),
-                    parent_id: Some(target.clone()),
-                    timestamp: now_iso(),
-                    from_id: old_leaf.unwrap_or_else(|| "root".into()),
-                    summary: text.clone(),
-                    details: None,
-                    from_hook: None,
-                    usage: None,
-                    extra: Map::new(),
-                })),
-                None if old_leaf.as_deref() == Some(target.as_str()) => return Ok(Vec::new()),
-                None => s.new_custom(
-                    Some(&target),
-                    "pi-session:branch",
-                    json!({"from": old_leaf}),
-                ),
-            };
-            Ok::<_, std::convert::Infallible>(vec![entry])
-        })
+        .branch_to(&target, summary.as_deref())
         .map_err(|e| cannot_append(&s, e))?;
     if written.is_empty() {
         return report_appended(

@@ -22,9 +22,9 @@ use std::io::{self, Read, Seek, SeekFrom, Write};
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
-use serde_json::{Map, Value};
+use serde_json::{json, Map, Value};
 
-use crate::format::entry::{CustomEntry, LabelEntry, SessionInfoEntry};
+use crate::format::entry::{BranchSummaryEntry, CustomEntry, LabelEntry, SessionInfoEntry};
 use crate::format::Entry;
 use crate::timefmt::now_iso;
 
@@ -181,6 +181,39 @@ impl Session {
             timestamp: now_iso(),
             extra: Map::new(),
         }))
+    }
+
+    /// Moves the leaf to `target` by appending, under the file's lock, a
+    /// `branch_summary` entry holding `summary` (its `fromId` the leaf it
+    /// leaves, `root` for none) or, without a summary, a `custom` entry of
+    /// type `pi-session:branch` naming the old leaf; nothing when the leaf
+    /// already is `target` and there is no summary. The leaf left is read
+    /// under the lock, after whatever other writers appended. Returns what
+    /// was written.
+    pub fn branch_to(&mut self, target: &str, summary: Option<&str>) -> io::Result<Vec<Entry>> {
+        let written = self.append_with(true, |s: &Session| {
+            let old_leaf = s.leaf_id().map(str::to_string);
+            let entry = match summary {
+                Some(text) => Entry::BranchSummary(Box::new(BranchSummaryEntry {
+                    id: s.fresh_id(),
+                    parent_id: Some(target.to_string()),
+                    timestamp: now_iso(),
+                    from_id: old_leaf.unwrap_or_else(|| "root".into()),
+                    summary: text.to_string(),
+                    details: None,
+                    from_hook: None,
+                    usage: None,
+                    extra: Map::new(),
+                })),
+                None if old_leaf.as_deref() == Some(target) => return Ok(Vec::new()),
+                None => s.new_custom(Some(target), "pi-session:branch", json!({"from": old_leaf})),
+            };
+            Ok::<_, std::convert::Infallible>(vec![entry])
+        });
+        written.map_err(|e| match e {
+            AppendError::Io(e) => e,
+            AppendError::Refused(never) => match never {},
+        })
     }
 
     /// Appends the entries `build` makes, under the file's exclusive lock.
