@@ -152,16 +152,7 @@ pub fn compact(
         Outcome::Failed(f) => return Err(failed(f)),
     };
     match fmt {
-        OutputFormat::Jsonl => {
-            for e in &written {
-                out.record(&json!({
-                    "type": "entry_appended",
-                    "sessionId": s.id(),
-                    "path": s.path.display().to_string(),
-                    "entry": e,
-                }))?;
-            }
-        }
+        OutputFormat::Jsonl => crate::edit::record_appended(&mut out, &s, &written)?,
         OutputFormat::Text => {
             out.line(&format!(
                 "compacted: kept from {}, {} tokens before, about {} after",

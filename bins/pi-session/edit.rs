@@ -19,6 +19,23 @@ use crate::cli::ExportFormat;
 use crate::out::{io_err, Out};
 use crate::{Ctx, PROG};
 
+/// The `entry_appended` records of entries written to `s`.
+pub(crate) fn record_appended(
+    out: &mut Out,
+    s: &Session,
+    entries: &[Entry],
+) -> Result<(), CliError> {
+    for e in entries {
+        out.record(&json!({
+            "type": "entry_appended",
+            "sessionId": s.id(),
+            "path": s.path.display().to_string(),
+            "entry": e,
+        }))?;
+    }
+    Ok(())
+}
+
 /// Prints what was appended: a record per entry, or a sentence.
 pub(crate) fn report_appended(
     s: &Session,
@@ -28,16 +45,7 @@ pub(crate) fn report_appended(
 ) -> Result<i32, CliError> {
     let mut out = Out::new();
     match resolve_format(format) {
-        OutputFormat::Jsonl => {
-            for e in entries {
-                out.record(&json!({
-                    "type": "entry_appended",
-                    "sessionId": s.id(),
-                    "path": s.path.display().to_string(),
-                    "entry": e,
-                }))?;
-            }
-        }
+        OutputFormat::Jsonl => record_appended(&mut out, s, entries)?,
         OutputFormat::Text => out.line(text)?,
     }
     out.flush()?;

@@ -101,15 +101,20 @@ pub fn tree(s: &Session, format: Option<OutputFormat>) -> Result<i32, CliError> 
     Ok(EXIT_OK)
 }
 
+/// The entry `--leaf` names (an id or unique prefix), else the leaf.
+fn leaf_of(s: &Session, leaf: Option<&str>) -> Result<Option<String>, CliError> {
+    Ok(match leaf {
+        Some(l) => Some(s.find_entry(l).map_err(CliError::input)?.id().to_string()),
+        None => s.leaf_id().map(str::to_string),
+    })
+}
+
 pub fn context(
     s: &Session,
     leaf: Option<&str>,
     format: Option<OutputFormat>,
 ) -> Result<i32, CliError> {
-    let leaf_id = match leaf {
-        Some(l) => Some(s.find_entry(l).map_err(CliError::input)?.id().to_string()),
-        None => s.leaf_id().map(str::to_string),
-    };
+    let leaf_id = leaf_of(s, leaf)?;
     let ctx = s.context(leaf_id.as_deref());
     let mut out = Out::new();
     match resolve_format(format) {
@@ -219,10 +224,7 @@ pub fn prompt(
     leaf: Option<&str>,
     format: Option<OutputFormat>,
 ) -> Result<i32, CliError> {
-    let leaf_id = match leaf {
-        Some(l) => Some(s.find_entry(l).map_err(CliError::input)?.id().to_string()),
-        None => s.leaf_id().map(str::to_string),
-    };
+    let leaf_id = leaf_of(s, leaf)?;
     let ctx = s.context(leaf_id.as_deref());
     let state = pi_lib::prompt::PromptState::replay(ctx.messages.iter().map(|(_, m)| &**m));
     let text = state.render();
