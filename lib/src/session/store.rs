@@ -73,6 +73,16 @@ impl SessionStore {
         }
     }
 
+    /// An existing session held in memory only: nothing appended to it is
+    /// written (a plan reads a session without touching it).
+    pub fn detached(session: Session) -> SessionStore {
+        SessionStore {
+            session,
+            path: None,
+            flushed: false,
+        }
+    }
+
     /// A fork of `source` (pi's RPC `fork`/`clone`): a new session whose
     /// entries are `source`'s path to `leaf` (none: empty), unchanged,
     /// with `parentSession` naming `source`'s file. It is written under

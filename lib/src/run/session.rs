@@ -1,24 +1,24 @@
 //! Which session a run writes: new (default), `--continue`, `--session`,
-//! `--session-id`, `--fork`, `--no-session`, `--session-dir`; and pi's
-//! `--export FILE [OUTPUT]`.
+//! `--session-id`, `--fork`, `--no-session`, `--session-dir`, and `--name`;
+//! and pi's `--export FILE [OUTPUT]`.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-use pi_lib::cli::CliError;
-use pi_lib::cli::EXIT_OK;
-use pi_lib::format::Entry;
-use pi_lib::paths::{encode_cwd, session_file_name, sessions_root};
-use pi_lib::session::file::{probe, Skipped};
-use pi_lib::session::resolve::{header_id, looks_like_path, resolve, session_files_flat};
-use pi_lib::session::store::SessionStore;
-use pi_lib::session::write::write_atomic;
-use pi_lib::session::Session;
+use crate::cli::CliError;
+use crate::cli::EXIT_OK;
+use crate::format::Entry;
+use crate::paths::{encode_cwd, session_file_name, sessions_root};
+use crate::session::file::{probe, Skipped};
+use crate::session::resolve::{header_id, looks_like_path, resolve, session_files_flat};
+use crate::session::store::SessionStore;
+use crate::session::write::write_atomic;
+use crate::session::Session;
 
-use crate::cli::Cli;
+use super::SessionChoice;
 
 /// The folder new sessions of `cwd` go to.
-fn dir_for(cli: &Cli, cwd: &Path) -> PathBuf {
+fn dir_for(cli: &SessionChoice, cwd: &Path) -> PathBuf {
     match &cli.session_dir {
         Some(d) => d.clone(),
         None => sessions_root().join(encode_cwd(&cwd.to_string_lossy())),
@@ -27,24 +27,24 @@ fn dir_for(cli: &Cli, cwd: &Path) -> PathBuf {
 
 /// Loads a session to continue, migrating an old format version on disk
 /// first (the old file is kept as `<file>.v<N>.bak`), as pi rewrites it.
-fn load_for_append(path: &Path) -> Result<Session, CliError> {
+fn load_for_append(path: &Path, prog: &str) -> Result<Session, CliError> {
     let mut s = Session::load(path).map_err(|e| CliError::input(e.to_string()))?;
-    s.diagnostics.warn(crate::PROG);
+    s.diagnostics.warn(prog);
     s.migrate_on_disk()
         .map_err(|e| CliError::input(format!("{}: {e}", path.display())))?;
     Ok(s)
 }
 
-fn warn_skipped(skip: &Skipped) {
-    pi_lib::cli::warn(crate::PROG, &skip.to_string());
+fn warn_skipped(prog: &str) -> impl FnMut(&Skipped) + '_ {
+    move |skip| crate::cli::warn(prog, &skip.to_string())
 }
 
 /// The most recent valid session of a folder, by file modification time.
 /// Entries that are not regular files (a FIFO named `*.jsonl`) are never
 /// opened.
-fn most_recent(dir: &Path) -> Option<PathBuf> {
+fn most_recent(dir: &Path, prog: &str) -> Option<PathBuf> {
     let found = session_files_flat(dir).ok()?;
-    found.skipped.iter().for_each(warn_skipped);
+    found.skipped.iter().for_each(warn_skipped(prog));
     let mut files: Vec<(std::time::SystemTime, PathBuf)> = found
         .files
         .into_iter()
@@ -57,7 +57,7 @@ fn most_recent(dir: &Path) -> Option<PathBuf> {
         .find(|p| header_id(p).is_some())
 }
 
-fn roots(cli: &Cli) -> Vec<PathBuf> {
+fn roots(cli: &SessionChoice) -> Vec<PathBuf> {
     match &cli.session_dir {
         Some(d) => vec![d.clone()],
         None => vec![sessions_root()],
@@ -78,7 +78,7 @@ fn valid_session_id(id: &str) -> bool {
 /// A new session with an exact id, under `dir` (pi names the file
 /// `<timestamp>_<id>.jsonl`).
 fn create_with_id(cwd: &str, dir: &Path, id: &str, parent: Option<String>) -> SessionStore {
-    let ts = pi_lib::timefmt::now_iso();
+    let ts = crate::timefmt::now_iso();
     let mut store = SessionStore::create_at(cwd, dir.join(session_file_name(&ts, id)));
     let h = &mut store.session.header;
     h.id = id.to_string();
@@ -102,7 +102,7 @@ fn with_id(dir: &Path, id: &str) -> Option<PathBuf> {
 }
 
 /// Opens the session store the flags ask for.
-pub fn open(cli: &Cli, _agent_dir: &Path, cwd: &Path) -> Result<SessionStore, CliError> {
+pub fn open(cli: &SessionChoice, cwd: &Path, prog: &str) -> Result<SessionStore, CliError> {
     let cwd_s = cwd.to_string_lossy().into_owned();
     if let Some(id) = &cli.session_id {
         if !valid_session_id(id) {
@@ -127,12 +127,12 @@ pub fn open(cli: &Cli, _agent_dir: &Path, cwd: &Path) -> Result<SessionStore, Cl
                 Err(what) => return Err(CliError::input(format!("{reference}: {what}"))),
             }
         }
-        let path = resolve(reference, &roots(cli), &mut warn_skipped)
+        let path = resolve(reference, &roots(cli), &mut warn_skipped(prog))
             .map_err(|e| CliError::input(e.to_string()))?;
-        return Ok(SessionStore::open(load_for_append(&path)?));
+        return Ok(SessionStore::open(load_for_append(&path, prog)?));
     }
     if let Some(reference) = &cli.fork {
-        let path = resolve(reference, &roots(cli), &mut warn_skipped)
+        let path = resolve(reference, &roots(cli), &mut warn_skipped(prog))
             .map_err(|e| CliError::input(e.to_string()))?;
         let source = Session::load(&path).map_err(|e| CliError::input(e.to_string()))?;
         let abs = path.canonicalize().unwrap_or(path);
@@ -149,19 +149,19 @@ pub fn open(cli: &Cli, _agent_dir: &Path, cwd: &Path) -> Result<SessionStore, Cl
     let dir = dir_for(cli, cwd);
     if let Some(id) = &cli.session_id {
         if let Some(p) = with_id(&dir, id) {
-            return Ok(SessionStore::open(load_for_append(&p)?));
+            return Ok(SessionStore::open(load_for_append(&p, prog)?));
         }
-        pi_lib::cli::warn(
-            crate::PROG,
+        crate::cli::warn(
+            prog,
             &format!(
                 "No project session found with id '{id}'; creating a new session with that id."
             ),
         );
         return Ok(create_with_id(&cwd_s, &dir, id, None));
     }
-    if cli.continue_ {
-        if let Some(p) = most_recent(&dir) {
-            return Ok(SessionStore::open(load_for_append(&p)?));
+    if cli.continue_recent {
+        if let Some(p) = most_recent(&dir, prog) {
+            return Ok(SessionStore::open(load_for_append(&p, prog)?));
         }
     }
     Ok(SessionStore::create(&cwd_s, Some(&dir), None))
@@ -212,12 +212,29 @@ pub fn export(args: &[PathBuf], cwd: &Path) -> Result<i32, CliError> {
     }
     write_atomic(
         &target,
-        pi_lib::session::export::to_html(&s).as_bytes(),
+        crate::session::export::to_html(&s).as_bytes(),
         true,
     )
     .map_err(|e| CliError::input(format!("{}: {e}", target.display())))?;
-    let mut w = pi_lib::cli::Stdout::new();
-    writeln!(w, "Exported to: {}", out.display()).map_err(pi_lib::cli::stdout_error)?;
+    let mut w = crate::cli::Stdout::new();
+    writeln!(w, "Exported to: {}", out.display()).map_err(crate::cli::stdout_error)?;
     w.finish()?;
     Ok(EXIT_OK)
+}
+
+/// The session a plan reads and never writes: `--session` as it is on
+/// disk (no migration), else a new session in memory.
+pub fn open_read_only(
+    cli: &SessionChoice,
+    cwd: &Path,
+    prog: &str,
+) -> Result<SessionStore, CliError> {
+    let Some(reference) = &cli.session else {
+        return Ok(SessionStore::create(&cwd.to_string_lossy(), None, None));
+    };
+    let path = resolve(reference, &roots(cli), &mut warn_skipped(prog))
+        .map_err(|e| CliError::input(e.to_string()))?;
+    let s = Session::load(&path).map_err(|e| CliError::input(e.to_string()))?;
+    s.diagnostics.warn(prog);
+    Ok(SessionStore::detached(s))
 }
