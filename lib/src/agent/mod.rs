@@ -154,7 +154,11 @@ impl Agent {
     }
 
     /// Starts putting an agent together.
-    pub fn builder(opts: AgentOptions, store: SessionStore, cancel: CancellationToken) -> AgentBuilder {
+    pub fn builder(
+        opts: AgentOptions,
+        store: SessionStore,
+        cancel: CancellationToken,
+    ) -> AgentBuilder {
         AgentBuilder {
             agent: Agent::bare(opts, store, cancel),
         }

@@ -189,8 +189,7 @@ impl Assembly {
             None => self.first_pass_and_trust(rt, chat_only_first)?,
         };
         let piped_set = records.and_then(|r| self.take_records(r));
-        let chat_only_first =
-            chat_only_first || piped_set.as_ref().is_some_and(|s| s.chat_only);
+        let chat_only_first = chat_only_first || piped_set.as_ref().is_some_and(|s| s.chat_only);
         self.settings =
             Settings::load(&self.opts.agent_dir, &self.cwd, self.trusted).map_err(input_err)?;
         self.mcp_select = mcp_select(
@@ -250,7 +249,10 @@ impl Assembly {
 
     /// The tool set by the library's one resolver, with `extra` (MCP
     /// tools) available beside the built-ins.
-    fn resolve_tools(&self, extra: &[Arc<dyn Tool>]) -> Result<select::ToolSet, select::SelectError> {
+    fn resolve_tools(
+        &self,
+        extra: &[Arc<dyn Tool>],
+    ) -> Result<select::ToolSet, select::SelectError> {
         let mut available = select::builtin_available();
         available.extend(Mcp::available(extra));
         select::resolve(
@@ -424,7 +426,13 @@ impl Assembly {
                 .collect();
             if !rest.is_empty() {
                 let lo = self.load_options();
-                rt.block_on(loader::load(&self.runner, &rest, "full", Some(self.trusted), &lo));
+                rt.block_on(loader::load(
+                    &self.runner,
+                    &rest,
+                    "full",
+                    Some(self.trusted),
+                    &lo,
+                ));
             }
         }
         self.has_exts = !self.chat_only && !self.runner.extensions().is_empty();
@@ -499,11 +507,9 @@ impl Assembly {
             auto_resize_images: self.settings.auto_resize_images(),
             trusted: self.trusted,
         });
-        for w in crate::subagents::runtime::join_control_tools(
-            &mut self.tools,
-            c.tools(),
-            &self.runner,
-        ) {
+        for w in
+            crate::subagents::runtime::join_control_tools(&mut self.tools, c.tools(), &self.runner)
+        {
             crate::cli::note(self.opts.prog, &w);
         }
         self.subagents = Some(c);

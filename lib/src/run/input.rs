@@ -165,8 +165,7 @@ pub fn sections_from(src: &str) -> Result<Vec<(String, String)>, CliError> {
 /// `pi-resources` records piped on stdin (`None` when stdin is a terminal
 /// or carries nothing); a line that is not a record is an input error
 /// naming it.
-pub fn piped_records(
-) -> Result<Option<Vec<crate::format::resources::ResourceRecord>>, CliError> {
+pub fn piped_records() -> Result<Option<Vec<crate::format::resources::ResourceRecord>>, CliError> {
     let stdin = std::io::stdin();
     if stdin.is_terminal() {
         return Ok(None);

@@ -140,9 +140,7 @@ pub fn list(agent_dir: &Path, search: &str) -> Result<i32, CliError> {
     write!(
         out,
         "{}",
-        crate::model::list::render_model_list(&crate::model::list::list_models(
-            &registry, search
-        ))
+        crate::model::list::render_model_list(&crate::model::list::list_models(&registry, search))
     )
     .map_err(crate::cli::stdout_error)?;
     out.finish()?;

@@ -106,8 +106,15 @@ pub(super) async fn run(drive: &Drive<'_>, mut agent: Agent) -> Result<i32, CliE
             crate::mcp::command::run(&ctx, cmd, &mut agent.opts.tools).await;
             continue;
         }
-        let Some(user) =
-            preflight(&mut agent, user, &asm.resources, asm.chat_only, prog, &mut emit).await
+        let Some(user) = preflight(
+            &mut agent,
+            user,
+            &asm.resources,
+            asm.chat_only,
+            prog,
+            &mut emit,
+        )
+        .await
         else {
             continue;
         };

@@ -73,8 +73,15 @@ impl Preflight for RunPreflight<'_> {
                     return None;
                 }
             }
-            super::preflight::preflight(agent, user, self.resources, self.chat_only, self.prog, emit)
-                .await
+            super::preflight::preflight(
+                agent,
+                user,
+                self.resources,
+                self.chat_only,
+                self.prog,
+                emit,
+            )
+            .await
         })
     }
 }
