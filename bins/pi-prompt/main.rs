@@ -5,21 +5,14 @@
 //! session would get now (`diff`). `pi-run` builds its prompt through the
 //! very same `pi_lib::prompt::plan`.
 
-use std::io::{IsTerminal, Read, Write};
+use std::io::Write;
 use std::path::PathBuf;
-use std::sync::Arc;
 
 use clap::{Args, CommandFactory, Parser, Subcommand};
 use pi_lib::cli::{report, resolve_format, CliError, Generate, OutputFormat, EXIT_OK};
-use pi_lib::format::resources::ResourceRecord;
 use pi_lib::prompt::expand::{expand_input, NoHooks};
-use pi_lib::prompt::plan::{plan_sections, PlanOptions};
-use pi_lib::prompt::{diff, toolkit_docs, PromptState};
-use pi_lib::resources::{DiscoverOptions, Resources};
-use pi_lib::session::Session;
-use pi_lib::settings::Settings;
-use pi_lib::tools::select::{self, Pinned, ToolSet, ToolSource};
-use pi_lib::tools::Tool;
+use pi_lib::prompt::{diff, PromptState};
+use pi_lib::run::{Mode, Plan, RunOptions};
 use pi_lib::trust::CliTrust;
 use serde_json::{json, Value};
 
@@ -136,192 +129,23 @@ fn out_err(e: std::io::Error) -> CliError {
     pi_lib::cli::stdout_error(e)
 }
 
-/// The resources and the tool set a prompt is built from.
-struct Loaded {
-    res: Resources,
-    tools: ToolSet,
-    mcp: McpPart,
-}
-
-/// What MCP adds, as pi-run's first request has it.
-#[derive(Default)]
-struct McpPart {
-    tools: Vec<Arc<dyn Tool>>,
-    section: Option<String>,
-}
-
-impl Loaded {
-    /// The declared tools: built-ins, then the MCP tools of the set.
-    fn declared(&self) -> Vec<Arc<dyn Tool>> {
-        pi_lib::mcp::declared_tools(&self.tools.names, &self.mcp.tools)
+/// What a run with these flags would send first, from the library's one
+/// assembly (`pi-run` builds its run through the same): resources from
+/// piped `pi-resources` JSONL (with its trust decision and `tool_set`,
+/// unless tool options are given here), else discovered here.
+fn plan(c: &Common, cwd: PathBuf, session: Option<String>) -> Result<Plan, CliError> {
+    let mut opts = RunOptions::new(PROG, Mode::Plan, cwd);
+    opts.session.flags.session = session;
+    opts.trust = CliTrust::from_flags(c.approve, c.no_approve);
+    opts.tool_flags = c.tool_args.flags();
+    opts.resource_args = c.resource_args.clone();
+    opts.system_prompt = c.system_prompt.clone();
+    opts.append_system_prompt = c.append_system_prompt.clone();
+    opts.no_mcp = c.no_mcp;
+    if !c.no_stdin {
+        opts.resource_records = pi_lib::run::input::piped_records()?;
     }
-}
-
-/// Starts the configured MCP servers (through the library path pi-run
-/// takes: the same wait, cache, tools and section), then stops them.
-fn mcp_part(
-    c: &Common,
-    cwd: &std::path::Path,
-    agent_dir: &std::path::Path,
-    trusted: bool,
-) -> McpPart {
-    if c.no_mcp {
-        return McpPart::default();
-    }
-    let rt = match tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(1)
-        .enable_all()
-        .build()
-    {
-        Ok(rt) => rt,
-        Err(e) => {
-            pi_lib::cli::warn(PROG, &format!("MCP servers not started: {e}"));
-            return McpPart::default();
-        }
-    };
-    let mcp = {
-        let _rt = rt.enter();
-        pi_lib::mcp::Mcp::start_cached(
-            pi_lib::mcp::config::load(agent_dir, cwd, trusted),
-            cwd,
-            Some(pi_lib::mcp::cache::Cache::user()),
-        )
-    };
-    let first = rt.block_on(mcp.first_request());
-    if let Some(n) = first.notice {
-        pi_lib::cli::note(PROG, n);
-    }
-    for d in &first.diagnostics {
-        pi_lib::cli::warn(PROG, d);
-    }
-    let section = mcp.servers_section();
-    rt.block_on(mcp.shutdown());
-    McpPart {
-        tools: first.tools,
-        section,
-    }
-}
-
-/// Resources from piped `pi-resources` JSONL (with its `tool_set`, unless
-/// tool options are given here), else discovered here; the tool set by the
-/// library's one resolver, as pi-run and pi-resources decide it.
-fn load(c: &Common, cwd: &std::path::Path, pinned: Option<&Pinned>) -> Result<Loaded, CliError> {
-    let flags = c.tool_args.flags();
-    let agent_dir = pi_lib::paths::agent_dir();
-    // As pi-run: a set without tools starts no MCP server; otherwise the
-    // servers' tools join what the resolver may pick.
-    let resolve = |trusted: bool| -> Result<(ToolSet, McpPart), CliError> {
-        let settings =
-            Settings::load(&agent_dir, cwd, trusted).map_err(|e| CliError::input(e.to_string()))?;
-        let pick = |available: &[select::AvailableTool]| {
-            select::resolve(&flags, &settings.default_tools(), pinned, available)
-                .map_err(|e| CliError::input(e.to_string()))
-        };
-        let first = pick(&select::builtin_available())?;
-        let mcp = if first.chat_only {
-            McpPart::default()
-        } else {
-            mcp_part(c, cwd, &agent_dir, trusted)
-        };
-        let mut available = select::builtin_available();
-        available.extend(pi_lib::mcp::Mcp::available(&mcp.tools));
-        let set = pick(&available)?;
-        for w in &set.warnings {
-            pi_lib::cli::warn(PROG, w);
-        }
-        Ok((set, mcp))
-    };
-    let stdin = std::io::stdin();
-    if !c.no_stdin && !stdin.is_terminal() {
-        let mut text = String::new();
-        stdin
-            .lock()
-            .read_to_string(&mut text)
-            .map_err(|e| CliError::input(format!("stdin: {e}")))?;
-        if !text.trim().is_empty() {
-            let mut records = Vec::new();
-            for (i, line) in text.lines().enumerate() {
-                if line.trim().is_empty() {
-                    continue;
-                }
-                let r: ResourceRecord = serde_json::from_str(line).map_err(|e| {
-                    CliError::input(format!("stdin:{}: not a pi-resources record: {e}", i + 1))
-                })?;
-                records.push(r);
-            }
-            let piped_tools = records.iter().find_map(|r| match r {
-                ResourceRecord::ToolSet(t) => Some(t.clone()),
-                _ => None,
-            });
-            let (res, trust) = Resources::from_records(records);
-            let trusted = trust.map(|t| t.trusted).unwrap_or(false);
-            let (tools, mcp) = match piped_tools {
-                Some(t) if !flags.any() && pinned.is_none() => {
-                    // Without tool options every MCP tool is active, as
-                    // the resolver has it.
-                    let mcp = if t.chat_only {
-                        McpPart::default()
-                    } else {
-                        mcp_part(c, cwd, &agent_dir, trusted)
-                    };
-                    let mut names = t.tools;
-                    names.extend(mcp.tools.iter().map(|t| t.definition().name));
-                    let set = ToolSet {
-                        names,
-                        chat_only: t.chat_only,
-                        source: ToolSource::Default,
-                        persist: None,
-                        warnings: Vec::new(),
-                    };
-                    (set, mcp)
-                }
-                _ => resolve(trusted)?,
-            };
-            return Ok(Loaded { res, tools, mcp });
-        }
-    }
-    let cli_trust = if c.approve {
-        CliTrust::Approve
-    } else if c.no_approve {
-        CliTrust::NoApprove
-    } else {
-        CliTrust::Unset
-    };
-    let trusted = pi_lib::trust::decide(cwd, &agent_dir, cli_trust, None, false)
-        .map_err(|e| CliError::input(e.to_string()))?
-        .trusted;
-    let (tools, mcp) = resolve(trusted)?;
-    let mut opts = DiscoverOptions::for_cwd(cwd);
-    opts.agent_dir = agent_dir.clone();
-    c.resource_args.apply(&mut opts);
-    let res = if tools.chat_only {
-        pi_lib::resources::discover_chat_only(&opts)
-    } else {
-        pi_lib::resources::discover(&opts, trusted)
-    }
-    .map_err(|e| CliError::input(e.to_string()))?;
-    Ok(Loaded { res, tools, mcp })
-}
-
-fn sections(
-    c: &Common,
-    cwd: &std::path::Path,
-    res: &Resources,
-    tools: &[Arc<dyn Tool>],
-    chat_only: bool,
-    mcp_section: Option<&String>,
-) -> Result<Vec<(String, String)>, CliError> {
-    let plan = PlanOptions {
-        cwd: cwd.display().to_string(),
-        tools: pi_lib::agent::prompt_tools(tools),
-        system_prompt: c.system_prompt.clone(),
-        append: c.append_system_prompt.clone(),
-        docs: Some(toolkit_docs()),
-        chat_only,
-    };
-    let mut secs = plan_sections(&plan, res).map_err(CliError::input)?;
-    pi_lib::mcp::push_section(&mut secs, mcp_section);
-    Ok(secs)
+    pi_lib::run::plan(opts)
 }
 
 fn cwd_of(c: &Common) -> Result<PathBuf, CliError> {
@@ -350,16 +174,11 @@ fn run(cli: Cli) -> Result<i32, CliError> {
     match command {
         Command::System { common } => {
             let cwd = cwd_of(&common)?;
-            let loaded = load(&common, &cwd, None)?;
-            let tools = loaded.declared();
-            let secs = sections(
-                &common,
-                &cwd,
-                &loaded.res,
-                &tools,
-                loaded.tools.chat_only,
-                loaded.mcp.section.as_ref(),
-            )?;
+            let Plan {
+                sections: secs,
+                tools,
+                ..
+            } = plan(&common, cwd, None)?;
             match resolve_format(common.format) {
                 OutputFormat::Jsonl => {
                     for (name, text) in &secs {
@@ -395,7 +214,7 @@ fn run(cli: Cli) -> Result<i32, CliError> {
                 no_mcp: true,
                 ..common.clone()
             };
-            let Loaded { res, .. } = load(&quiet, &cwd, None)?;
+            let res = plan(&quiet, cwd, None)?.resources;
             let e = expand_input(&input, &res.skills, &res.prompts, &mut NoHooks);
             if let Some(w) = &e.warning {
                 pi_lib::cli::warn(PROG, w);
@@ -418,38 +237,13 @@ fn run(cli: Cli) -> Result<i32, CliError> {
             }
         }
         Command::Diff { session, common } => {
-            let roots = vec![pi_lib::paths::sessions_root()];
-            let path = pi_lib::session::resolve::resolve(&session, &roots, &mut |skip| {
-                pi_lib::cli::warn(PROG, &skip.to_string())
-            })
-            .map_err(|e| CliError::input(e.to_string()))?;
-            let s = Session::load(&path).map_err(|e| CliError::input(e.to_string()))?;
-            s.diagnostics.warn(PROG);
-            let cwd = {
-                let c = PathBuf::from(&s.header.cwd);
-                if common.cwd.is_none() && c.is_dir() {
-                    c
-                } else {
-                    cwd_of(&common)?
-                }
-            };
-            let sel = s.run_selection();
-            let mut c2 = common.clone();
-            c2.resource_args.no_context_files |= !sel.context_files;
-            let loaded = load(&c2, &cwd, sel.pinned().as_ref())?;
-            let tools = loaded.declared();
-            let secs = match &sel.exact_prompt {
-                Some(p) if !p.is_empty() => vec![("preamble".to_string(), p.clone())],
-                Some(_) => Vec::new(),
-                None => sections(
-                    &c2,
-                    &cwd,
-                    &loaded.res,
-                    &tools,
-                    loaded.tools.chat_only,
-                    loaded.mcp.section.as_ref(),
-                )?,
-            };
+            let cwd = cwd_of(&common)?;
+            let Plan {
+                sections: secs,
+                tools,
+                session: s,
+                ..
+            } = plan(&common, cwd, Some(session))?;
             let ctx = s.context(None);
             let state = PromptState::replay(ctx.messages.iter().map(|(_, m)| &**m));
             let values: Vec<Value> = tools

@@ -47,13 +47,7 @@ fn run(cli: Cli) -> Result<i32, CliError> {
     };
     let cwd = resolve_cwd(cli.cwd.as_deref())?;
     let agent_dir = pi_lib::paths::agent_dir();
-    let cli_trust = if cli.approve {
-        CliTrust::Approve
-    } else if cli.no_approve {
-        CliTrust::NoApprove
-    } else {
-        CliTrust::Unset
-    };
+    let cli_trust = CliTrust::from_flags(cli.approve, cli.no_approve);
     let outcome = pi_lib::trust::decide(&cwd, &agent_dir, cli_trust, None, false)
         .map_err(|e| CliError::input(e.to_string()))?;
     if let Some(args) = agents {

@@ -22,6 +22,7 @@ pub mod provider;
 pub mod regular_file;
 pub mod resources;
 pub mod rpc;
+pub mod run;
 pub mod session;
 pub mod settings;
 pub mod sizefmt;

@@ -1305,3 +1305,45 @@ fn worktree_isolation_creates_removes_and_keeps_a_dirty_tree() {
     );
     let _ = std::fs::remove_dir_all(&base);
 }
+
+/// `pi-prompt system` prints what pi-run sends: with the built-in subagents
+/// on, the same declared tools (the three control tools included, in the
+/// same order) and the same system text as pi-run's first request.
+#[test]
+fn pi_prompt_system_declares_what_pi_run_sends_with_subagents_on() {
+    let sb = Sandbox::new();
+    let mock = Mock::start(vec![]);
+    mock.configure(&sb.agent());
+    enable(&sb, 4);
+    let out = sb.cmd("pi-run").args(["-p", "hi"]).output().unwrap();
+    ok(&out);
+    let first = mock.requests.lock().unwrap()[0].clone();
+    let sent: Vec<&str> = first["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["function"]["name"].as_str().unwrap())
+        .collect();
+    assert!(sent.contains(&"Agent"), "{sent:?}");
+    let recs = jsonl(
+        &sb.cmd("pi-prompt")
+            .args(["system", "--no-stdin", "--format", "jsonl"])
+            .output()
+            .unwrap(),
+    );
+    let planned: Vec<&str> = recs
+        .iter()
+        .filter(|r| r["type"] == "tool")
+        .map(|r| r["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(planned, sent);
+    let text = ok(&sb
+        .cmd("pi-prompt")
+        .args(["system", "--no-stdin", "--format", "text"])
+        .output()
+        .unwrap());
+    assert_eq!(
+        text.trim_end(),
+        first["messages"][0]["content"].as_str().unwrap().trim_end()
+    );
+}

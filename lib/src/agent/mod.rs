@@ -116,8 +116,55 @@ fn io_error(e: std::io::Error, store: &SessionStore) -> String {
     }
 }
 
+/// Puts an [`Agent`] together: what it watches with, its message queue
+/// and its compaction settings are given here, before the first run.
+pub struct AgentBuilder {
+    agent: Agent,
+}
+
+impl AgentBuilder {
+    /// The hooks, approval gates, final policy and late tools.
+    pub fn ext(mut self, ext: AgentExt) -> Self {
+        self.agent.ext = ext;
+        self
+    }
+
+    /// The steering and follow-up queue (shared with whoever feeds it).
+    pub fn queue(mut self, queue: Arc<queue::MessageQueue>) -> Self {
+        self.agent.queue = queue;
+        self
+    }
+
+    /// Compaction settings; automatic compaction follows their `enabled`.
+    pub fn compaction(mut self, c: crate::session::compact::CompactionSettings) -> Self {
+        self.agent.auto_compaction = c.enabled;
+        self.agent.compaction = c;
+        self
+    }
+
+    pub fn build(self) -> Agent {
+        self.agent
+    }
+}
+
 impl Agent {
+    /// An agent with no hooks, gates or compaction (see [`Agent::builder`]).
     pub fn new(opts: AgentOptions, store: SessionStore, cancel: CancellationToken) -> Agent {
+        Agent::builder(opts, store, cancel).build()
+    }
+
+    /// Starts putting an agent together.
+    pub fn builder(
+        opts: AgentOptions,
+        store: SessionStore,
+        cancel: CancellationToken,
+    ) -> AgentBuilder {
+        AgentBuilder {
+            agent: Agent::bare(opts, store, cancel),
+        }
+    }
+
+    fn bare(opts: AgentOptions, store: SessionStore, cancel: CancellationToken) -> Agent {
         Agent {
             opts,
             store,

@@ -39,6 +39,7 @@ use regex::{Captures, Regex};
 use serde::Serialize;
 
 use crate::format::resources::{PromptTemplate, Skill};
+pub use crate::resources::text::{is_js_space, js_trim, split_frontmatter};
 
 /// What an extension command or `input` hook decided.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -238,25 +239,6 @@ pub fn skill_block(name: &str, path: &Path, base_dir: &Path, body: &str) -> Stri
     )
 }
 
-/// Splits a file the way pi reads SKILL.md and prompt templates (text as
-/// [`crate::resources::text`] read it, leading BOM already dropped):
-/// `\r\n` and lone `\r` made `\n`; when the text starts with
-/// `---` and a later line starts with `---`, the part between is the
-/// frontmatter (returned raw, YAML not parsed) and the rest of the text
-/// after those three dashes, trimmed, is the body. Otherwise there is no
-/// frontmatter and the body is the whole normalised text, untrimmed.
-pub fn split_frontmatter(raw: &str) -> (Option<String>, String) {
-    let text = raw.replace("\r\n", "\n").replace('\r', "\n");
-    if let Some(after) = text.strip_prefix("---") {
-        if let Some(end) = after.find("\n---") {
-            let front = after[..end].trim_start_matches('\n').to_string();
-            let body = js_trim(&after[end + 4..]).to_string();
-            return (Some(front), body);
-        }
-    }
-    (None, text)
-}
-
 /// Splits template arguments like pi 1.6.0 (see the module docs).
 pub fn split_args(s: &str) -> Vec<String> {
     let chars: Vec<char> = s.chars().collect();
@@ -354,27 +336,6 @@ pub fn substitute_args(template: &str, args: &[String]) -> String {
             all.clone()
         })
         .into_owned()
-}
-
-/// JavaScript's `\s` (what pi splits and trims on): ASCII whitespace, NBSP,
-/// the Unicode space separators, line/paragraph separators and the BOM.
-pub fn is_js_space(c: char) -> bool {
-    matches!(
-        c,
-        '\t' | '\n' | '\u{b}' | '\u{c}' | '\r' | ' ' | '\u{a0}' | '\u{1680}' | '\u{2000}'
-            ..='\u{200a}'
-                | '\u{2028}'
-                | '\u{2029}'
-                | '\u{202f}'
-                | '\u{205f}'
-                | '\u{3000}'
-                | '\u{feff}'
-    )
-}
-
-/// JavaScript's `String.prototype.trim`.
-pub fn js_trim(s: &str) -> &str {
-    s.trim_matches(is_js_space)
 }
 
 #[cfg(test)]

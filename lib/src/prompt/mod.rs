@@ -6,7 +6,7 @@
 //! `addendum`, `project_context`, `skills`, `cwd`. Every section but the
 //! preamble is stored wrapped as `<name>\n…\n</name>`. There is no date.
 
-pub mod context_files;
+pub use crate::resources::context_files;
 pub mod expand;
 pub mod plan;
 pub mod skills;

@@ -9,9 +9,9 @@ use std::path::{Path, PathBuf};
 
 use serde_json::{Map, Value};
 
+use super::text::js_trim;
 use super::{dedupe_real, frontmatter, scan, Candidate, Kind, Resources};
 use crate::format::resources::{Extension, PromptTemplate, ResourceDiagnostic, Skill, Theme};
-use crate::prompt::expand::js_trim;
 
 fn diag(kind: &str, rt: Kind, message: String, path: &Path) -> ResourceDiagnostic {
     ResourceDiagnostic {
@@ -306,7 +306,7 @@ fn load_prompt(c: &Candidate, diags: &mut Vec<ResourceDiagnostic>) -> Option<Pro
     };
     // The body as pi expands it (the same rule `/template` expansion was
     // checked with against pi 1.6.0).
-    let content = crate::prompt::expand::split_frontmatter(&text).1;
+    let content = super::text::split_frontmatter(&text).1;
     let description = match parsed.fields.get("description") {
         Some(Value::String(s)) if !s.is_empty() => s.clone(),
         _ => first_line_description(&content),

@@ -18,6 +18,7 @@
 //! [`crate::trust::decide`]'s. Untrusted skips project settings, `.pi/*`,
 //! project `.agents/skills` and project packages; context files always load.
 
+pub mod context_files;
 pub mod filter;
 pub mod frontmatter;
 mod load;
@@ -397,7 +398,7 @@ pub fn discover(opts: &DiscoverOptions, trusted: bool) -> Result<Resources, Sett
     }
 
     if !opts.no_context_files {
-        let (files, errors) = crate::prompt::context_files::discover(&opts.agent_dir, &opts.cwd);
+        let (files, errors) = context_files::discover(&opts.agent_dir, &opts.cwd);
         for f in files {
             let scope = if f.path.parent() == Some(opts.agent_dir.as_path()) {
                 "global"
@@ -479,7 +480,7 @@ impl Resources {
                 R::Skill(s) => r.skills.push(s),
                 R::Prompt(mut p) => {
                     if let Ok(text) = text::read(&p.path) {
-                        p.content = crate::prompt::expand::split_frontmatter(&text).1;
+                        p.content = text::split_frontmatter(&text).1;
                     }
                     r.prompts.push(p)
                 }

@@ -21,6 +21,46 @@ pub fn read(path: &Path) -> std::io::Result<String> {
     std::fs::read(path).map(|b| decode(&b))
 }
 
+/// Splits a file the way pi reads SKILL.md and prompt templates (text as
+/// [`crate::resources::text`] read it, leading BOM already dropped):
+/// `\r\n` and lone `\r` made `\n`; when the text starts with
+/// `---` and a later line starts with `---`, the part between is the
+/// frontmatter (returned raw, YAML not parsed) and the rest of the text
+/// after those three dashes, trimmed, is the body. Otherwise there is no
+/// frontmatter and the body is the whole normalised text, untrimmed.
+pub fn split_frontmatter(raw: &str) -> (Option<String>, String) {
+    let text = raw.replace("\r\n", "\n").replace('\r', "\n");
+    if let Some(after) = text.strip_prefix("---") {
+        if let Some(end) = after.find("\n---") {
+            let front = after[..end].trim_start_matches('\n').to_string();
+            let body = js_trim(&after[end + 4..]).to_string();
+            return (Some(front), body);
+        }
+    }
+    (None, text)
+}
+
+/// JavaScript's `\s` (what pi splits and trims on): ASCII whitespace, NBSP,
+/// the Unicode space separators, line/paragraph separators and the BOM.
+pub fn is_js_space(c: char) -> bool {
+    matches!(
+        c,
+        '\t' | '\n' | '\u{b}' | '\u{c}' | '\r' | ' ' | '\u{a0}' | '\u{1680}' | '\u{2000}'
+            ..='\u{200a}'
+                | '\u{2028}'
+                | '\u{2029}'
+                | '\u{202f}'
+                | '\u{205f}'
+                | '\u{3000}'
+                | '\u{feff}'
+    )
+}
+
+/// JavaScript's `String.prototype.trim`.
+pub fn js_trim(s: &str) -> &str {
+    s.trim_matches(is_js_space)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

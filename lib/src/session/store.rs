@@ -84,6 +84,16 @@ impl SessionStore {
         }
     }
 
+    /// An existing session held in memory only: nothing appended to it is
+    /// written (a plan reads a session without touching it).
+    pub fn detached(session: Session) -> SessionStore {
+        SessionStore {
+            session,
+            path: None,
+            flushed: false,
+        }
+    }
+
     /// Where the session is (or will be) written.
     pub fn path(&self) -> Option<&Path> {
         self.path.as_deref()

@@ -277,7 +277,7 @@ async fn bash(args: &Value, ctx: &ToolContext, mut on_update: UpdateSink) -> Too
     // pi announces the run with an empty partial result first.
     on_update(ToolOutput::default());
     let Some(command) = str_arg(args, "command") else {
-        return invalid_args("bash", args);
+        return invalid_args(&BashTool.definition(), args);
     };
     let timeout = match timeout_arg(args) {
         Ok(t) => t,

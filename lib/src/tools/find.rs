@@ -50,7 +50,7 @@ impl Tool for FindTool {
 
 fn find(args: &Value, cwd: &std::path::Path) -> ToolOutput {
     let Some(pattern) = str_arg(args, "pattern") else {
-        return invalid_args("find", args);
+        return invalid_args(&FindTool.definition(), args);
     };
     let root = resolve_path(str_arg(args, "path").unwrap_or("."), cwd);
     if !root.is_dir() {

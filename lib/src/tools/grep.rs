@@ -59,7 +59,7 @@ impl Tool for GrepTool {
 
 fn grep(args: &Value, cwd: &std::path::Path) -> ToolOutput {
     let Some(pattern) = str_arg(args, "pattern") else {
-        return invalid_args("grep", args);
+        return invalid_args(&GrepTool.definition(), args);
     };
     let root = resolve_path(str_arg(args, "path").unwrap_or("."), cwd);
     let meta = match std::fs::metadata(&root) {

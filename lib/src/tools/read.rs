@@ -103,7 +103,7 @@ pub const MAX_IMAGE_FILE_BYTES: u64 = 64 * 1024 * 1024;
 
 async fn read(args: &Value, ctx: &ToolContext) -> ToolOutput {
     let Some(path_arg) = str_arg(args, "path") else {
-        return invalid_args("read", args);
+        return invalid_args(&ReadTool.definition(), args);
     };
     let abs = resolve_path(path_arg, &ctx.cwd);
     if let Err(e) = tokio::fs::metadata(&abs).await {

@@ -138,14 +138,13 @@ pub fn run_blocking<'a>(
     })
 }
 
-/// The error for arguments a tool cannot use, in pi's validation wording.
-/// The agent validates before executing, so this only answers direct
-/// library callers — with the same text the model would get.
-pub fn invalid_args(tool: &str, args: &Value) -> ToolOutput {
-    let schema = super::builtin(tool)
-        .map(|t| t.definition().parameters)
-        .unwrap_or(Value::Null);
-    let text = match super::validate::validate_args(tool, &schema, args) {
+/// The error for arguments a tool cannot use, in pi's validation wording
+/// (`def` is the tool's own definition). The agent validates before
+/// executing, so this only answers direct library callers — with the same
+/// text the model would get.
+pub fn invalid_args(def: &crate::format::tool::ToolDefinition, args: &Value) -> ToolOutput {
+    let tool = def.name.as_str();
+    let text = match super::validate::validate_args(tool, &def.parameters, args) {
         Err(text) => text,
         Ok(_) => format!(
             "Validation failed for tool \"{tool}\":\n\nReceived arguments:\n{}",
@@ -170,7 +169,10 @@ mod tests {
 
     #[test]
     fn direct_callers_get_pis_validation_text() {
-        let out = invalid_args("read", &serde_json::json!({"offset": 2}));
+        let out = invalid_args(
+            &super::super::Tool::definition(&super::super::read::ReadTool),
+            &serde_json::json!({"offset": 2}),
+        );
         assert!(out.is_error);
         let text = crate::format::message::blocks_text(&out.content, "");
         assert!(

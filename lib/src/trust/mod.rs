@@ -35,6 +35,20 @@ pub enum CliTrust {
     Unset,
 }
 
+impl CliTrust {
+    /// The override the approve flags ask for (clap keeps only the last of
+    /// `-a` / `-na`, so at most one is set).
+    pub fn from_flags(approve: bool, no_approve: bool) -> CliTrust {
+        if approve {
+            CliTrust::Approve
+        } else if no_approve {
+            CliTrust::NoApprove
+        } else {
+            CliTrust::Unset
+        }
+    }
+}
+
 /// `defaultProjectTrust` from the global settings.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]

@@ -1,18 +1,18 @@
 //! Model, key and thinking level for a run, from flags, settings.json,
 //! models.json, auth.json and the environment — all decided by
-//! `pi_lib::model` exactly as pi 1.6.0 decides them. `--provider faux
+//! `crate::model` exactly as pi 1.6.0 decides them. `--provider faux
 //! --model SCRIPT.jsonl` selects the scripted offline provider.
 
 use std::io::Write;
 use std::path::Path;
 
-use pi_lib::cli::{CliError, EXIT_OK};
-use pi_lib::format::model::{Model, ModelCost, ThinkingLevel};
-use pi_lib::model::select::{resolve_selection, SelectionDefaults, SelectionRequest};
-use pi_lib::model::ModelRegistry;
-use pi_lib::settings::Settings;
+use crate::cli::{CliError, EXIT_OK};
+use crate::format::model::{Model, ModelCost, ThinkingLevel};
+use crate::model::select::{resolve_selection, SelectionDefaults, SelectionRequest};
+use crate::model::ModelRegistry;
+use crate::settings::Settings;
 
-use crate::cli::Cli;
+use super::ModelChoice;
 
 /// What a run uses.
 pub struct Resolved {
@@ -42,6 +42,11 @@ fn faux_model(script: &str) -> Model {
     }
 }
 
+/// A stand-in model for what needs one but never calls it (a plan).
+pub fn placeholder() -> Model {
+    faux_model("")
+}
+
 /// What a continued session brings to the selection: its model (the last
 /// `model_change` or assistant message on the branch) and its thinking
 /// level (the last `thinking_level_change`), each `None` when the branch
@@ -57,12 +62,14 @@ pub struct Restore {
 /// and its thinking level unless `--thinking` does; a session model that
 /// no longer resolves falls back to the usual selection.
 pub fn resolve(
-    cli: &Cli,
+    cli: &ModelChoice,
+    continuing: bool,
     agent_dir: &Path,
     settings: &Settings,
     restore: Option<&Restore>,
+    prog: &str,
 ) -> Result<Resolved, CliError> {
-    let input = |e: pi_lib::model::ModelError| CliError::input(e.to_string());
+    let input = |e: crate::model::ModelError| CliError::input(e.to_string());
     let registry = ModelRegistry::load(agent_dir).map_err(input)?;
     let faux_script = match (cli.provider.as_deref(), cli.model.as_deref()) {
         (Some("faux"), Some(m)) if registry.provider("faux").is_none() => Some(m.to_string()),
@@ -73,7 +80,7 @@ pub fn resolve(
     };
     if let Some(script) = faux_script {
         let thinking = match &cli.thinking {
-            Some(t) => pi_lib::model::select::parse_thinking(t).map_err(input)?,
+            Some(t) => crate::model::select::parse_thinking(t).map_err(input)?,
             None => ThinkingLevel::Off,
         };
         return Ok(Resolved {
@@ -89,8 +96,8 @@ pub fn resolve(
         model: cli.model.clone(),
         thinking: cli.thinking.clone(),
         api_key: cli.api_key.clone(),
-        scope: cli.models.clone(),
-        continuing: cli.continue_,
+        scope: cli.scope.clone(),
+        continuing,
     };
     let mut req = req;
     if let Some(r) = restore {
@@ -112,7 +119,7 @@ pub fn resolve(
         None => resolve_selection(&registry, &req, &defaults).map_err(input)?,
     };
     for w in &sel.warnings {
-        pi_lib::cli::warn(crate::PROG, w);
+        crate::cli::warn(prog, w);
     }
     let model = registry
         .resolve_headers(&sel.model, sel.api_key.as_deref())
@@ -129,15 +136,13 @@ pub fn resolve(
 pub fn list(agent_dir: &Path, search: &str) -> Result<i32, CliError> {
     let registry = ModelRegistry::load(agent_dir).map_err(|e| CliError::input(e.to_string()))?;
     let search = (!search.is_empty()).then_some(search);
-    let mut out = pi_lib::cli::Stdout::new();
+    let mut out = crate::cli::Stdout::new();
     write!(
         out,
         "{}",
-        pi_lib::model::list::render_model_list(&pi_lib::model::list::list_models(
-            &registry, search
-        ))
+        crate::model::list::render_model_list(&crate::model::list::list_models(&registry, search))
     )
-    .map_err(pi_lib::cli::stdout_error)?;
+    .map_err(crate::cli::stdout_error)?;
     out.finish()?;
     Ok(EXIT_OK)
 }

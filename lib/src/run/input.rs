@@ -1,0 +1,192 @@
+//! The prompts of a run: piped stdin prepended to the first prompt, `@file`
+//! arguments included in it (pi's `<file name="…">` blocks), then each
+//! message as its own prompt. A non-terminal stdin never blocks the run.
+
+use std::io::{IsTerminal, Read};
+use std::path::Path;
+use std::time::Duration;
+
+use serde_json::Map;
+
+use crate::cli::CliError;
+use crate::format::message::UserMessage;
+use crate::format::{AgentMessage, ContentBlock, Num, UserContent};
+
+/// Largest `@file` and piped stdin (16 MiB): more than any model's context
+/// window holds.
+pub const AT_FILE_MAX_BYTES: u64 = 16 * 1024 * 1024;
+
+/// How long to wait for the first byte of a piped stdin that stays open.
+const STDIN_WAIT: Duration = Duration::from_secs(2);
+
+/// Reads piped stdin: everything when it ends, nothing when it is a
+/// terminal, and nothing (with a warning) when an open pipe stays silent.
+/// More than [`AT_FILE_MAX_BYTES`] is an error (`cat /dev/zero | pi-run`).
+fn read_stdin(prog: &str) -> Result<Option<String>, CliError> {
+    let stdin = std::io::stdin();
+    if stdin.is_terminal() {
+        return Ok(None);
+    }
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let mut buf = Vec::new();
+        let _ = std::io::stdin()
+            .lock()
+            .take(AT_FILE_MAX_BYTES + 1)
+            .read_to_end(&mut buf);
+        let _ = tx.send(buf);
+    });
+    match rx.recv_timeout(STDIN_WAIT) {
+        Ok(buf) if buf.len() as u64 > AT_FILE_MAX_BYTES => Err(CliError::input(format!(
+            "stdin: more than the {} limit of piped input",
+            crate::tools::truncate::format_size(AT_FILE_MAX_BYTES as usize)
+        ))),
+        Ok(buf) => Ok(Some(String::from_utf8_lossy(&buf).into_owned())),
+        Err(_) => {
+            crate::cli::warn(prog, "stdin is an open pipe with no input; ignored");
+            Ok(None)
+        }
+    }
+}
+
+pub(crate) fn user(text: String) -> AgentMessage {
+    AgentMessage::User(UserMessage {
+        content: UserContent::Blocks(vec![ContentBlock::text(text)]),
+        timestamp: Num::signed(crate::timefmt::now_ms()),
+        extra: Map::new(),
+    })
+}
+
+/// Builds the prompts from the messages given.
+pub fn prompts(given: &[String], cwd: &Path, prog: &str) -> Result<Vec<AgentMessage>, CliError> {
+    let mut files = String::new();
+    let mut messages: Vec<String> = Vec::new();
+    for m in given {
+        if let Some(rel) = m.strip_prefix('@').filter(|r| !r.is_empty()) {
+            let path = cwd.join(rel);
+            // Regular files only (a FIFO would block, /dev/zero never ends),
+            // and at most AT_FILE_MAX_BYTES.
+            let text =
+                crate::regular_file::read_capped(&path, AT_FILE_MAX_BYTES, None).map_err(|e| {
+                    CliError::input(format!("{}: cannot read @file: {e}", path.display()))
+                })?;
+            let text = String::from_utf8(text).map_err(|_| {
+                CliError::input(format!("{}: @file is not UTF-8 text", path.display()))
+            })?;
+            files.push_str(&format!(
+                "<file name=\"{}\">\n{}\n</file>\n",
+                path.display(),
+                text
+            ));
+        } else {
+            messages.push(m.clone());
+        }
+    }
+    let piped = read_stdin(prog)?
+        .map(|s| s.trim().to_string())
+        .filter(|s| !s.is_empty());
+    let mut first = String::new();
+    if let Some(p) = piped {
+        first.push_str(&p);
+    }
+    first.push_str(&files);
+    let mut out = Vec::new();
+    let mut rest = messages.into_iter();
+    if let Some(m) = rest.next() {
+        first.push_str(&m);
+    }
+    if !first.is_empty() {
+        out.push(user(first));
+    }
+    out.extend(rest.map(user));
+    Ok(out)
+}
+
+/// The `--then` follow-ups, in order (plain text: no stdin or `@file`).
+pub fn then_prompts(then: &[String]) -> Vec<AgentMessage> {
+    then.iter().cloned().map(user).collect()
+}
+
+/// pi refuses prompts on the command line in RPC mode: they come on stdin.
+pub fn check_rpc_args(messages: &[String], then: &[String]) -> Result<(), CliError> {
+    if messages.iter().any(|m| m.starts_with('@')) {
+        return Err(CliError::input(
+            "@file arguments are not supported in RPC mode",
+        ));
+    }
+    if !messages.is_empty() || !then.is_empty() {
+        return Err(CliError::input("--mode rpc takes no prompt arguments")
+            .with_hint("send {\"type\":\"prompt\",\"message\":…} on stdin"));
+    }
+    Ok(())
+}
+
+/// Sections from `--system-from`: `pi-prompt system` JSONL, or plain text
+/// as the whole prompt.
+pub fn sections_from(src: &str) -> Result<Vec<(String, String)>, CliError> {
+    let text = if src == "-" {
+        let mut s = String::new();
+        std::io::Read::read_to_string(&mut std::io::stdin(), &mut s)
+            .map_err(|e| CliError::input(format!("stdin: {e}")))?;
+        s
+    } else {
+        std::fs::read_to_string(src).map_err(|e| CliError::input(format!("{src}: {e}")))?
+    };
+    let mut sections = Vec::new();
+    for (i, line) in text.lines().enumerate() {
+        if line.trim().is_empty() {
+            continue;
+        }
+        match serde_json::from_str::<serde_json::Value>(line) {
+            Ok(v) if v.get("type").is_some() => {
+                if v["type"] == "section" {
+                    let (Some(name), Some(body)) = (v["name"].as_str(), v["text"].as_str()) else {
+                        return Err(CliError::input(format!(
+                            "{src}:{}: section record needs name and text",
+                            i + 1
+                        )));
+                    };
+                    sections.push((name.to_string(), body.to_string()));
+                }
+            }
+            // Not JSONL: the whole text is the prompt.
+            _ => {
+                return Ok(if text.is_empty() {
+                    Vec::new()
+                } else {
+                    vec![("preamble".to_string(), text)]
+                })
+            }
+        }
+    }
+    Ok(sections)
+}
+
+/// `pi-resources` records piped on stdin (`None` when stdin is a terminal
+/// or carries nothing); a line that is not a record is an input error
+/// naming it.
+pub fn piped_records() -> Result<Option<Vec<crate::format::resources::ResourceRecord>>, CliError> {
+    let stdin = std::io::stdin();
+    if stdin.is_terminal() {
+        return Ok(None);
+    }
+    let mut text = String::new();
+    stdin
+        .lock()
+        .read_to_string(&mut text)
+        .map_err(|e| CliError::input(format!("stdin: {e}")))?;
+    if text.trim().is_empty() {
+        return Ok(None);
+    }
+    let mut records = Vec::new();
+    for (i, line) in text.lines().enumerate() {
+        if line.trim().is_empty() {
+            continue;
+        }
+        let r = serde_json::from_str(line).map_err(|e| {
+            CliError::input(format!("stdin:{}: not a pi-resources record: {e}", i + 1))
+        })?;
+        records.push(r);
+    }
+    Ok(Some(records))
+}
