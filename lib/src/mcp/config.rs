@@ -490,8 +490,9 @@ fn push_checked(
 type FileServers = (Vec<(String, Value)>, Option<bool>);
 
 fn read_file(path: &Path, errors: &mut Vec<String>) -> Option<FileServers> {
-    let text = match std::fs::read_to_string(path) {
-        Ok(t) => t,
+    let text = match crate::regular_file::read_config(path, crate::regular_file::CONFIG_CAP) {
+        Ok(Some(t)) => t,
+        Ok(None) => return None,
         Err(e) => {
             errors.push(format!("{}: {e}", path.display()));
             return None;
