@@ -1314,6 +1314,11 @@ impl Recorder {
 
     /// With the script's optional arguments (`TOKEN [oauth]`).
     fn start_with(dir: &Path, extra: &[&str]) -> Recorder {
+        Recorder::start_on("127.0.0.1", dir, extra)
+    }
+
+    /// On another loopback address (`127.0.0.2`, …).
+    fn start_on(host: &str, dir: &Path, extra: &[&str]) -> Recorder {
         std::fs::create_dir_all(dir).unwrap();
         let (port_file, log) = (dir.join("port"), dir.join("requests.jsonl"));
         let mut cmd = Command::new("python3");
@@ -1321,6 +1326,7 @@ impl Recorder {
             .arg(&port_file)
             .arg(&log)
             .args(extra)
+            .env("RECORDER_HOST", host)
             .stdin(std::process::Stdio::null());
         let mut child = cmd.spawn().unwrap();
         let deadline = Instant::now() + Duration::from_secs(60);
@@ -1336,7 +1342,7 @@ impl Recorder {
         };
         Recorder {
             child,
-            url: format!("http://127.0.0.1:{}/mcp", port.trim()),
+            url: format!("http://{host}:{}/mcp", port.trim()),
             log,
         }
     }
@@ -1451,6 +1457,76 @@ fn mcp_auth_provider_sends_the_providers_token_like_pi() {
     assert!(stderr(&ours).contains(line), "{}", stderr(&ours));
     assert_eq!((pi.status.code(), ours.status.code()), (Some(1), Some(1)));
     assert!(!sb.agent().join("mcp-auth.json").exists());
+}
+
+/// URLs are parsed, as pi 1.6.0 parses them, before a credential goes
+/// anywhere. `http://127.0.0.1:x@127.0.0.2:<port>/mcp` reads as loopback
+/// but its host is 127.0.0.2 (user `127.0.0.1`, password `x`): with
+/// `auth.provider` it is pi's config error "auth requires an https URL, or
+/// http on localhost, 127.0.0.1, or [::1]". A URL with a user name or
+/// password on a real loopback host is refused before any request with
+/// pi's "Request cannot be constructed from a URL that includes
+/// credentials". The listeners behind both URLs get no request at all from
+/// either program, so the provider's key never leaves.
+#[test]
+fn mcp_urls_with_userinfo_never_carry_the_key_as_pi() {
+    let Some(o) = Oracle::find("mcp_urls_with_userinfo_never_carry_the_key_as_pi") else {
+        return;
+    };
+    let keep = tempfile::tempdir().unwrap();
+    let far = Recorder::start_on("127.0.0.2", &keep.path().join("far"), &[]);
+    let near = Recorder::start_on("127.0.0.1", &keep.path().join("near"), &[]);
+    let port = |r: &Recorder| {
+        r.url
+            .trim_end_matches("/mcp")
+            .rsplit(':')
+            .next()
+            .unwrap()
+            .to_string()
+    };
+    let fooled = format!("http://127.0.0.1:x@127.0.0.2:{}/mcp", port(&far));
+    let creds = format!("http://user:pw@127.0.0.1:{}/mcp", port(&near));
+    let mcp = json!({"mcpServers": {
+        "fooled": {"url": fooled, "exposure": "direct", "auth": {"provider": "anthropic"}},
+        "creds": {"url": creds, "exposure": "direct", "auth": {"provider": "anthropic"}}}});
+    let refused =
+        "server \"fooled\": auth requires an https URL, or http on localhost, 127.0.0.1, or [::1]";
+    let no_creds =
+        format!("Request cannot be constructed from a URL that includes credentials: {creds}");
+    let turns = json!([{"text": "done"}]);
+    for ours in [false, true] {
+        let who = if ours { "pi-run" } else { "pi" };
+        let sb = Sandbox::new();
+        let mock = MockLlm::start(&o, sb.root(), &turns);
+        mock.configure(&sb.agent());
+        std::fs::write(sb.agent().join("mcp.json"), mcp.to_string()).unwrap();
+        std::fs::write(
+            sb.agent().join("auth.json"),
+            json!({"anthropic": {"type": "api_key", "key": "tok-SECRET"}}).to_string(),
+        )
+        .unwrap();
+        let mut cmd = if ours { sb.cmd("pi-run") } else { o.pi160(&sb) };
+        let out = cmd.args(["--mode", "json", "go"]).output().unwrap();
+        assert!(out.status.success(), "{who}: {}", stderr(&out));
+        if ours {
+            let err = stderr(&out);
+            assert!(err.contains(refused), "{err}");
+            assert!(
+                err.contains(&format!("MCP server \"creds\" failed: {no_creds}")),
+                "{err}"
+            );
+        } else {
+            // pi says it in `pi mcp list` (its print mode is silent).
+            let list = o.pi160(&sb).args(["mcp", "list"]).output().unwrap();
+            let text = format!("{}{}", stdout(&list), stderr(&list));
+            assert!(text.contains(refused), "{text}");
+            assert!(text.contains(&no_creds), "{text}");
+        }
+        drop(mock);
+        for r in [&far, &near] {
+            assert_eq!(r.requests(), [], "{who} sent to {}", r.url);
+        }
+    }
 }
 
 /// A record `pi-resources mcp login` wrote to `mcp-auth.json` (pi's key and

@@ -216,6 +216,9 @@ pub async fn login(
             cfg.name
         ));
     };
+    if let Some(e) = super::urls::credentials_error(url) {
+        return Err(e);
+    }
     let work = login_inner(cfg, url, headers, oauth, store, open);
     match tokio::time::timeout(limit, work).await {
         Ok(r) => r,

@@ -343,6 +343,11 @@ pub async fn connect(
             auth_provider,
             ..
         } => {
+            // A user name or password in the URL: refused before anything
+            // is sent, as pi's fetch refuses it.
+            if let Some(e) = super::urls::credentials_error(url) {
+                return Err(e);
+            }
             // The stored token (refreshed when it has expired); when the
             // server rejects it, once more with a refreshed one.
             let mut rejected = false;

@@ -20,6 +20,7 @@ mod http;
 pub mod naming;
 pub mod status;
 pub mod tool;
+pub mod urls;
 
 use std::sync::Arc;
 use std::time::Duration;
