@@ -2299,3 +2299,243 @@ fn mcp_print_mode_logout_drops_tokens_and_login_does_nothing_as_pi() {
     assert_eq!(ours.1, json!({"other|x": {"tokens": {}}}));
     assert!(!ours.2 && !ours.3, "no sign-in started");
 }
+
+/// Whether process group `pgid` still holds a process that is not a zombie
+/// (where nobody reaps orphans, ended ones stay as zombies).
+fn group_alive(pgid: u32) -> bool {
+    std::fs::read_dir("/proc").unwrap().flatten().any(|e| {
+        let Ok(stat) = std::fs::read_to_string(e.path().join("stat")) else {
+            return false;
+        };
+        let Some((_, rest)) = stat.rsplit_once(") ") else {
+            return false;
+        };
+        let f: Vec<&str> = rest.split(' ').collect();
+        f.len() > 2 && f[2] == pgid.to_string() && f[0] != "Z" && f[0] != "X"
+    })
+}
+
+/// Kills the groups it holds when dropped (so a failing test leaves
+/// nothing behind either).
+struct Groups(Vec<u32>);
+
+impl Drop for Groups {
+    fn drop(&mut self) {
+        for g in &self.0 {
+            let _ = Command::new("kill")
+                .args(["-KILL", "--", &format!("-{g}")])
+                .status();
+        }
+    }
+}
+
+/// Stdio servers end with pi-run, and so does everything they started:
+/// after a normal exit, after SIGTERM to pi-run (exit 143), and when an RPC
+/// session ends (stdin closed). Two servers: one that exits on EOF but
+/// left a child in the background (`sh -c "sleep 1000 & exec server"`),
+/// and one that ignores both EOF and SIGTERM (its shell loops on after the
+/// server's EOF, with SIGTERM ignored by it and its children). Nothing of
+/// either process group is left once pi-run has exited: EOF, then SIGTERM
+/// to the group, then SIGKILL after the grace period.
+#[test]
+fn mcp_stdio_servers_and_their_children_end_with_pi_run() {
+    for how in ["exit", "sigterm", "rpc"] {
+        let sb = Sandbox::new();
+        let d = sb.root().display().to_string();
+        let fx = fixture();
+        let bg = json!({"command": "sh", "exposure": "direct", "args": ["-c",
+            format!("sleep 1000 & echo $$ > {d}/bg.pid; exec python3 {fx} ok")]});
+        let stubborn = json!({"command": "sh", "exposure": "direct", "args": ["-c",
+            format!("trap '' TERM; echo $$ > {d}/stubborn.pid; python3 {fx} ok; while :; do sleep 1; done")]});
+        let mcp = json!({"mcpServers": {"bg": bg, "stubborn": stubborn}});
+        std::fs::write(sb.agent().join("mcp.json"), mcp.to_string()).unwrap();
+        let script = sb.root().join("script.jsonl");
+        let turns = match how {
+            "sigterm" => json!({"toolCalls": [{"name": "bash", "arguments": {"command": "touch started; sleep 30"}}]}).to_string() + "\n{\"text\":\"never\"}\n",
+            _ => "{\"text\":\"done\"}\n".to_string(),
+        };
+        std::fs::write(&script, turns).unwrap();
+        let mut cmd = sb.cmd("pi-run");
+        cmd.args(["--provider", "faux", "--model"]).arg(&script);
+        if how == "rpc" {
+            cmd.args(["--mode", "rpc"])
+                .stdin(std::process::Stdio::piped());
+        } else {
+            cmd.args(["--mode", "json", "go"]);
+        }
+        let mut child = cmd
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let pid_of = |f: &str| -> u32 {
+            let p = sb.root().join(f);
+            let t = Instant::now();
+            loop {
+                if let Some(n) = std::fs::read_to_string(&p)
+                    .ok()
+                    .and_then(|s| s.trim().parse().ok())
+                {
+                    return n;
+                }
+                assert!(t.elapsed() < Duration::from_secs(30), "{how}: no {f}");
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        };
+        let groups = Groups(vec![pid_of("bg.pid"), pid_of("stubborn.pid")]);
+        match how {
+            "sigterm" => {
+                let started = sb.cwd().join("started");
+                let t = Instant::now();
+                while !started.exists() {
+                    assert!(t.elapsed() < Duration::from_secs(30), "the tool never ran");
+                    std::thread::sleep(Duration::from_millis(20));
+                }
+                let st = Command::new("kill")
+                    .args(["-TERM", &child.id().to_string()])
+                    .status()
+                    .unwrap();
+                assert!(st.success());
+            }
+            "rpc" => {
+                // Connected (the fixture answers at once), then the client
+                // goes away.
+                std::thread::sleep(Duration::from_millis(1500));
+                drop(child.stdin.take());
+            }
+            _ => {}
+        }
+        let t = Instant::now();
+        let out = loop {
+            if child.try_wait().unwrap().is_some() {
+                break child.wait_with_output().unwrap();
+            }
+            if t.elapsed() > Duration::from_secs(40) {
+                let _ = child.kill();
+                panic!("{how}: pi-run still running after 40 s");
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        let want = if how == "sigterm" { 143 } else { 0 };
+        assert_eq!(out.status.code(), Some(want), "{how}: {}", stderr(&out));
+        // Signals take a moment to land after pi-run's last SIGKILL.
+        let t = Instant::now();
+        while groups.0.iter().any(|g| group_alive(*g)) && t.elapsed() < Duration::from_secs(1) {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        for (g, name) in groups.0.iter().zip(["bg", "stubborn"]) {
+            assert!(
+                !group_alive(*g),
+                "{how}: server {name} (group {g}) outlived pi-run"
+            );
+        }
+    }
+}
+
+/// tests/mcp/oversize-http.py on a free loopback port; killed on drop.
+struct Oversized {
+    child: std::process::Child,
+    url: String,
+}
+
+impl Oversized {
+    fn start(dir: &Path, sse: bool) -> Oversized {
+        let port_file = dir.join(if sse { "sse.port" } else { "json.port" });
+        let mut cmd = Command::new("python3");
+        cmd.arg(repo().join("tests/mcp/oversize-http.py"))
+            .arg(&port_file);
+        if sse {
+            cmd.arg("sse");
+        }
+        let child = cmd.stdin(std::process::Stdio::null()).spawn().unwrap();
+        let t = Instant::now();
+        let port = loop {
+            if let Ok(p) = std::fs::read_to_string(&port_file) {
+                break p;
+            }
+            assert!(
+                t.elapsed() < Duration::from_secs(30),
+                "oversize-http.py never listened"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        Oversized {
+            child,
+            url: format!("http://127.0.0.1:{}/mcp", port.trim()),
+        }
+    }
+}
+
+impl Drop for Oversized {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A message over 16 MiB (a `tools/call` answer of 17 MB) is an error
+/// result at once, naming the server and the limit, not a timeout after
+/// the server's `timeout` (30 s here): from a stdio server, whose
+/// connection is then closed (its next call fails the same way), and from
+/// an HTTP server as a JSON body (that call fails) or as a server-sent
+/// event (the SDK ends the connection on it).
+#[test]
+fn mcp_message_over_the_cap_is_reported_at_once() {
+    let sb = Sandbox::new();
+    let json_srv = Oversized::start(sb.root(), false);
+    let sse_srv = Oversized::start(sb.root(), true);
+    let mut fx = stdio("ok", "direct");
+    fx["timeout"] = json!(30);
+    let http = |u: &str| json!({"url": u, "exposure": "direct", "timeout": 30});
+    let mcp = json!({"mcpServers": {"fx": fx, "j": http(&json_srv.url), "s": http(&sse_srv.url)}});
+    std::fs::write(sb.agent().join("mcp.json"), mcp.to_string()).unwrap();
+    let script = sb.root().join("script.jsonl");
+    let call = |name: &str, args: Value| {
+        json!({"toolCalls": [{"name": name, "arguments": args}]}).to_string()
+    };
+    std::fs::write(
+        &script,
+        [
+            call("mcp__fx__big_text", json!({"n": 17_000_000})),
+            call("mcp__fx__add", json!({"a": 1, "b": 2})),
+            call("mcp__j__big", json!({})),
+            call("mcp__s__big", json!({})),
+            json!({"text": "done"}).to_string(),
+        ]
+        .join("\n")
+            + "\n",
+    )
+    .unwrap();
+    let t = Instant::now();
+    let out = sb
+        .cmd("pi-run")
+        .args(["--provider", "faux", "--model"])
+        .arg(&script)
+        .args(["--mode", "json", "go"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        t.elapsed() < Duration::from_secs(25),
+        "took {:?}",
+        t.elapsed()
+    );
+    let ends: Vec<Value> = jsonl(&out)
+        .into_iter()
+        .filter(|e| e["type"] == "tool_execution_end")
+        .collect();
+    let limit = "sent a message larger than the 16 MiB limit";
+    let closed = format!("{limit}; its connection was closed");
+    let want = [
+        format!("MCP server \"fx\" {closed}"),
+        format!("MCP server \"fx\" {closed}"),
+        format!("MCP server \"j\" {limit}"),
+        format!("MCP server \"s\" {closed}"),
+    ];
+    assert_eq!(ends.len(), want.len(), "{ends:?}");
+    for (e, want) in ends.iter().zip(want) {
+        assert_eq!(e["isError"], true, "{e}");
+        let text = e["result"]["content"][0]["text"].as_str().unwrap_or("");
+        assert_eq!(text, want, "{e}");
+    }
+}
