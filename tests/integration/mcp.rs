@@ -2539,3 +2539,49 @@ fn mcp_message_over_the_cap_is_reported_at_once() {
         assert_eq!(text, want, "{e}");
     }
 }
+
+/// An `mcp.json` in VS Code's shape (`{"servers": …}`) starts nothing, in
+/// pi 1.6.0 as here. pi says nothing about it (`pi mcp list`: "No MCP
+/// servers configured"); ours says, once, which key is read — a warning of
+/// ours, the run going on as pi's.
+#[test]
+fn mcp_vscode_servers_key_is_named_not_silently_ignored() {
+    let Some(o) = Oracle::find("mcp_vscode_servers_key_is_named_not_silently_ignored") else {
+        return;
+    };
+    let sb = Sandbox::new();
+    let marker = sb.root().join("started");
+    let mcp = json!({"servers": {"fx": {"command": "python3",
+        "args": [fixture(), "ok", marker.display().to_string()]}}});
+    let path = sb.agent().join("mcp.json");
+    std::fs::write(&path, mcp.to_string()).unwrap();
+    let pi = o.pi160(&sb).args(["mcp", "list"]).output().unwrap();
+    assert_eq!(pi.status.code(), Some(0));
+    assert!(
+        stdout(&pi).starts_with("No MCP servers configured"),
+        "{}",
+        stdout(&pi)
+    );
+    assert!(
+        !stderr(&pi).contains("servers"),
+        "pi is silent: {}",
+        stderr(&pi)
+    );
+    let script = sb.root().join("script.jsonl");
+    std::fs::write(&script, "{\"text\":\"done\"}\n").unwrap();
+    let out = sb
+        .cmd("pi-run")
+        .args(["--provider", "faux", "--model"])
+        .arg(&script)
+        .args(["-p", "go"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(stdout(&out), "done\n");
+    let line = format!(
+        "pi-run: warning: {}: \"servers\" is not read (VS Code's shape); MCP servers go under \"mcpServers\"",
+        path.display()
+    );
+    assert_eq!(stderr(&out).lines().collect::<Vec<_>>(), [line.as_str()]);
+    assert!(!marker.exists(), "nothing was started");
+}

@@ -486,6 +486,15 @@ fn read_file(path: &Path, errors: &mut Vec<String>) -> Option<FileServers> {
         errors.push(shape());
         return None;
     };
+    // VS Code's `mcp.json` keeps its servers under "servers"; pi 1.6.0 reads
+    // only "mcpServers" and says nothing, so such a file starts nothing
+    // without a word. Ours says which key is read (the file is still read).
+    if top.contains_key("servers") {
+        errors.push(format!(
+            "{}: \"servers\" is not read (VS Code's shape); MCP servers go under \"mcpServers\"",
+            path.display()
+        ));
+    }
     let servers = match top.get("mcpServers") {
         None => Vec::new(),
         Some(Value::Object(m)) => m.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
@@ -1044,6 +1053,22 @@ mod tests {
         let c = load(&agent, &cwd, true);
         assert_eq!(c.errors.len(), 1);
         assert!(c.errors[0].starts_with(&format!("{}: ", agent.join("mcp.json").display())));
+        // VS Code's shape: said, and the file's "mcpServers" still read.
+        std::fs::write(
+            agent.join("mcp.json"),
+            r#"{"servers":{"a":{"command":"x"}},"mcpServers":{"b":{"command":"y"}}}"#,
+        )
+        .unwrap();
+        let c = load(&agent, &cwd, true);
+        assert_eq!(
+            c.errors,
+            [format!(
+                "{}: \"servers\" is not read (VS Code's shape); MCP servers go under \"mcpServers\"",
+                agent.join("mcp.json").display()
+            )]
+        );
+        assert_eq!(c.servers.len(), 1);
+        assert_eq!(c.servers[0].name, "b");
     }
 
     #[test]
