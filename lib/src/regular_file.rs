@@ -3,8 +3,10 @@
 //! directory is refused before any read can block (the open itself is
 //! non-blocking and the type is checked on the opened descriptor, so a path
 //! swapped for a FIFO between a check and the open cannot hang either), and
-//! whole-file reads stop at a byte cap. The read tool, the image path and
-//! `pi-run`'s `@file` arguments all open files through here.
+//! whole-file reads stop at a byte cap. The read tool, the image path,
+//! `pi-run`'s `@file` arguments and every configuration file the toolkit
+//! reads ([`read_config`]: settings, models, credentials, MCP, trust) open
+//! files through here.
 
 use std::fs::{File, Metadata};
 use std::io::Read;
@@ -42,9 +44,31 @@ impl std::fmt::Display for FileError {
     }
 }
 
+impl std::error::Error for FileError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            FileError::Io(e) => Some(e),
+            _ => None,
+        }
+    }
+}
+
 impl From<std::io::Error> for FileError {
     fn from(e: std::io::Error) -> Self {
         FileError::Io(e)
+    }
+}
+
+/// For callers that report `std::io::Error`s: a filesystem error stays
+/// itself (its kind and text), the others say what was refused.
+impl From<FileError> for std::io::Error {
+    fn from(e: FileError) -> Self {
+        match e {
+            FileError::Io(e) => e,
+            FileError::NotRegular(_) => std::io::Error::new(std::io::ErrorKind::InvalidInput, e),
+            FileError::TooLarge { .. } => std::io::Error::new(std::io::ErrorKind::FileTooLarge, e),
+            FileError::Cancelled => std::io::Error::new(std::io::ErrorKind::Interrupted, e),
+        }
     }
 }
 
@@ -128,6 +152,37 @@ pub fn read_capped(
     read_rest_capped(file, Vec::new(), cap, cancel)
 }
 
+/// The cap of a configuration file read whole ([`read_config`]): 8 MiB,
+/// hundreds of times a real `settings.json`, `models.json`, `auth.json`,
+/// `mcp.json`, `trust.json` or `mcp-auth.json`.
+pub const CONFIG_CAP: u64 = 8 << 20;
+
+/// Reads a configuration file whole, as text: `Ok(None)` when it does not
+/// exist. Anything but a regular file (a FIFO, `/dev/zero`, a directory)
+/// is refused without blocking, and a file over `cap` bytes is refused
+/// (see [`CONFIG_CAP`]); text that is not UTF-8 is the error
+/// `std::fs::read_to_string` gives.
+pub fn read_config(path: &Path, cap: u64) -> Result<Option<String>, FileError> {
+    match read_config_bytes(path, cap)? {
+        None => Ok(None),
+        Some(bytes) => String::from_utf8(bytes).map(Some).map_err(|_| {
+            FileError::Io(std::io::Error::new(
+                std::io::ErrorKind::InvalidData,
+                "stream did not contain valid UTF-8",
+            ))
+        }),
+    }
+}
+
+/// [`read_config`] as bytes (for readers that decode leniently).
+pub fn read_config_bytes(path: &Path, cap: u64) -> Result<Option<Vec<u8>>, FileError> {
+    match read_capped(path, cap, None) {
+        Ok(b) => Ok(Some(b)),
+        Err(FileError::Io(e)) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
 /// Appends the rest of `file` to `buf`, up to `cap` bytes in all.
 pub fn read_rest_capped(
     mut file: File,
@@ -181,6 +236,39 @@ mod tests {
             open(&dir.path().join("missing")),
             Err(FileError::Io(_))
         ));
+    }
+
+    /// Configuration files: missing is `None`; a FIFO, `/dev/zero` behind
+    /// a symlink and a file over the cap are refused at once.
+    #[test]
+    fn config_reads_are_regular_and_capped() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("settings.json");
+        assert!(matches!(read_config(&p, 10), Ok(None)));
+        std::fs::write(&p, "{}").unwrap();
+        assert_eq!(read_config(&p, 10).unwrap().as_deref(), Some("{}"));
+        std::fs::write(&p, "{\"a\": 12345}").unwrap();
+        let e = read_config(&p, 10).unwrap_err();
+        assert_eq!(e.to_string(), "it is 12B, larger than the 10B limit");
+        std::fs::write(&p, b"\xff").unwrap();
+        let e = read_config(&p, 10).unwrap_err();
+        assert_eq!(e.to_string(), "stream did not contain valid UTF-8");
+        assert_eq!(read_config_bytes(&p, 10).unwrap(), Some(vec![0xff]));
+        std::fs::remove_file(&p).unwrap();
+        std::os::unix::fs::symlink("/dev/zero", &p).unwrap();
+        let e = read_config(&p, CONFIG_CAP).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "it is a character device, not a regular file"
+        );
+        let fifo = dir.path().join("mcp.json");
+        let c = std::ffi::CString::new(fifo.as_os_str().as_encoded_bytes()).unwrap();
+        // SAFETY: a valid NUL-terminated path.
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+        let e = read_config(&fifo, CONFIG_CAP).unwrap_err();
+        assert_eq!(e.to_string(), "it is a FIFO, not a regular file");
+        let io: std::io::Error = e.into();
+        assert_eq!(io.to_string(), "it is a FIFO, not a regular file");
     }
 
     #[test]

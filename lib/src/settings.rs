@@ -35,15 +35,16 @@ pub struct Settings {
     pub values: Map<String, Value>,
 }
 
-/// Reads one settings file; a missing file is empty settings.
+/// Reads one settings file; a missing file is empty settings. Only a
+/// regular file of at most [`crate::regular_file::CONFIG_CAP`] is read.
 pub fn read_file(path: &Path) -> Result<Map<String, Value>, SettingsError> {
-    let text = match std::fs::read_to_string(path) {
-        Ok(t) => t,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Map::new()),
-        Err(source) => {
+    let text = match crate::regular_file::read_config(path, crate::regular_file::CONFIG_CAP) {
+        Ok(Some(t)) => t,
+        Ok(None) => return Ok(Map::new()),
+        Err(e) => {
             return Err(SettingsError::Io {
                 path: path.to_path_buf(),
-                source,
+                source: e.into(),
             })
         }
     };

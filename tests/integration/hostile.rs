@@ -402,3 +402,105 @@ fn no_binary_panics_on_a_closed_or_full_stdout() {
         );
     }
 }
+
+/// Every configuration file the toolkit reads, given as a FIFO nobody
+/// writes, as `/dev/zero` behind a symlink, or as a file over the 8 MiB
+/// cap, is refused at once with one line naming it: exit 2 where a bad
+/// file of that kind is an error (settings, models, auth, trust, the
+/// subagent settings), 1 for `mcp-auth.json` as `mcp logout` reports it,
+/// and a warning while the run goes on for `mcp.json`, as for any bad
+/// `mcp.json`. Nothing may block on the FIFO or read the device forever.
+#[test]
+fn config_files_that_never_end_are_refused_at_once() {
+    // (file, command, exit code, the line's prefix)
+    let cases: [(&str, &str, i32, &str); 9] = [
+        ("agent/settings.json", "run", 2, "pi-run: error: "),
+        ("agent/models.json", "run", 2, "pi-run: error: "),
+        ("agent/auth.json", "run", 2, "pi-run: error: "),
+        ("agent/mcp.json", "run", 0, "pi-run: warning: "),
+        (
+            "agent/trust.json",
+            "run-untrusted",
+            2,
+            "pi-run: error: Failed to read trust store ",
+        ),
+        ("agent/mcp-auth.json", "logout", 1, "pi-resources: error: "),
+        (
+            "agent/agents/settings.json",
+            "agents",
+            2,
+            "pi-resources: error: ",
+        ),
+        ("cwd/.pi/settings.json", "run", 2, "pi-run: error: "),
+        ("cwd/.pi/mcp.json", "run", 0, "pi-run: warning: "),
+    ];
+    let kinds = [
+        ("fifo", "it is a FIFO, not a regular file"),
+        ("zero", "it is a character device, not a regular file"),
+        ("big", "it is 9.0MB, larger than the 8.0MB limit"),
+    ];
+    for (file, how, code, prefix) in cases {
+        for (kind, why) in kinds {
+            let what = format!("{file} as {kind}");
+            let sb = Sandbox::new();
+            let script = faux_script(&sb, &[json!({"text": "ok"})]);
+            std::fs::create_dir_all(sb.cwd().join(".pi")).unwrap();
+            std::fs::create_dir_all(sb.agent().join("agents")).unwrap();
+            if how == "run-untrusted" {
+                // Something to decide about, so trust.json is read.
+                std::fs::write(sb.cwd().join(".pi/settings.json"), "{}").unwrap();
+            }
+            if how == "logout" {
+                let mcp = json!({"mcpServers": {"h": {"url": "http://127.0.0.1:9/mcp"}}});
+                std::fs::write(sb.agent().join("mcp.json"), mcp.to_string()).unwrap();
+            }
+            let path = sb.root().join(file);
+            match kind {
+                "fifo" => assert!(Command::new("mkfifo")
+                    .arg(&path)
+                    .status()
+                    .unwrap()
+                    .success()),
+                "zero" => std::os::unix::fs::symlink("/dev/zero", &path).unwrap(),
+                _ => std::fs::File::create(&path)
+                    .unwrap()
+                    .set_len(9 * 1024 * 1024)
+                    .unwrap(),
+            }
+            let mut cmd = match how {
+                "run" | "run-untrusted" => {
+                    let mut c = sb.cmd("pi-run");
+                    c.args(["--provider", "faux", "--model", &script]);
+                    if how == "run" {
+                        c.arg("-a");
+                    }
+                    c.args(["-p", "hi"]);
+                    c
+                }
+                "logout" => {
+                    let mut c = sb.cmd("pi-resources");
+                    c.args(["mcp", "logout", "h"]);
+                    c
+                }
+                _ => {
+                    let mut c = sb.cmd("pi-resources");
+                    c.arg("agents");
+                    c
+                }
+            };
+            let child = cmd
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap();
+            let out = wait_within(child, Duration::from_secs(20), &what);
+            let err = stderr(&out);
+            assert_eq!(out.status.code(), Some(code), "{what}: {err}");
+            let line = format!("{prefix}{}: {why}", path.display());
+            assert!(
+                err.lines().any(|l| l == line),
+                "{what}: want the line {line:?} in {err:?}"
+            );
+        }
+    }
+}

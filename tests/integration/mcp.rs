@@ -1314,6 +1314,11 @@ impl Recorder {
 
     /// With the script's optional arguments (`TOKEN [oauth]`).
     fn start_with(dir: &Path, extra: &[&str]) -> Recorder {
+        Recorder::start_on("127.0.0.1", dir, extra)
+    }
+
+    /// On another loopback address (`127.0.0.2`, …).
+    fn start_on(host: &str, dir: &Path, extra: &[&str]) -> Recorder {
         std::fs::create_dir_all(dir).unwrap();
         let (port_file, log) = (dir.join("port"), dir.join("requests.jsonl"));
         let mut cmd = Command::new("python3");
@@ -1321,6 +1326,7 @@ impl Recorder {
             .arg(&port_file)
             .arg(&log)
             .args(extra)
+            .env("RECORDER_HOST", host)
             .stdin(std::process::Stdio::null());
         let mut child = cmd.spawn().unwrap();
         let deadline = Instant::now() + Duration::from_secs(60);
@@ -1336,7 +1342,7 @@ impl Recorder {
         };
         Recorder {
             child,
-            url: format!("http://127.0.0.1:{}/mcp", port.trim()),
+            url: format!("http://{host}:{}/mcp", port.trim()),
             log,
         }
     }
@@ -1451,6 +1457,76 @@ fn mcp_auth_provider_sends_the_providers_token_like_pi() {
     assert!(stderr(&ours).contains(line), "{}", stderr(&ours));
     assert_eq!((pi.status.code(), ours.status.code()), (Some(1), Some(1)));
     assert!(!sb.agent().join("mcp-auth.json").exists());
+}
+
+/// URLs are parsed, as pi 1.6.0 parses them, before a credential goes
+/// anywhere. `http://127.0.0.1:x@127.0.0.2:<port>/mcp` reads as loopback
+/// but its host is 127.0.0.2 (user `127.0.0.1`, password `x`): with
+/// `auth.provider` it is pi's config error "auth requires an https URL, or
+/// http on localhost, 127.0.0.1, or [::1]". A URL with a user name or
+/// password on a real loopback host is refused before any request with
+/// pi's "Request cannot be constructed from a URL that includes
+/// credentials". The listeners behind both URLs get no request at all from
+/// either program, so the provider's key never leaves.
+#[test]
+fn mcp_urls_with_userinfo_never_carry_the_key_as_pi() {
+    let Some(o) = Oracle::find("mcp_urls_with_userinfo_never_carry_the_key_as_pi") else {
+        return;
+    };
+    let keep = tempfile::tempdir().unwrap();
+    let far = Recorder::start_on("127.0.0.2", &keep.path().join("far"), &[]);
+    let near = Recorder::start_on("127.0.0.1", &keep.path().join("near"), &[]);
+    let port = |r: &Recorder| {
+        r.url
+            .trim_end_matches("/mcp")
+            .rsplit(':')
+            .next()
+            .unwrap()
+            .to_string()
+    };
+    let fooled = format!("http://127.0.0.1:x@127.0.0.2:{}/mcp", port(&far));
+    let creds = format!("http://user:pw@127.0.0.1:{}/mcp", port(&near));
+    let mcp = json!({"mcpServers": {
+        "fooled": {"url": fooled, "exposure": "direct", "auth": {"provider": "anthropic"}},
+        "creds": {"url": creds, "exposure": "direct", "auth": {"provider": "anthropic"}}}});
+    let refused =
+        "server \"fooled\": auth requires an https URL, or http on localhost, 127.0.0.1, or [::1]";
+    let no_creds =
+        format!("Request cannot be constructed from a URL that includes credentials: {creds}");
+    let turns = json!([{"text": "done"}]);
+    for ours in [false, true] {
+        let who = if ours { "pi-run" } else { "pi" };
+        let sb = Sandbox::new();
+        let mock = MockLlm::start(&o, sb.root(), &turns);
+        mock.configure(&sb.agent());
+        std::fs::write(sb.agent().join("mcp.json"), mcp.to_string()).unwrap();
+        std::fs::write(
+            sb.agent().join("auth.json"),
+            json!({"anthropic": {"type": "api_key", "key": "tok-SECRET"}}).to_string(),
+        )
+        .unwrap();
+        let mut cmd = if ours { sb.cmd("pi-run") } else { o.pi160(&sb) };
+        let out = cmd.args(["--mode", "json", "go"]).output().unwrap();
+        assert!(out.status.success(), "{who}: {}", stderr(&out));
+        if ours {
+            let err = stderr(&out);
+            assert!(err.contains(refused), "{err}");
+            assert!(
+                err.contains(&format!("MCP server \"creds\" failed: {no_creds}")),
+                "{err}"
+            );
+        } else {
+            // pi says it in `pi mcp list` (its print mode is silent).
+            let list = o.pi160(&sb).args(["mcp", "list"]).output().unwrap();
+            let text = format!("{}{}", stdout(&list), stderr(&list));
+            assert!(text.contains(refused), "{text}");
+            assert!(text.contains(&no_creds), "{text}");
+        }
+        drop(mock);
+        for r in [&far, &near] {
+            assert_eq!(r.requests(), [], "{who} sent to {}", r.url);
+        }
+    }
 }
 
 /// A record `pi-resources mcp login` wrote to `mcp-auth.json` (pi's key and
@@ -2222,4 +2298,290 @@ fn mcp_print_mode_logout_drops_tokens_and_login_does_nothing_as_pi() {
     assert_eq!(ours.0, [(Some(0), String::new()), (Some(0), String::new())]);
     assert_eq!(ours.1, json!({"other|x": {"tokens": {}}}));
     assert!(!ours.2 && !ours.3, "no sign-in started");
+}
+
+/// Whether process group `pgid` still holds a process that is not a zombie
+/// (where nobody reaps orphans, ended ones stay as zombies).
+fn group_alive(pgid: u32) -> bool {
+    std::fs::read_dir("/proc").unwrap().flatten().any(|e| {
+        let Ok(stat) = std::fs::read_to_string(e.path().join("stat")) else {
+            return false;
+        };
+        let Some((_, rest)) = stat.rsplit_once(") ") else {
+            return false;
+        };
+        let f: Vec<&str> = rest.split(' ').collect();
+        f.len() > 2 && f[2] == pgid.to_string() && f[0] != "Z" && f[0] != "X"
+    })
+}
+
+/// Kills the groups it holds when dropped (so a failing test leaves
+/// nothing behind either).
+struct Groups(Vec<u32>);
+
+impl Drop for Groups {
+    fn drop(&mut self) {
+        for g in &self.0 {
+            let _ = Command::new("kill")
+                .args(["-KILL", "--", &format!("-{g}")])
+                .status();
+        }
+    }
+}
+
+/// Stdio servers end with pi-run, and so does everything they started:
+/// after a normal exit, after SIGTERM to pi-run (exit 143), and when an RPC
+/// session ends (stdin closed). Two servers: one that exits on EOF but
+/// left a child in the background (`sh -c "sleep 1000 & exec server"`),
+/// and one that ignores both EOF and SIGTERM (its shell loops on after the
+/// server's EOF, with SIGTERM ignored by it and its children). Nothing of
+/// either process group is left once pi-run has exited: EOF, then SIGTERM
+/// to the group, then SIGKILL after the grace period.
+#[test]
+fn mcp_stdio_servers_and_their_children_end_with_pi_run() {
+    for how in ["exit", "sigterm", "rpc"] {
+        let sb = Sandbox::new();
+        let d = sb.root().display().to_string();
+        let fx = fixture();
+        let bg = json!({"command": "sh", "exposure": "direct", "args": ["-c",
+            format!("sleep 1000 & echo $$ > {d}/bg.pid; exec python3 {fx} ok")]});
+        let stubborn = json!({"command": "sh", "exposure": "direct", "args": ["-c",
+            format!("trap '' TERM; echo $$ > {d}/stubborn.pid; python3 {fx} ok; while :; do sleep 1; done")]});
+        let mcp = json!({"mcpServers": {"bg": bg, "stubborn": stubborn}});
+        std::fs::write(sb.agent().join("mcp.json"), mcp.to_string()).unwrap();
+        let script = sb.root().join("script.jsonl");
+        let turns = match how {
+            "sigterm" => json!({"toolCalls": [{"name": "bash", "arguments": {"command": "touch started; sleep 30"}}]}).to_string() + "\n{\"text\":\"never\"}\n",
+            _ => "{\"text\":\"done\"}\n".to_string(),
+        };
+        std::fs::write(&script, turns).unwrap();
+        let mut cmd = sb.cmd("pi-run");
+        cmd.args(["--provider", "faux", "--model"]).arg(&script);
+        if how == "rpc" {
+            cmd.args(["--mode", "rpc"])
+                .stdin(std::process::Stdio::piped());
+        } else {
+            cmd.args(["--mode", "json", "go"]);
+        }
+        let mut child = cmd
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let pid_of = |f: &str| -> u32 {
+            let p = sb.root().join(f);
+            let t = Instant::now();
+            loop {
+                if let Some(n) = std::fs::read_to_string(&p)
+                    .ok()
+                    .and_then(|s| s.trim().parse().ok())
+                {
+                    return n;
+                }
+                assert!(t.elapsed() < Duration::from_secs(30), "{how}: no {f}");
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        };
+        let groups = Groups(vec![pid_of("bg.pid"), pid_of("stubborn.pid")]);
+        match how {
+            "sigterm" => {
+                let started = sb.cwd().join("started");
+                let t = Instant::now();
+                while !started.exists() {
+                    assert!(t.elapsed() < Duration::from_secs(30), "the tool never ran");
+                    std::thread::sleep(Duration::from_millis(20));
+                }
+                let st = Command::new("kill")
+                    .args(["-TERM", &child.id().to_string()])
+                    .status()
+                    .unwrap();
+                assert!(st.success());
+            }
+            "rpc" => {
+                // Connected (the fixture answers at once), then the client
+                // goes away.
+                std::thread::sleep(Duration::from_millis(1500));
+                drop(child.stdin.take());
+            }
+            _ => {}
+        }
+        let t = Instant::now();
+        let out = loop {
+            if child.try_wait().unwrap().is_some() {
+                break child.wait_with_output().unwrap();
+            }
+            if t.elapsed() > Duration::from_secs(40) {
+                let _ = child.kill();
+                panic!("{how}: pi-run still running after 40 s");
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        let want = if how == "sigterm" { 143 } else { 0 };
+        assert_eq!(out.status.code(), Some(want), "{how}: {}", stderr(&out));
+        // Signals take a moment to land after pi-run's last SIGKILL.
+        let t = Instant::now();
+        while groups.0.iter().any(|g| group_alive(*g)) && t.elapsed() < Duration::from_secs(1) {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        for (g, name) in groups.0.iter().zip(["bg", "stubborn"]) {
+            assert!(
+                !group_alive(*g),
+                "{how}: server {name} (group {g}) outlived pi-run"
+            );
+        }
+    }
+}
+
+/// tests/mcp/oversize-http.py on a free loopback port; killed on drop.
+struct Oversized {
+    child: std::process::Child,
+    url: String,
+}
+
+impl Oversized {
+    fn start(dir: &Path, sse: bool) -> Oversized {
+        let port_file = dir.join(if sse { "sse.port" } else { "json.port" });
+        let mut cmd = Command::new("python3");
+        cmd.arg(repo().join("tests/mcp/oversize-http.py"))
+            .arg(&port_file);
+        if sse {
+            cmd.arg("sse");
+        }
+        let child = cmd.stdin(std::process::Stdio::null()).spawn().unwrap();
+        let t = Instant::now();
+        let port = loop {
+            if let Ok(p) = std::fs::read_to_string(&port_file) {
+                break p;
+            }
+            assert!(
+                t.elapsed() < Duration::from_secs(30),
+                "oversize-http.py never listened"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        Oversized {
+            child,
+            url: format!("http://127.0.0.1:{}/mcp", port.trim()),
+        }
+    }
+}
+
+impl Drop for Oversized {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A message over 16 MiB (a `tools/call` answer of 17 MB) is an error
+/// result at once, naming the server and the limit, not a timeout after
+/// the server's `timeout` (30 s here): from a stdio server, whose
+/// connection is then closed (its next call fails the same way), and from
+/// an HTTP server as a JSON body (that call fails) or as a server-sent
+/// event (the SDK ends the connection on it).
+#[test]
+fn mcp_message_over_the_cap_is_reported_at_once() {
+    let sb = Sandbox::new();
+    let json_srv = Oversized::start(sb.root(), false);
+    let sse_srv = Oversized::start(sb.root(), true);
+    let mut fx = stdio("ok", "direct");
+    fx["timeout"] = json!(30);
+    let http = |u: &str| json!({"url": u, "exposure": "direct", "timeout": 30});
+    let mcp = json!({"mcpServers": {"fx": fx, "j": http(&json_srv.url), "s": http(&sse_srv.url)}});
+    std::fs::write(sb.agent().join("mcp.json"), mcp.to_string()).unwrap();
+    let script = sb.root().join("script.jsonl");
+    let call = |name: &str, args: Value| {
+        json!({"toolCalls": [{"name": name, "arguments": args}]}).to_string()
+    };
+    std::fs::write(
+        &script,
+        [
+            call("mcp__fx__big_text", json!({"n": 17_000_000})),
+            call("mcp__fx__add", json!({"a": 1, "b": 2})),
+            call("mcp__j__big", json!({})),
+            call("mcp__s__big", json!({})),
+            json!({"text": "done"}).to_string(),
+        ]
+        .join("\n")
+            + "\n",
+    )
+    .unwrap();
+    let t = Instant::now();
+    let out = sb
+        .cmd("pi-run")
+        .args(["--provider", "faux", "--model"])
+        .arg(&script)
+        .args(["--mode", "json", "go"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        t.elapsed() < Duration::from_secs(25),
+        "took {:?}",
+        t.elapsed()
+    );
+    let ends: Vec<Value> = jsonl(&out)
+        .into_iter()
+        .filter(|e| e["type"] == "tool_execution_end")
+        .collect();
+    let limit = "sent a message larger than the 16 MiB limit";
+    let closed = format!("{limit}; its connection was closed");
+    let want = [
+        format!("MCP server \"fx\" {closed}"),
+        format!("MCP server \"fx\" {closed}"),
+        format!("MCP server \"j\" {limit}"),
+        format!("MCP server \"s\" {closed}"),
+    ];
+    assert_eq!(ends.len(), want.len(), "{ends:?}");
+    for (e, want) in ends.iter().zip(want) {
+        assert_eq!(e["isError"], true, "{e}");
+        let text = e["result"]["content"][0]["text"].as_str().unwrap_or("");
+        assert_eq!(text, want, "{e}");
+    }
+}
+
+/// An `mcp.json` in VS Code's shape (`{"servers": …}`) starts nothing, in
+/// pi 1.6.0 as here. pi says nothing about it (`pi mcp list`: "No MCP
+/// servers configured"); ours says, once, which key is read — a warning of
+/// ours, the run going on as pi's.
+#[test]
+fn mcp_vscode_servers_key_is_named_not_silently_ignored() {
+    let Some(o) = Oracle::find("mcp_vscode_servers_key_is_named_not_silently_ignored") else {
+        return;
+    };
+    let sb = Sandbox::new();
+    let marker = sb.root().join("started");
+    let mcp = json!({"servers": {"fx": {"command": "python3",
+        "args": [fixture(), "ok", marker.display().to_string()]}}});
+    let path = sb.agent().join("mcp.json");
+    std::fs::write(&path, mcp.to_string()).unwrap();
+    let pi = o.pi160(&sb).args(["mcp", "list"]).output().unwrap();
+    assert_eq!(pi.status.code(), Some(0));
+    assert!(
+        stdout(&pi).starts_with("No MCP servers configured"),
+        "{}",
+        stdout(&pi)
+    );
+    assert!(
+        !stderr(&pi).contains("servers"),
+        "pi is silent: {}",
+        stderr(&pi)
+    );
+    let script = sb.root().join("script.jsonl");
+    std::fs::write(&script, "{\"text\":\"done\"}\n").unwrap();
+    let out = sb
+        .cmd("pi-run")
+        .args(["--provider", "faux", "--model"])
+        .arg(&script)
+        .args(["-p", "go"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(stdout(&out), "done\n");
+    let line = format!(
+        "pi-run: warning: {}: \"servers\" is not read (VS Code's shape); MCP servers go under \"mcpServers\"",
+        path.display()
+    );
+    assert_eq!(stderr(&out).lines().collect::<Vec<_>>(), [line.as_str()]);
+    assert!(!marker.exists(), "nothing was started");
 }

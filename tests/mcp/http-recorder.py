@@ -3,8 +3,8 @@
 
     http-recorder.py PORT_FILE LOG_FILE [TOKEN [oauth]]
 
-Listens on 127.0.0.1 on a free port and writes the port to PORT_FILE once it
-listens. Every HTTP request is one JSON line in LOG_FILE:
+Listens on 127.0.0.1 (or the loopback address in $RECORDER_HOST) on a free
+port and writes the port to PORT_FILE once it listens. Every HTTP request is one JSON line in LOG_FILE:
 {"method", "headers": {lower-case name: value}, "rpc": <JSON-RPC method or null>}.
 It answers `initialize` (with an Mcp-Session-Id), notifications (202),
 `tools/list` (one tool, `whoami`) and `tools/call whoami` (the text is the
@@ -31,6 +31,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 port_file, log_file = sys.argv[1], sys.argv[2]
 token = sys.argv[3] if len(sys.argv) > 3 else None
 oauth = len(sys.argv) > 4 and sys.argv[4] == "oauth"
+host = os.environ.get("RECORDER_HOST", "127.0.0.1")
 lock = threading.Lock()
 
 
@@ -62,7 +63,7 @@ class Handler(BaseHTTPRequestHandler):
         self.wfile.write(data)
 
     def base(self):
-        return f"http://127.0.0.1:{self.server.server_address[1]}"
+        return f"http://{host}:{self.server.server_address[1]}"
 
     def authorized(self):
         if token is None or self.headers.get("Authorization") == f"Bearer {token}":
@@ -166,7 +167,7 @@ class Server(ThreadingHTTPServer):
         pass  # a client that hangs up mid-request
 
 
-server = Server(("127.0.0.1", 0), Handler)
+server = Server((host, 0), Handler)
 with open(port_file + ".tmp", "w") as f:
     f.write(str(server.server_address[1]))
 os.replace(port_file + ".tmp", port_file)

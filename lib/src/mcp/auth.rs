@@ -56,13 +56,13 @@ impl Store {
     }
 
     fn read(&self) -> Result<Map<String, Value>, String> {
-        match std::fs::read_to_string(&self.path) {
-            Ok(t) => match serde_json::from_str(&t) {
+        match crate::regular_file::read_config(&self.path, crate::regular_file::CONFIG_CAP) {
+            Ok(Some(t)) => match serde_json::from_str(&t) {
                 Ok(Value::Object(m)) => Ok(m),
                 Ok(_) => Err(format!("{}: expected an object", self.path.display())),
                 Err(e) => Err(format!("{}: {e}", self.path.display())),
             },
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Map::new()),
+            Ok(None) => Ok(Map::new()),
             Err(e) => Err(format!("{}: {e}", self.path.display())),
         }
     }
@@ -216,6 +216,9 @@ pub async fn login(
             cfg.name
         ));
     };
+    if let Some(e) = super::urls::credentials_error(url) {
+        return Err(e);
+    }
     let work = login_inner(cfg, url, headers, oauth, store, open);
     match tokio::time::timeout(limit, work).await {
         Ok(r) => r,

@@ -22,8 +22,13 @@ use sha2::{Digest, Sha256};
 
 use super::config::ServerConfig;
 
-/// The file under the agent dir.
+/// The file in the cache folder.
 pub const FILE: &str = "mcp-cache.json";
+
+/// The largest cache read (a bigger one, or one that is not a regular
+/// file, is an empty cache): every server's tool list, each at most one
+/// 16 MiB message, of a few servers.
+const CAP: u64 = 64 << 20;
 
 /// One server's answers.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -78,8 +83,9 @@ impl Cache {
     }
 
     fn read(&self) -> File {
-        std::fs::read(&self.path)
+        crate::regular_file::read_config_bytes(&self.path, CAP)
             .ok()
+            .flatten()
             .and_then(|b| serde_json::from_slice(&b).ok())
             .unwrap_or_default()
     }

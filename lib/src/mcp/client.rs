@@ -1,5 +1,6 @@
 //! One connection to one MCP server on the official SDK (`rmcp`): a child
-//! process in its own process group (stdio) or a streamable HTTP endpoint,
+//! process in its own process group (stdio, [`super::stdio`]: ended with
+//! everything it started, its messages capped) or a streamable HTTP endpoint,
 //! the `initialize` → `notifications/initialized` → `tools/list` handshake
 //! within the server's timeout, and `tools/call` with a progress token
 //! (progress resets the timeout and reaches the caller as [`Progress`])
@@ -25,6 +26,7 @@ use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
 use super::config::{Elicitation, ServerConfig, Transport};
+use super::stdio::Oversize;
 
 /// The last bytes a stdio server wrote to stderr (for diagnostics).
 #[derive(Clone, Default)]
@@ -162,6 +164,11 @@ pub struct Connection {
     /// An HTTP server's config and token store, to note a wider scope it
     /// asks for (403 `insufficient_scope`).
     auth: Option<(ServerConfig, super::auth::Store)>,
+    /// A stdio server's process (ended by [`Connection::close`]) and
+    /// whether it sent a message over the cap.
+    process: tokio::sync::Mutex<Option<super::stdio::Process>>,
+    oversize: Option<super::stdio::Oversize>,
+    name: String,
 }
 
 /// What the client tells and answers a server: pi's handshake
@@ -295,6 +302,8 @@ pub async fn connect(
 ) -> Result<Connection, String> {
     let stderr = StderrTail::default();
     let routes = ProgressRoutes::default();
+    let mut process = None;
+    let oversize;
     let running = match &cfg.transport {
         Transport::Stdio {
             command,
@@ -302,22 +311,15 @@ pub async fn connect(
             env,
             cwd,
         } => {
-            let mut cmd = tokio::process::Command::new(command);
-            cmd.args(args).envs(env);
-            if let Some(d) = cwd {
-                cmd.current_dir(d);
-            }
-            let mut wrap = process_wrap::tokio::CommandWrap::from(cmd);
-            // Its own process group, so shutdown reaches its children too.
-            wrap.wrap(process_wrap::tokio::ProcessGroup::leader());
-            let (transport, err) = rmcp::transport::TokioChildProcess::builder(wrap)
-                .stderr(std::process::Stdio::piped())
-                .spawn()
+            let started = super::stdio::start(command, args, env, cwd.as_ref())
                 .map_err(|e| format!("cannot start {command}: {e}"))?;
-            if let Some(pid) = transport.id() {
-                group.store(pid, std::sync::atomic::Ordering::SeqCst);
-            }
-            if let Some(mut err) = err {
+            let (transport, over) = (started.transport, started.oversize);
+            group.store(
+                u32::try_from(started.process.pgid()).unwrap_or(0),
+                std::sync::atomic::Ordering::SeqCst,
+            );
+            let proc = started.process;
+            if let Some(mut err) = started.stderr {
                 let tail = stderr.clone();
                 tokio::spawn(async move {
                     use tokio::io::AsyncReadExt;
@@ -330,12 +332,29 @@ pub async fn connect(
                     }
                 });
             }
-            handshake(
+            let shaken = handshake(
                 Client::new(cfg, session_cwd, &routes).serve(transport),
                 cfg,
                 &stderr,
             )
-            .await?
+            .await;
+            match shaken {
+                Ok(r) => {
+                    (process, oversize) = (Some(proc), Some(over));
+                    r
+                }
+                Err(e) => {
+                    // The transport is gone with the future: stdin is
+                    // closed, so the process can end (in the background:
+                    // the failure is reported now).
+                    tokio::spawn(proc.end());
+                    return Err(if over.hit() {
+                        Oversize::error(&cfg.name, true)
+                    } else {
+                        e
+                    });
+                }
+            }
         }
         Transport::Http {
             url,
@@ -343,16 +362,23 @@ pub async fn connect(
             auth_provider,
             ..
         } => {
+            // A user name or password in the URL: refused before anything
+            // is sent, as pi's fetch refuses it.
+            if let Some(e) = super::urls::credentials_error(url) {
+                return Err(e);
+            }
             // The stored token (refreshed when it has expired); when the
             // server rejects it, once more with a refreshed one.
             let mut rejected = false;
+            let over = Oversize::default();
+            oversize = Some(over.clone());
             loop {
                 let token = match store {
                     Some(s) => super::auth::bearer(cfg, s, rejected).await?,
                     None => None,
                 };
                 let had_token = token.is_some();
-                let transport = super::http::transport(url, headers, token)?;
+                let transport = super::http::transport(url, headers, token, &over)?;
                 match handshake(
                     Client::new(cfg, session_cwd, &routes).serve(transport),
                     cfg,
@@ -374,7 +400,7 @@ pub async fn connect(
                     Err(e) if is_auth_required(&e) => {
                         return Err(format!("{e}; {}", sign_in_hint(&cfg.name)))
                     }
-                    Err(e) => return Err(e),
+                    Err(e) => return Err(oversized(&e, &cfg.name, &over).unwrap_or(e)),
                 }
             }
         }
@@ -384,15 +410,29 @@ pub async fn connect(
         Some(i) => (i.instructions.clone(), i.capabilities.resources.is_some()),
         None => (None, false),
     };
-    let tools = match tokio::time::timeout(cfg.timeout, peer.list_all_tools()).await {
-        Ok(Ok(t)) => t,
-        Ok(Err(e)) => {
-            return Err(with_stderr(
-                format!("tools/list failed: {}", err_text(e)),
-                &stderr,
-            ))
+    let listed = match tokio::time::timeout(cfg.timeout, peer.list_all_tools()).await {
+        Ok(Ok(t)) => Ok(t),
+        Ok(Err(e)) => Err(with_stderr(
+            format!("tools/list failed: {}", err_text(e)),
+            &stderr,
+        )),
+        Err(_) => Err(timed_out(cfg.timeout)),
+    };
+    let tools = match listed {
+        Ok(t) => t,
+        Err(e) => {
+            if let Some(p) = process {
+                tokio::spawn(async move {
+                    let mut running = running;
+                    let _ = running.close_with_timeout(super::stdio::EOF_GRACE).await;
+                    p.end().await;
+                });
+            }
+            return Err(match oversize {
+                Some(o) => oversized(&e, &cfg.name, &o).unwrap_or(e),
+                None => e,
+            });
         }
-        Err(_) => return Err(timed_out(cfg.timeout)),
     };
     Ok(Connection {
         peer,
@@ -413,6 +453,9 @@ pub async fn connect(
             ) => Some((cfg.clone(), s.clone())),
             _ => None,
         },
+        process: tokio::sync::Mutex::new(process),
+        oversize,
+        name: cfg.name.clone(),
     })
 }
 
@@ -442,6 +485,19 @@ fn http_challenge(e: &(dyn std::error::Error + 'static)) -> Option<(bool, String
 /// credentials.
 fn is_auth_required(e: &str) -> bool {
     e.contains("authorization required") || e.contains("Auth required")
+}
+
+/// The error of a server `name` whose message went over the cap: one that
+/// closed the connection (`over`), or an HTTP answer the SDK refused
+/// (`e`); `None` for any other error.
+fn oversized(e: &str, name: &str, over: &Oversize) -> Option<String> {
+    if over.hit() {
+        Some(Oversize::error(name, true))
+    } else if e.contains("HTTP response body exceeded the maximum size") {
+        Some(Oversize::error(name, false))
+    } else {
+        None
+    }
 }
 
 /// pi's words for a request that got no answer within the server's
@@ -487,12 +543,7 @@ where
 /// Kills a process group (a stdio server that never finished connecting).
 pub fn kill_group(pgid: u32) {
     if let Ok(pid) = i32::try_from(pgid) {
-        if pid > 1 {
-            // SAFETY: killpg has no memory effects; a stale group is ESRCH.
-            unsafe {
-                libc::killpg(pid, libc::SIGKILL);
-            }
-        }
+        super::stdio::kill_group(pid);
     }
 }
 
@@ -501,6 +552,11 @@ impl Connection {
     /// `insufficient_scope` notes the scope it asks for, so the next
     /// sign-in requests it (pi, too, asks for sign-in again), and says so.
     fn request_error(&self, e: rmcp::ServiceError) -> String {
+        if let Some(o) = &self.oversize {
+            if let Some(t) = oversized(&e.to_string(), &self.name, o) {
+                return t;
+            }
+        }
         if let (Some((cfg, store)), Some((forbidden, header))) = (&self.auth, http_challenge(&e)) {
             let Transport::Http { url, .. } = &cfg.transport else {
                 return err_text(e);
@@ -535,6 +591,22 @@ impl Connection {
     /// Whether the transport is gone (the server exited).
     pub fn is_closed(&self) -> bool {
         self.peer.is_transport_closed()
+    }
+
+    /// Why the connection closed, when it is ours to say: a message over
+    /// the cap.
+    pub fn closed_error(&self) -> Option<String> {
+        self.oversize
+            .as_ref()
+            .filter(|o| o.hit())
+            .map(|_| Oversize::error(&self.name, true))
+    }
+
+    /// The text of a failed request `e`: why the connection closed, or
+    /// pi's text for the error.
+    pub fn failure(&self, e: &str) -> String {
+        self.closed_error()
+            .unwrap_or_else(|| super::tool::rpc_error_text(e, self.is_closed()))
     }
 
     /// One request with the server's timeout (reset by progress); its
@@ -605,11 +677,15 @@ impl Connection {
         }
     }
 
-    /// Closes stdin, then SIGTERM, then SIGKILL to the process group (the
-    /// SDK's shutdown of a child process).
+    /// Ends the session: the SDK closes the transport (a stdio server's
+    /// stdin, so EOF), then a stdio server's whole process group is ended
+    /// ([`super::stdio::Process::end`]: a grace period, SIGTERM, SIGKILL).
     pub async fn close(&self) {
         if let Some(mut r) = self.running.lock().await.take() {
-            let _ = r.close_with_timeout(Duration::from_secs(3)).await;
+            let _ = r.close_with_timeout(super::stdio::EOF_GRACE).await;
+        }
+        if let Some(p) = self.process.lock().await.take() {
+            p.end().await;
         }
     }
 }

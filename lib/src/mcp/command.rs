@@ -325,10 +325,14 @@ async fn deliver(auth_url: &str, pasted: &str) {
     let Ok(auth_url) = reqwest013::Url::parse(auth_url) else {
         return;
     };
+    // Only to a loopback callback: the authorization URL is the server's
+    // endpoint plus our parameters, and the code must not go elsewhere.
     let Some(redirect) = auth_url
         .query_pairs()
-        .find(|(k, _)| k == "redirect_uri")
-        .and_then(|(_, v)| reqwest013::Url::parse(&v).ok())
+        .filter(|(k, _)| k == "redirect_uri")
+        .last()
+        .filter(|(_, v)| super::urls::is_callback(v))
+        .and_then(|(_, v)| url::Url::parse(&v).ok())
     else {
         return;
     };
@@ -436,5 +440,46 @@ mod tests {
             names(&tools),
             ["read:r", "mcp__a__x:2", "mcp__b__z:1", "mcp__a__w:2"]
         );
+    }
+
+    /// A pasted redirect goes only to a loopback callback: the last
+    /// `redirect_uri` of the authorization URL (ours, appended after any
+    /// the server's endpoint carried), and never to another host.
+    #[tokio::test]
+    async fn pasted_codes_go_only_to_the_loopback_callback() {
+        use tokio::io::AsyncReadExt;
+        let ours = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let other = tokio::net::TcpListener::bind("127.0.0.2:0").await.unwrap();
+        let at =
+            |l: &tokio::net::TcpListener| format!("http://{}/callback", l.local_addr().unwrap());
+        let enc = |u: &str| url::form_urlencoded::byte_serialize(u.as_bytes()).collect::<String>();
+        let (ours_url, other_url) = (at(&ours), at(&other));
+        // The server's endpoint names another host; ours comes last.
+        let auth = format!(
+            "https://as.example/authorize?redirect_uri={}&client_id=c&redirect_uri={}",
+            enc(&other_url),
+            enc(&ours_url)
+        );
+        let got = tokio::spawn(async move {
+            let (mut s, _) = ours.accept().await.unwrap();
+            let mut buf = vec![0u8; 1024];
+            let n = s.read(&mut buf).await.unwrap();
+            String::from_utf8_lossy(&buf[..n]).into_owned()
+        });
+        deliver(&auth, "http://127.0.0.1/callback?code=c1&state=s").await;
+        let head = tokio::time::timeout(std::time::Duration::from_secs(5), got)
+            .await
+            .expect("the callback got the code")
+            .unwrap();
+        assert!(head.starts_with("GET /callback?code=c1&state=s "), "{head}");
+        // Only another host: nothing is sent.
+        let auth = format!(
+            "https://as.example/authorize?redirect_uri={}",
+            enc(&other_url)
+        );
+        deliver(&auth, "?code=c2").await;
+        let waited =
+            tokio::time::timeout(std::time::Duration::from_millis(300), other.accept()).await;
+        assert!(waited.is_err(), "the code went to {other_url}");
     }
 }

@@ -9,6 +9,8 @@ use std::time::Duration;
 
 use serde_json::{Map, Value};
 
+use super::urls::{is_secure as secure_url, SECURE_URL};
+
 /// How a server's tools reach the model.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, serde::Serialize)]
 #[serde(rename_all = "lowercase")]
@@ -137,35 +139,6 @@ pub enum Grant {
     Enterprise,
 }
 
-/// Where credentials may be sent: any `https://` URL, or `http` on loopback.
-fn secure_url(u: &str) -> bool {
-    u.starts_with("https://") || loopback_http(u)
-}
-
-/// The text of pi's error for a URL that is not [`secure_url`].
-const SECURE_URL: &str = "an https URL, or http on localhost, 127.0.0.1, or [::1]";
-
-/// `http://` or `https://` on localhost, 127.0.0.1 or [::1].
-fn loopback_http(u: &str) -> bool {
-    let Some(rest) = u
-        .strip_prefix("http://")
-        .or_else(|| u.strip_prefix("https://"))
-    else {
-        return false;
-    };
-    let host_port = rest.split(['/', '?', '#']).next().unwrap_or("");
-    let host = if host_port.starts_with('[') {
-        host_port
-            .split(']')
-            .next()
-            .map(|h| format!("{h}]"))
-            .unwrap_or_default()
-    } else {
-        host_port.split(':').next().unwrap_or("").to_string()
-    };
-    matches!(host.as_str(), "localhost" | "127.0.0.1" | "[::1]")
-}
-
 fn oauth_field(m: &Map<String, Value>, name: &str) -> Result<OAuth, String> {
     let Some(v) = m.get("oauth") else {
         return Ok(OAuth::default());
@@ -198,9 +171,7 @@ fn oauth_field(m: &Map<String, Value>, name: &str) -> Result<OAuth, String> {
     };
     out.callback_url = match o.get("callbackUrl") {
         None => None,
-        Some(Value::String(u)) if u.starts_with("http://") && loopback_http(u) && !u.contains(['?', '#']) => {
-            Some(u.clone())
-        }
+        Some(Value::String(u)) if super::urls::is_callback(u) => Some(u.clone()),
         Some(_) => {
             return Err(e(
                 ".callbackUrl must be an http URI on localhost, 127.0.0.1, or [::1] without query or fragment",
@@ -490,8 +461,9 @@ fn push_checked(
 type FileServers = (Vec<(String, Value)>, Option<bool>);
 
 fn read_file(path: &Path, errors: &mut Vec<String>) -> Option<FileServers> {
-    let text = match std::fs::read_to_string(path) {
-        Ok(t) => t,
+    let text = match crate::regular_file::read_config(path, crate::regular_file::CONFIG_CAP) {
+        Ok(Some(t)) => t,
+        Ok(None) => return None,
         Err(e) => {
             errors.push(format!("{}: {e}", path.display()));
             return None;
@@ -514,6 +486,15 @@ fn read_file(path: &Path, errors: &mut Vec<String>) -> Option<FileServers> {
         errors.push(shape());
         return None;
     };
+    // VS Code's `mcp.json` keeps its servers under "servers"; pi 1.6.0 reads
+    // only "mcpServers" and says nothing, so such a file starts nothing
+    // without a word. Ours says which key is read (the file is still read).
+    if top.contains_key("servers") {
+        errors.push(format!(
+            "{}: \"servers\" is not read (VS Code's shape); MCP servers go under \"mcpServers\"",
+            path.display()
+        ));
+    }
     let servers = match top.get("mcpServers") {
         None => Vec::new(),
         Some(Value::Object(m)) => m.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
@@ -732,7 +713,7 @@ fn parse_entry(
         (Some(url), _) if matches!(ty, None | Some("http") | Some("streamable-http")) => {
             let url = url
                 .as_str()
-                .filter(|u| u.starts_with("http://") || u.starts_with("https://"))
+                .filter(|u| super::urls::http_url(u).is_some())
                 .ok_or_else(|| format!("server \"{name}\": url must be an http or https URL"))?;
             if auth_provider.is_some() && !secure_url(url) {
                 return Err(format!("server \"{name}\": auth requires {SECURE_URL}"));
@@ -1072,6 +1053,22 @@ mod tests {
         let c = load(&agent, &cwd, true);
         assert_eq!(c.errors.len(), 1);
         assert!(c.errors[0].starts_with(&format!("{}: ", agent.join("mcp.json").display())));
+        // VS Code's shape: said, and the file's "mcpServers" still read.
+        std::fs::write(
+            agent.join("mcp.json"),
+            r#"{"servers":{"a":{"command":"x"}},"mcpServers":{"b":{"command":"y"}}}"#,
+        )
+        .unwrap();
+        let c = load(&agent, &cwd, true);
+        assert_eq!(
+            c.errors,
+            [format!(
+                "{}: \"servers\" is not read (VS Code's shape); MCP servers go under \"mcpServers\"",
+                agent.join("mcp.json").display()
+            )]
+        );
+        assert_eq!(c.servers.len(), 1);
+        assert_eq!(c.servers[0].name, "b");
     }
 
     #[test]

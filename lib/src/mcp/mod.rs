@@ -19,7 +19,9 @@ pub mod elicit;
 mod http;
 pub mod naming;
 pub mod status;
+pub mod stdio;
 pub mod tool;
+pub mod urls;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -118,7 +120,9 @@ impl Server {
         match self.state() {
             State::Connected(c) if !c.is_closed() => Ok(c),
             // pi's text for a server that went away.
-            State::Connected(_) => Err("MCP connection closed".into()),
+            State::Connected(c) => Err(c
+                .closed_error()
+                .unwrap_or_else(|| "MCP connection closed".into())),
             State::Failed(e) => Err(format!(
                 "MCP server \"{}\" is not connected: {e}",
                 self.cfg.name

@@ -86,7 +86,7 @@ impl Tool for McpTool {
                 .await
             {
                 Ok(result) => call_output(&self.server.cfg.name, &self.tool, result),
-                Err(e) => error_output(rpc_error_text(&e, conn.is_closed())),
+                Err(e) => error_output(conn.failure(&e)),
             }
         })
     }
@@ -94,7 +94,7 @@ impl Tool for McpTool {
 
 /// pi's texts: a JSON-RPC error's own message, `MCP connection closed`
 /// when the server went away.
-fn rpc_error_text(e: &str, closed: bool) -> String {
+pub(super) fn rpc_error_text(e: &str, closed: bool) -> String {
     if closed || e.contains("Transport closed") || e.contains("transport closed") {
         return "MCP connection closed".into();
     }
@@ -346,7 +346,7 @@ impl ResourceTool {
                             ..Default::default()
                         }
                     }
-                    Err(e) => error_output(rpc_error_text(&e, conn.is_closed())),
+                    Err(e) => error_output(conn.failure(&e)),
                 }
             }
             ResourceKind::List | ResourceKind::Templates => {
@@ -386,7 +386,7 @@ impl ResourceTool {
                                 all.push(item);
                             }
                         }
-                        Err(e) => return error_output(rpc_error_text(&e, conn.is_closed())),
+                        Err(e) => return error_output(conn.failure(&e)),
                     }
                 }
                 let key = match self.kind {

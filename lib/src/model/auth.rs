@@ -54,20 +54,21 @@ pub struct AuthFile {
 
 impl AuthFile {
     /// Reads `path`; a missing or blank file is empty. Malformed JSON is an
-    /// error naming the file, line and column.
+    /// error naming the file, line and column; only a regular file of at
+    /// most [`crate::regular_file::CONFIG_CAP`] is read.
     pub fn load(path: &Path) -> Result<AuthFile, ModelError> {
-        let text = match std::fs::read_to_string(path) {
-            Ok(t) => t,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+        let text = match crate::regular_file::read_config(path, crate::regular_file::CONFIG_CAP) {
+            Ok(Some(t)) => t,
+            Ok(None) => {
                 return Ok(AuthFile {
                     path: path.to_path_buf(),
                     entries: Vec::new(),
                 })
             }
-            Err(source) => {
+            Err(e) => {
                 return Err(ModelError::Io {
                     path: path.to_path_buf(),
-                    source,
+                    source: e.into(),
                 })
             }
         };
@@ -243,8 +244,14 @@ fn is_var_name(s: &str) -> bool {
         && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
 }
 
+/// The most of a key command's output read (a key is a line; more is an
+/// error, not a growing buffer).
+const COMMAND_OUTPUT_CAP: u64 = 1 << 20;
+
 /// Runs `cmd` with `sh -c`; its trimmed stdout, or why it failed (nonzero
-/// exit, empty output, timeout).
+/// exit, empty output, more than [`COMMAND_OUTPUT_CAP`], timeout). A
+/// background process that keeps the output open does not hold the run
+/// past the timeout.
 fn run_command(cmd: &str, timeout: Duration) -> Result<String, String> {
     let mut child = std::process::Command::new("sh")
         .arg("-c")
@@ -254,13 +261,14 @@ fn run_command(cmd: &str, timeout: Duration) -> Result<String, String> {
         .stderr(std::process::Stdio::null())
         .spawn()
         .map_err(|e| format!("cannot run `{cmd}`: {e}"))?;
-    let mut stdout = child.stdout.take();
-    let reader = std::thread::spawn(move || {
-        let mut buf = String::new();
-        if let Some(s) = stdout.as_mut() {
-            let _ = s.read_to_string(&mut buf);
+    let stdout = child.stdout.take();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let mut buf = Vec::new();
+        if let Some(s) = stdout {
+            let _ = s.take(COMMAND_OUTPUT_CAP + 1).read_to_end(&mut buf);
         }
-        buf
+        let _ = tx.send(buf);
     });
     let start = Instant::now();
     let status = loop {
@@ -275,10 +283,21 @@ fn run_command(cmd: &str, timeout: Duration) -> Result<String, String> {
             Err(e) => return Err(format!("`{cmd}`: {e}")),
         }
     };
-    let out = reader.join().unwrap_or_default();
+    let out = rx
+        .recv_timeout(
+            timeout
+                .saturating_sub(start.elapsed())
+                .max(Duration::from_millis(500)),
+        )
+        .map_err(|_| format!("`{cmd}` timed out after {}s", timeout.as_secs()))?;
+    // Before the status: a command cut off at the cap dies of SIGPIPE.
+    if out.len() as u64 > COMMAND_OUTPUT_CAP {
+        return Err(format!("`{cmd}` printed more than 1MB"));
+    }
     if !status.success() {
         return Err(format!("`{cmd}` exited with {status}"));
     }
+    let out = String::from_utf8_lossy(&out);
     let trimmed = out.trim();
     if trimmed.is_empty() {
         return Err(format!("`{cmd}` printed nothing"));
@@ -315,6 +334,25 @@ mod tests {
         assert!(matches!(e, Err(ModelError::Credential { .. })));
         let e = resolve_value("!true", &env(), "t", false);
         assert!(e.is_err(), "empty output is unresolved");
+    }
+
+    /// A key command's output is capped, and a background process that
+    /// keeps stdout open costs at most the timeout.
+    #[test]
+    fn command_output_is_bounded_in_size_and_time() {
+        let e = run_command(
+            "head -c 3000000 /dev/zero | tr '\\0' x",
+            Duration::from_secs(10),
+        );
+        assert_eq!(
+            e,
+            Err("`head -c 3000000 /dev/zero | tr '\\0' x` printed more than 1MB".into())
+        );
+        let start = Instant::now();
+        let cmd = "echo key; sleep 30 &";
+        let e = run_command(cmd, Duration::from_secs(1));
+        assert!(start.elapsed() < Duration::from_secs(5), "{e:?}");
+        assert_eq!(e, Err(format!("`{cmd}` timed out after 1s")));
     }
 
     #[test]

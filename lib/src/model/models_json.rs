@@ -51,15 +51,16 @@ const PASS_THROUGH: &[&str] = &[
     "samplingParamsByThinkingLevel",
 ];
 
-/// Reads and parses `path` (`None` when it does not exist or is blank).
+/// Reads and parses `path` (`None` when it does not exist or is blank);
+/// only a regular file of at most [`crate::regular_file::CONFIG_CAP`].
 pub fn read(path: &Path) -> Result<Option<Map<String, Value>>, ModelError> {
-    let text = match std::fs::read_to_string(path) {
-        Ok(t) => t,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        Err(source) => {
+    let text = match crate::regular_file::read_config(path, crate::regular_file::CONFIG_CAP) {
+        Ok(Some(t)) => t,
+        Ok(None) => return Ok(None),
+        Err(e) => {
             return Err(ModelError::Io {
                 path: path.to_path_buf(),
-                source,
+                source: e.into(),
             })
         }
     };

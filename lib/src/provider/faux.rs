@@ -131,7 +131,10 @@ pub fn script_path(base_url: &str, model_id: &str) -> PathBuf {
 
 /// Reads and validates a whole script.
 pub fn load_script(path: &Path) -> Result<Vec<FauxTurn>, String> {
-    let text = std::fs::read_to_string(path)
+    // Scripts are test fixtures: 64 MiB is far beyond any, and a FIFO or
+    // device given as one is refused instead of hanging the run.
+    let text = crate::regular_file::read_config(path, 64 << 20)
+        .and_then(|t| t.ok_or_else(|| std::io::Error::from_raw_os_error(libc::ENOENT).into()))
         .map_err(|e| format!("faux script {}: {e}", path.display()))?;
     parse_script(&text, path)
 }

@@ -41,7 +41,8 @@ fn worktree_roots(cwd: &Path) -> Option<(PathBuf, PathBuf)> {
             return None;
         }
         if git.is_file() {
-            let text = std::fs::read_to_string(&git).ok()?;
+            // A `gitdir:` pointer is one short line.
+            let text = crate::regular_file::read_config(&git, 64 << 10).ok()??;
             let gitdir = text.trim().strip_prefix("gitdir:")?.trim();
             let gitdir = if Path::new(gitdir).is_absolute() {
                 PathBuf::from(gitdir)

@@ -43,9 +43,7 @@ fn is_executable_file(p: &Path) -> bool {
 /// holds an executable `extension` file.
 pub fn process_program(p: &Path) -> Option<PathBuf> {
     if p.is_dir() {
-        if let Some(prog) = std::fs::read_to_string(p.join("package.json"))
-            .ok()
-            .and_then(|t| serde_json::from_str::<Value>(&t).ok())
+        if let Some(prog) = super::package_json(p)
             .and_then(|v| v.get("pi")?.get("process")?.as_str().map(|s| p.join(s)))
         {
             return is_executable_file(&prog).then(|| crate::paths::normalize(&prog));
@@ -98,8 +96,7 @@ fn folder_entry(dir: &Path) -> Option<Vec<PathBuf>> {
 }
 
 fn manifest_extensions(dir: &Path) -> Option<Vec<PathBuf>> {
-    let text = std::fs::read_to_string(dir.join("package.json")).ok()?;
-    let v: Value = serde_json::from_str(&text).ok()?;
+    let v = super::package_json(dir)?;
     let list = v.get("pi")?.get("extensions")?.as_array()?;
     Some(
         list.iter()

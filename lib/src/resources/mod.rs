@@ -39,6 +39,18 @@ pub use crate::format::resources::{
 use crate::settings::SettingsError;
 use filter::PathSpec;
 
+/// The parsed `package.json` of a folder (an extension or a package), when
+/// it is a regular file of JSON within
+/// [`crate::regular_file::CONFIG_CAP`].
+fn package_json(dir: &Path) -> Option<Value> {
+    let text = crate::regular_file::read_config(
+        &dir.join("package.json"),
+        crate::regular_file::CONFIG_CAP,
+    )
+    .ok()??;
+    serde_json::from_str(&text).ok()
+}
+
 /// What to discover, and the CLI's explicit paths and switches.
 #[derive(Debug, Clone, Default)]
 pub struct DiscoverOptions {

@@ -162,15 +162,13 @@ pub(crate) fn resolve(
 
 /// The `version` of an installed npm package, when it has one.
 fn installed_version(root: &Path) -> Option<String> {
-    let text = std::fs::read_to_string(root.join("package.json")).ok()?;
-    let v: Value = serde_json::from_str(&text).ok()?;
+    let v = super::package_json(root)?;
     v.get("version")?.as_str().map(str::to_string)
 }
 
 /// The package's `pi` manifest, when its package.json has one.
 fn manifest(root: &Path) -> Option<Map<String, Value>> {
-    let text = std::fs::read_to_string(root.join("package.json")).ok()?;
-    let v: Value = serde_json::from_str(&text).ok()?;
+    let v = super::package_json(root)?;
     v.get("pi")?.as_object().cloned()
 }
 

@@ -6,7 +6,8 @@
 //! (a second one, or one later in the file, is content), and invalid UTF-8
 //! becomes U+FFFD instead of failing the file. Reading them all here keeps
 //! what reaches the model, what is recorded and what `pi-resources` reports
-//! in agreement.
+//! in agreement. Only a regular file of at most [`CAP`] is read (a FIFO or
+//! device in a cloned project is refused instead of hanging the run).
 
 use std::path::Path;
 
@@ -16,9 +17,14 @@ pub fn decode(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()
 }
 
+/// The largest text resource read: 16 MiB, as `@file` arguments.
+pub const CAP: u64 = 16 << 20;
+
 /// Reads a text resource (see the module docs).
 pub fn read(path: &Path) -> std::io::Result<String> {
-    std::fs::read(path).map(|b| decode(&b))
+    crate::regular_file::read_capped(path, CAP, None)
+        .map(|b| decode(&b))
+        .map_err(std::io::Error::from)
 }
 
 /// Splits a file the way pi reads SKILL.md and prompt templates (text as

@@ -54,6 +54,10 @@ pub enum SubagentSettingsError {
     NotObject { path: PathBuf },
     #[error("{path}: {message}")]
     Io { path: PathBuf, message: String },
+    /// Not a regular file, or over the size cap: the file is at fault,
+    /// not the disk.
+    #[error("{path}: {message}")]
+    Refused { path: PathBuf, message: String },
     #[error("maxConcurrent must be an integer between 1 and 32")]
     MaxConcurrent,
 }
@@ -66,18 +70,21 @@ fn io_err(path: &Path, e: impl std::fmt::Display) -> SubagentSettingsError {
 }
 
 /// The stored object (every key, in file order); `{}` when the file is
-/// missing. Only a regular file is read (a FIFO cannot hang it).
+/// missing. Only a regular file of at most
+/// [`crate::regular_file::CONFIG_CAP`] is read (a FIFO cannot hang it).
 pub fn read_stored(path: &Path) -> Result<Map<String, Value>, SubagentSettingsError> {
-    use std::io::Read;
-    let (mut file, _) = match crate::regular_file::open(path) {
-        Ok(f) => f,
-        Err(crate::regular_file::FileError::Io(e)) if e.kind() == std::io::ErrorKind::NotFound => {
-            return Ok(Map::new())
+    let bytes = match crate::regular_file::read_config_bytes(path, crate::regular_file::CONFIG_CAP)
+    {
+        Ok(Some(b)) => b,
+        Ok(None) => return Ok(Map::new()),
+        Err(e @ crate::regular_file::FileError::Io(_)) => return Err(io_err(path, e)),
+        Err(e) => {
+            return Err(SubagentSettingsError::Refused {
+                path: path.to_path_buf(),
+                message: e.to_string(),
+            })
         }
-        Err(e) => return Err(io_err(path, e)),
     };
-    let mut bytes = Vec::new();
-    file.read_to_end(&mut bytes).map_err(|e| io_err(path, e))?;
     match serde_json::from_slice::<Value>(&bytes) {
         Ok(Value::Object(m)) => Ok(m),
         Ok(_) => Err(SubagentSettingsError::NotObject {

@@ -273,12 +273,12 @@ impl TrustStore {
     }
 
     fn read_unlocked(&self) -> Result<TrustEntries, TrustError> {
-        match std::fs::read(&self.path) {
-            Ok(bytes) => {
+        match crate::regular_file::read_config_bytes(&self.path, crate::regular_file::CONFIG_CAP) {
+            Ok(Some(bytes)) => {
                 let text = String::from_utf8_lossy(&bytes);
                 TrustEntries::parse(&text, &self.path)
             }
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(TrustEntries::default()),
+            Ok(None) => Ok(TrustEntries::default()),
             Err(e) => Err(TrustError::Read {
                 path: self.path.clone(),
                 message: e.to_string(),
