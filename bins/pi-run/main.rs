@@ -120,6 +120,9 @@ fn run(
         ))
         .with_hint(instead));
     }
+    if cli.drain && cli.mode != Mode::Rpc {
+        return Err(CliError::input("--drain applies to --mode rpc only"));
+    }
     if let Some(search) = &cli.list_models {
         return models::list(&agent_dir, search);
     }
@@ -554,6 +557,7 @@ fn run(
             mcp_on: !cli.no_mcp,
             mcp: mcp.as_ref(),
             mcp_select: &mcp_select,
+            finish_on_eof: cli.drain,
         };
         let mut agent = Agent::new(opts, store, cancel.clone());
         agent.compaction = compaction;
@@ -585,6 +589,9 @@ fn run(
         let stop = Stopper::new(cancel.clone());
         if let Err(e) = stop.watch_signals() {
             pi_lib::cli::warn(PROG, &e);
+        }
+        if json {
+            stop.watch_stdout();
         }
         let mut out = pi_lib::cli::Stdout::new();
         // After a signal the stream goes on (the aborted message, the

@@ -32,6 +32,8 @@ pub struct Setup<'a> {
     /// Which MCP tools the run's tool selection admits (after `/mcp
     /// reconnect` or a sign-in changed a server's tools).
     pub mcp_select: &'a McpSelect,
+    /// `--drain`: stdin EOF lets the asked work finish.
+    pub finish_on_eof: bool,
 }
 
 /// See [`Setup::mcp_select`].
@@ -168,6 +170,7 @@ pub async fn serve(
             let runner = Arc::clone(setup.runner);
             Arc::new(move || runner.shutdown_requested())
         }),
+        finish_on_eof: setup.finish_on_eof,
     };
     let out = Out::stdout();
     let ui = pi_lib::rpc::ui::RpcUi::new(out.clone());
