@@ -41,14 +41,27 @@ flags (--name [value]) are accepted once an extension registers them.
 After a session replacement (RPC new_session, fork, clone, switch_session)
 each TS/JS extension's factory runs again in the same host, as in pi.
 
+Piped stdin is prepended to the first prompt and read to its end, as pi
+does, however slowly it comes: once anything arrived, and while another
+command of the pipeline holds its write end. An open pipe fed by nobody
+(only the caller holds it, as a CI runner's stdin) is ignored with a
+warning after 2 s; </dev/null skips the wait. A terminal is never read.
+
 RPC mode (--mode rpc): JSON commands on stdin, responses and events on
 stdout (README: RPC mode). `bash` runs at once, also while a run streams
-(after asking any user_bash handler). Stdin EOF stops a running request
-and exits 0; SIGTERM and SIGHUP exit 143 and 129 with the session saved.
+(after asking any user_bash handler). `abort` never waits for an
+extension handler: a tool call it was deciding on is blocked. A command
+line holds at most 64 MiB; a longer one is answered with a parse error
+and skipped. Stdin EOF stops a running request and exits 0, as in pi, so
+`--mode rpc < commands.jsonl` usually ends before the first answer;
+--drain lets the work read before EOF finish first. SIGTERM and SIGHUP
+exit 143 and 129 with the session saved; a client that stops reading
+stdout is noticed at once (exit 141).
 
 Exit status:
   0    the run ended with an answer (or an extension command or input
-       handler took the prompt); --mode rpc: stdin ended
+       handler took the prompt); --mode rpc: stdin ended (--drain: and
+       the work asked for finished)
   1    the run failed: model or provider error (also in --mode json),
        --max-turns reached with tool calls pending, a session write failed,
        or stdout could not be written (a full disk: the run stops)
@@ -59,7 +72,8 @@ Exit status:
        not a regular file or over 16 MiB, piped stdin over 16 MiB)
   129  hung up (SIGHUP)
   130  interrupted (SIGINT)
-  141  stdout was closed (the reader went away, `| head`): the run stops
+  141  stdout was closed (the reader went away, `| head`): the run stops,
+       in JSON and RPC mode at once, even while a tool prints nothing
   143  terminated (SIGTERM)
 On a signal or a failed stdout the request is aborted, running tools are
 killed with their whole process group, and the partial message is saved as
@@ -111,6 +125,14 @@ pub struct Cli {
     /// `pi-run "do X" --then "verify X"` needs no client program.
     #[arg(long, value_name = "MESSAGE", allow_hyphen_values = true)]
     pub then: Vec<String>,
+
+    /// `--mode rpc` only (beyond pi): at stdin EOF, finish what was asked
+    /// — the running prompt with its queued steering and follow-ups, a
+    /// running `bash`, every command read before EOF — then exit 0, so
+    /// `pi-run --mode rpc --drain < commands.jsonl` runs a command file to
+    /// the end. Without it EOF stops a running prompt at once, as pi does.
+    #[arg(long)]
+    pub drain: bool,
 
     /// Provider of the model (restricts --model lookup).
     #[arg(long, value_name = "NAME", allow_hyphen_values = true)]

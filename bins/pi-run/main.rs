@@ -49,6 +49,9 @@ fn start(
         ))
         .with_hint(instead));
     }
+    if cli.drain && cli.mode != Mode::Rpc {
+        return Err(CliError::input("--drain applies to --mode rpc only"));
+    }
     if let Some(search) = &cli.list_models {
         return run::model::list(&pi_lib::paths::agent_dir(), search);
     }
@@ -93,6 +96,7 @@ fn start(
     opts.message_positions = run::extflags::positions(args, &cli.messages);
     opts.messages = cli.messages;
     opts.then = cli.then;
+    opts.drain = cli.drain;
     opts.ext_flags = ext_flags;
     run::run(opts)
 }

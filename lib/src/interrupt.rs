@@ -4,6 +4,9 @@
 //! aborts the request or kills the running tools' process groups, saves the
 //! partial message as aborted, and returns; the binary then exits with the
 //! cause's code. A second signal while the run winds down exits at once.
+//! A stdout pipe or socket whose reader went away is noticed the moment it
+//! happens ([`on_stdout_closed`]), not at the next write, so a run whose
+//! tool prints nothing for an hour still stops at once.
 
 use std::sync::{Arc, Mutex};
 
@@ -100,6 +103,15 @@ impl Stopper {
             .clone()
     }
 
+    /// Stops the run (141) the moment stdout's reader goes away, even while
+    /// nothing is written ([`on_stdout_closed`]).
+    pub fn watch_stdout(&self) {
+        let me = self.clone();
+        on_stdout_closed(move || {
+            me.stop(StopReason::StdoutClosed);
+        });
+    }
+
     /// Handles SIGINT, SIGTERM and SIGHUP from now on (call inside a tokio
     /// runtime): the first stops the run, a second one exits at once with
     /// the first one's code. The error names a signal that could not be
@@ -124,6 +136,52 @@ impl Stopper {
         }
         Ok(())
     }
+}
+
+/// Calls `closed` once, from a thread of its own, as soon as stdout's
+/// reader is gone: a pipe whose read end was closed reports `POLLERR`, a
+/// socket whose peer closed reports `POLLHUP` (`poll` with no events asked
+/// waits for exactly these). Nothing is watched when stdout is a terminal,
+/// a file or not open: those have no reader to lose.
+pub fn on_stdout_closed(closed: impl FnOnce() + Send + 'static) {
+    watch_closed(libc::STDOUT_FILENO, closed);
+}
+
+fn watch_closed(fd: libc::c_int, closed: impl FnOnce() + Send + 'static) {
+    // SAFETY: fstat writes into the zeroed struct it is given; `fd` is only
+    // inspected.
+    let kind = unsafe {
+        let mut st: libc::stat = std::mem::zeroed();
+        if libc::fstat(fd, &mut st) != 0 {
+            return;
+        }
+        st.st_mode & libc::S_IFMT
+    };
+    if kind != libc::S_IFIFO && kind != libc::S_IFSOCK {
+        return;
+    }
+    std::thread::spawn(move || loop {
+        let mut p = libc::pollfd {
+            fd,
+            events: 0,
+            revents: 0,
+        };
+        // SAFETY: one valid pollfd, waited on without a time limit.
+        let n = unsafe { libc::poll(&mut p, 1, -1) };
+        if n < 0 {
+            if std::io::Error::last_os_error().kind() == std::io::ErrorKind::Interrupted {
+                continue;
+            }
+            return;
+        }
+        if p.revents & libc::POLLNVAL != 0 {
+            return;
+        }
+        if p.revents & (libc::POLLERR | libc::POLLHUP) != 0 {
+            closed();
+            return;
+        }
+    });
 }
 
 #[cfg(test)]
@@ -156,5 +214,31 @@ mod tests {
         let r = StopReason::from_write_error(&full);
         assert_eq!(r.exit_code(), 1);
         assert!(r.message().contains("No space left"), "{}", r.message());
+    }
+
+    #[test]
+    fn a_pipe_whose_reader_closes_is_noticed_without_a_write() {
+        let (reader, writer) = std::io::pipe().unwrap();
+        let (tx, rx) = std::sync::mpsc::channel();
+        use std::os::fd::AsRawFd;
+        watch_closed(writer.as_raw_fd(), move || {
+            let _ = tx.send(());
+        });
+        assert!(rx
+            .recv_timeout(std::time::Duration::from_millis(200))
+            .is_err());
+        drop(reader);
+        rx.recv_timeout(std::time::Duration::from_secs(5))
+            .expect("the closed reader is noticed");
+        drop(writer);
+        // A regular file has no reader to lose: nothing is watched.
+        let f = tempfile::tempfile().unwrap();
+        let (tx, rx) = std::sync::mpsc::channel();
+        watch_closed(f.as_raw_fd(), move || {
+            let _ = tx.send(());
+        });
+        assert!(rx
+            .recv_timeout(std::time::Duration::from_millis(100))
+            .is_err());
     }
 }

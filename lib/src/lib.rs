@@ -17,6 +17,7 @@ pub mod interrupt;
 pub mod mcp;
 pub mod model;
 pub mod paths;
+pub mod piped;
 pub mod prompt;
 pub mod provider;
 pub mod regular_file;

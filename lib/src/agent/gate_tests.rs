@@ -232,3 +232,117 @@ async fn final_policy_keeps_paths_in_the_workspace() {
     assert!(!t.path().join("out.txt").exists());
     assert!(results(&a)[0].1.contains("outside the workspace"));
 }
+
+/// A `tool_call` handler (or an approver) that never answers.
+struct Hang;
+impl Hooks for Hang {
+    fn handles(&self, event: &str) -> bool {
+        event == "tool_call"
+    }
+    fn tool_call(&self, _ev: ToolCallEvent) -> BoxFuture<'_, ToolCallOutcome> {
+        Box::pin(std::future::pending())
+    }
+}
+impl Gate for Hang {
+    fn approve(&self, _req: ApprovalRequest) -> BoxFuture<'_, Approval> {
+        Box::pin(std::future::pending())
+    }
+}
+
+/// An abort ends the wait for a hook or an approver at once, whether it
+/// comes while they are asked or just before, and the call they were to
+/// decide on never runs.
+#[tokio::test]
+async fn an_abort_ends_a_hung_tool_call_wait_and_blocks_the_call() {
+    for (gate, during) in [(false, true), (true, true), (false, false), (true, false)] {
+        let what = format!("gate {gate}, during {during}");
+        let t = tempfile::tempdir().unwrap();
+        let mut a = agent(
+            t.path(),
+            &[
+                json!({"toolCalls": [{"name": "bash", "arguments": {"command": "touch marker"}}]}),
+                json!({"text": "done"}),
+            ],
+        );
+        if gate {
+            a.ext.gates = vec![Arc::new(Hang)];
+        } else {
+            a.ext.hooks = Some(Arc::new(Hang));
+        }
+        let cancel = a.cancel.clone();
+        let started = std::time::Instant::now();
+        let mut emit = |v: &Value| {
+            if v["type"] == "tool_execution_start" {
+                if during {
+                    let c = cancel.clone();
+                    tokio::spawn(async move {
+                        tokio::time::sleep(Duration::from_millis(200)).await;
+                        c.cancel();
+                    });
+                } else {
+                    cancel.cancel();
+                }
+            }
+        };
+        let run = a.run(user("go"), &mut emit);
+        let out = tokio::time::timeout(Duration::from_secs(10), run)
+            .await
+            .unwrap_or_else(|_| panic!("{what}: the abort was kept waiting"));
+        assert!(out.aborted, "{what}");
+        assert!(started.elapsed() < Duration::from_secs(5), "{what}");
+        assert!(!t.path().join("marker").exists(), "{what}: it ran");
+        assert_eq!(
+            results(&a),
+            [(true, "Operation aborted".to_string())],
+            "{what}"
+        );
+    }
+}
+
+/// Handlers that never answer anything.
+struct Deaf;
+impl Hooks for Deaf {
+    fn handles(&self, _event: &str) -> bool {
+        true
+    }
+    fn notify(&self, _ev: Value) -> BoxFuture<'_, ()> {
+        Box::pin(std::future::pending())
+    }
+    fn message_end(&self, _m: AgentMessage) -> BoxFuture<'_, Option<AgentMessage>> {
+        Box::pin(std::future::pending())
+    }
+    fn boundary(&self, _p: Value) -> BoxFuture<'_, BoundaryOutcome> {
+        Box::pin(std::future::pending())
+    }
+    fn before_agent_start(&self, _ev: BeforeAgentStart) -> BoxFuture<'_, BeforeAgentStartOutcome> {
+        Box::pin(std::future::pending())
+    }
+    fn context(&self, _m: Vec<AgentMessage>) -> BoxFuture<'_, Option<Vec<AgentMessage>>> {
+        Box::pin(std::future::pending())
+    }
+}
+
+/// An aborted run winds down in about the grace period however many
+/// events a hung extension is sent on the way (each used to cost its full
+/// time limit).
+#[tokio::test]
+async fn an_aborted_run_gives_hung_handlers_one_grace_period_in_all() {
+    let t = tempfile::tempdir().unwrap();
+    let mut a = agent(t.path(), &[json!({"text": "never"})]);
+    a.ext.hooks = Some(Arc::new(Deaf));
+    a.cancel.cancel();
+    let started = std::time::Instant::now();
+    let mut n = 0;
+    let mut count = |_: &Value| n += 1;
+    let run = a.run(user("go"), &mut count);
+    let out = tokio::time::timeout(Duration::from_secs(20), run)
+        .await
+        .expect("the aborted run ends");
+    assert!(out.aborted);
+    assert!(n > 5, "the run's events still went out ({n})");
+    let took = started.elapsed();
+    assert!(
+        took >= ABORT_GRACE && took < ABORT_GRACE * 3,
+        "{took:?} for {n} events"
+    );
+}

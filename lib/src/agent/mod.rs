@@ -38,6 +38,13 @@ use crate::session::store::SessionStore;
 use crate::timefmt::{now_iso, now_ms};
 use crate::tools::{Tool, ToolContext, ToolOutput};
 
+/// The error text of a call stopped by an abort before it ran (pi's).
+const ABORTED: &str = "Operation aborted";
+
+/// How long the hooks are waited for, in all, once a run is aborted (see
+/// [`Agent::wait`]).
+pub const ABORT_GRACE: Duration = Duration::from_secs(1);
+
 pub use hooks::{AgentExt, Hooks};
 pub use retry::RetrySettings;
 
@@ -107,6 +114,9 @@ pub struct Agent {
     /// from (held, so compared by identity): every turn compares them with
     /// the recorded prompt, and a tool's definition does not change.
     tool_values: Option<ToolValues>,
+    /// When the hooks stop being waited for in an aborted run (see
+    /// [`Agent::wait`]); set by the first wait after the abort.
+    wind_down: Option<tokio::time::Instant>,
 }
 
 fn io_error(e: std::io::Error, store: &SessionStore) -> String {
@@ -178,6 +188,7 @@ impl Agent {
             run_forced: None,
             run_extra: Vec::new(),
             tool_values: None,
+            wind_down: None,
         }
     }
 
@@ -205,17 +216,40 @@ impl Agent {
     /// Awaits a hook's answer while applying the changes its owner asks
     /// for meanwhile (an extension handler that calls back into the host
     /// and waits for the answer must not wait for the handler).
+    ///
+    /// An abort never waits for a handler: `None` when the run was
+    /// aborted while waiting (the request is dropped, which tells its
+    /// owner), and each caller then does the safe thing (a tool call is
+    /// blocked). The waits that begin once the run is aborted — the
+    /// events that wind it down — share [`ABORT_GRACE`], counted from the
+    /// first of them, instead of each handler's full time limit: handlers
+    /// that answer still see every event, one that hangs cannot hold the
+    /// abort up.
     async fn wait<T>(
         &mut self,
         h: &Arc<dyn Hooks>,
         fut: hooks::BoxFuture<'_, T>,
         emit: Emit<'_>,
-    ) -> T {
+    ) -> Option<T> {
         let mut fut = fut;
         let q = self.inquiries.clone();
+        let cancel = self.cancel.clone();
+        let late = cancel.is_cancelled();
+        let until = if late {
+            *self
+                .wind_down
+                .get_or_insert_with(|| tokio::time::Instant::now() + ABORT_GRACE)
+        } else {
+            self.wind_down = None;
+            tokio::time::Instant::now() + Duration::from_secs(86400 * 365)
+        };
+        let grace = tokio::time::sleep_until(until);
+        tokio::pin!(grace);
         loop {
             tokio::select! {
-                out = &mut fut => return out,
+                out = &mut fut => return Some(out),
+                _ = cancel.cancelled(), if !late => return None,
+                _ = &mut grace, if late => return None,
                 _ = h.ops_ready() => self.settle_hook(emit),
                 _ = hooks::inquiry_ready(&q) => if let Some(q) = &q { q.serve(self) },
             }
@@ -282,7 +316,7 @@ impl Agent {
     async fn end_message(&mut self, mut msg: AgentMessage, emit: Emit<'_>) -> AgentMessage {
         if let Some(h) = self.hooks_for("message_end") {
             let fut = h.message_end(msg.clone());
-            if let Some(r) = self.wait(&h, fut, emit).await {
+            if let Some(Some(r)) = self.wait(&h, fut, emit).await {
                 if r.role() == msg.role() {
                     msg = r;
                 }
@@ -300,9 +334,11 @@ impl Agent {
             return hooks::InputOutcome::Continue;
         };
         let fut = h.input(ev);
+        // Aborted meanwhile: the prompt goes on into the aborted run, which
+        // ends at once (the same as when the handlers said continue).
         let out = self.wait(&h, fut, emit).await;
         self.settle_hook(emit);
-        out
+        out.unwrap_or(hooks::InputOutcome::Continue)
     }
 
     /// Sends `event` (pi's payload) to the hooks that handle it, serving
@@ -338,9 +374,10 @@ impl Agent {
             return false;
         };
         let fut = h.session_before(event);
+        // Aborted meanwhile: the replacement does not happen.
         let cancel = self.wait(&h, fut, emit).await;
         self.settle_hook(emit);
-        cancel
+        cancel.unwrap_or(true)
     }
 
     /// A `session_before_*` event's answer (see
@@ -349,9 +386,10 @@ impl Agent {
         let kind = event.get("type").and_then(Value::as_str).unwrap_or("");
         let h = self.hooks_for(kind)?;
         let fut = h.session_before_answer(event);
+        // Aborted meanwhile: cancelled, as a handler would cancel it.
         let answer = self.wait(&h, fut, emit).await;
         self.settle_hook(emit);
-        answer
+        answer.unwrap_or_else(|| Some(json!({"cancel": true})))
     }
 
     /// `user_bash` before an RPC `bash` command (see [`Hooks::user_bash`]).
@@ -366,7 +404,7 @@ impl Agent {
         let fut = h.user_bash(event);
         let answer = self.wait(&h, fut, emit).await;
         self.settle_hook(emit);
-        answer
+        answer.unwrap_or_else(|| Err(ABORTED.into()))
     }
 
     /// Whether an extension has handlers for `event`.
@@ -400,32 +438,43 @@ impl Agent {
         mut args: Value,
         emit: Emit<'_>,
     ) -> Result<(Value, Option<hooks::Ticket>), String> {
+        // An aborted run starts no tool: nobody is asked.
+        if self.cancel.is_cancelled() {
+            return Err(ABORTED.into());
+        }
         if let Some(h) = self.hooks_for("tool_call") {
             let fut = h.tool_call(hooks::ToolCallEvent {
                 tool_name: call.name.clone(),
                 tool_call_id: call.id.clone(),
                 input: args.clone(),
             });
+            // Aborted meanwhile: blocked (fail closed), at once.
             let out = self.wait(&h, fut, emit).await;
             self.settle_hook(emit);
             match out {
-                hooks::ToolCallOutcome::Continue(Some(a)) => args = a,
-                hooks::ToolCallOutcome::Continue(None) => {}
-                hooks::ToolCallOutcome::Block(reason) => return Err(reason),
+                Some(hooks::ToolCallOutcome::Continue(Some(a))) => args = a,
+                Some(hooks::ToolCallOutcome::Continue(None)) => {}
+                Some(hooks::ToolCallOutcome::Block(reason)) => return Err(reason),
+                None => return Err(ABORTED.into()),
             }
         }
         if self.ext.gates.is_empty() {
             return Ok((args, None));
         }
         for g in self.ext.gates.clone() {
-            let answer = g
-                .approve(hooks::ApprovalRequest {
-                    tool_name: call.name.clone(),
-                    tool_call_id: call.id.clone(),
-                    input: args.clone(),
-                    cwd: self.opts.cwd.clone(),
-                })
-                .await;
+            let approve = g.approve(hooks::ApprovalRequest {
+                tool_name: call.name.clone(),
+                tool_call_id: call.id.clone(),
+                input: args.clone(),
+                cwd: self.opts.cwd.clone(),
+            });
+            // An approver is waited for until the run is aborted (then
+            // the call is blocked, as a hook's is).
+            let cancel = self.cancel.clone();
+            let answer = tokio::select! {
+                a = approve => a,
+                _ = cancel.cancelled() => return Err(ABORTED.into()),
+            };
             if let hooks::Approval::Block(reason) = answer {
                 return Err(reason);
             }
@@ -610,7 +659,7 @@ impl Agent {
             system_prompt,
             options,
         });
-        let out = self.wait(&h, fut, emit).await;
+        let out = self.wait(&h, fut, emit).await.unwrap_or_default();
         self.settle_hook(emit);
         self.run_extra = out.messages;
         self.run_forced = out.system_prompt;
@@ -618,6 +667,7 @@ impl Agent {
 
     /// Runs one prompt to the end (turns, tools, retries).
     pub async fn run(&mut self, user: AgentMessage, emit: Emit<'_>) -> RunOutcome {
+        self.wind_down = None;
         self.run_forced = None;
         self.run_extra.clear();
         self.compact_before_prompt(emit).await;
@@ -978,7 +1028,7 @@ impl Agent {
         };
         let payload = json!({"type": "turn_end", "turnIndex": turn - 1, "message": msg, "toolResults": results, "outcome": if self.cancel.is_cancelled() { "aborted" } else { "completed" }, "entries": [], "continue": false, "context": self.boundary_context()});
         let fut = h.boundary(payload);
-        let out = self.wait(&h, fut, emit).await;
+        let out = self.wait(&h, fut, emit).await.unwrap_or_default();
         self.settle_hook(emit);
         self.append_drafts(out.entries, "turn_end", emit);
         emit(&wire);
@@ -995,7 +1045,7 @@ impl Agent {
         };
         let payload = json!({"type": "agent_before_settle", "outcome": outcome, "entries": [], "continue": false, "context": self.boundary_context()});
         let fut = h.boundary(payload);
-        let out = self.wait(&h, fut, emit).await;
+        let out = self.wait(&h, fut, emit).await.unwrap_or_default();
         self.settle_hook(emit);
         self.append_drafts(out.entries, "agent_before_settle", emit);
         out.continue_run
@@ -1110,7 +1160,7 @@ impl Agent {
                 .partition(|m| matches!(m, AgentMessage::System(_)))
         };
         let fut = h.context(rest);
-        let changed = self.wait(&h, fut, emit).await;
+        let changed = self.wait(&h, fut, emit).await.flatten();
         self.settle_hook(emit);
         changed.map(|new| system.into_iter().chain(new).collect())
     }
@@ -1380,8 +1430,12 @@ impl Agent {
                     });
                     let patched = self.wait(&h, fut, emit).await;
                     self.settle_hook(emit);
-                    if let Some(p) = patched {
-                        out = p;
+                    match patched {
+                        Some(Some(p)) => out = p,
+                        Some(None) => {}
+                        // Aborted before the handlers (a redaction, say)
+                        // answered: the unpatched result is not kept.
+                        None => out = ToolOutput::error(ABORTED),
                     }
                 }
                 self.dispatch(

@@ -453,8 +453,12 @@ impl Host {
     /// Writes one record without waiting for the write (it may wait for
     /// a full pipe).
     fn send_later(&self, rec: HostRecord) {
+        // Outside a runtime (a drop while it shuts down) nothing is sent.
+        let Ok(rt) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
         let stdin = Arc::clone(&self.stdin);
-        tokio::spawn(async move { write_line(&stdin, rec.to_line()).await });
+        rt.spawn(async move { write_line(&stdin, rec.to_line()).await });
     }
 
     /// Writes one record (a one-way record: configure, bye).
@@ -509,14 +513,23 @@ impl Host {
                 None => Some(work.await),
             }
         };
+        // Dropped before it ends (the agent stopped waiting: an abort), the
+        // request is forgotten and the extension told, as on `cancel`.
+        let mut abandon = Abandon {
+            host: self,
+            id,
+            armed: true,
+        };
         let answer = tokio::select! {
             a = wait => a,
             _ = cancel.cancelled() => {
+                abandon.armed = false;
                 lock(&self.pending).remove(&id);
                 self.send_later(HostRecord::Cancel { id });
                 return (Err(HostError::Aborted), Vec::new());
             }
         };
+        abandon.armed = false;
         match answer {
             Some(Ok((Ok(v), errors))) => (Ok(v), errors),
             Some(Ok((Err(msg), errors))) => (Err(HostError::Failed(msg)), errors),
@@ -564,6 +577,23 @@ impl Host {
     /// The prefix of this host's diagnostics.
     pub fn prog(&self) -> &str {
         &self.prog
+    }
+}
+
+/// A request in flight (see [`Host::request_full`]): dropped while still
+/// armed, its entry leaves the table and the extension gets `cancel`.
+struct Abandon<'a> {
+    host: &'a Host,
+    id: u64,
+    armed: bool,
+}
+
+impl Drop for Abandon<'_> {
+    fn drop(&mut self) {
+        if self.armed {
+            lock(&self.host.pending).remove(&self.id);
+            self.host.send_later(HostRecord::Cancel { id: self.id });
+        }
     }
 }
 

@@ -18,7 +18,7 @@ use serde_json::{json, Map, Value};
 use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender};
 use tokio_util::sync::CancellationToken;
 
-use super::{parse, Ctl, Input, Parsed};
+use super::{parse, Ctl, Inbox, Input, Parsed};
 use crate::agent::hooks::{BoxFuture, Hooks};
 use crate::agent::Agent;
 use crate::format::message::BashExecutionMessage;
@@ -242,7 +242,7 @@ impl Ctl {
         id: &Option<Value>,
         command: &str,
         exclude: Option<bool>,
-        input: &mut UnboundedReceiver<Input>,
+        input: &mut Inbox,
         backlog: &mut std::collections::VecDeque<String>,
     ) -> Result<Option<i32>, String> {
         // An extension may run the command itself (or refuse it).
@@ -294,11 +294,12 @@ impl Ctl {
     }
 
     /// Runs `b` to its end, reading input meanwhile (`abort_bash` cancels
-    /// it; EOF or a signal cancel it and exit; the rest waits).
+    /// it; a signal, or EOF unless it finishes work first, cancel it and
+    /// exit; the rest waits).
     pub(super) async fn bash_to_end(
         &mut self,
         mut b: UserBash,
-        input: &mut UnboundedReceiver<Input>,
+        input: &mut Inbox,
         backlog: &mut std::collections::VecDeque<String>,
     ) -> (RpcBashResult, Option<i32>) {
         self.bash_cancel = Some(b.cancel.clone());
@@ -310,7 +311,7 @@ impl Ctl {
                     Step::Done(out) => break out,
                 },
                 inp = input.recv() => match inp {
-                    Some(Input::Line(l)) => match parse(&l) {
+                    Input::Line(l) => match parse(&l) {
                         Parsed::Command(aid, kind, RpcCommand::AbortBash) => {
                             b.cancel.cancel();
                             self.respond(aid, &kind, Ok(None));
@@ -318,8 +319,11 @@ impl Ctl {
                         Parsed::Ui(v) => self.ui_answer(v),
                         _ => backlog.push_back(l),
                     },
-                    Some(Input::Signal(code)) => { exit = Some(code); b.cancel.cancel(); }
-                    Some(Input::Eof) | None => { exit = Some(0); b.cancel.cancel(); }
+                    Input::Signal(code) => { exit = Some(code); b.cancel.cancel(); }
+                    // The command finishes when EOF is to wait for it.
+                    Input::Eof if self.opts.finish_on_eof => {}
+                    Input::Eof => { exit = Some(0); b.cancel.cancel(); }
+                    Input::TooLong => {}
                 },
             }
         };

@@ -46,7 +46,7 @@ use crate::model::ModelRegistry;
 use crate::session::store::SessionStore;
 use crate::timefmt::now_ms;
 
-pub use io::{Input, Out};
+pub use io::{Inbox, Input, Out};
 
 /// A future that may borrow the agent (not `Send`: it holds the emitter).
 pub type LocalFuture<'a, T> = Pin<Box<dyn Future<Output = T> + 'a>>;
@@ -98,6 +98,13 @@ pub struct RpcOptions {
     /// checked while idle, after each command and once a run settled, as
     /// pi 1.6.0 does; then the server ends as on EOF (exit 0).
     pub shutdown_requested: Option<Arc<dyn Fn() -> bool + Send + Sync>>,
+    /// What stdin EOF does: `false` (pi 1.6.0) stops a running request and
+    /// exits; `true` lets the work already asked for finish first — the
+    /// running job (its queued steering and follow-ups included), a
+    /// running `bash`, the commands read before EOF and the runs
+    /// extensions start — then exits 0. Dialogs opened after EOF resolve
+    /// with their defaults (nobody can answer them).
+    pub finish_on_eof: bool,
 }
 
 /// The server's own state next to the agent.
@@ -174,23 +181,59 @@ fn parse(line: &str) -> Parsed {
 }
 
 /// Serves the protocol until stdin ends or a signal arrives; the exit code
-/// (0 on EOF, 143 SIGTERM, 129 SIGHUP).
+/// (0 on EOF, 143 SIGTERM, 129 SIGHUP, 141 when stdout's reader went away,
+/// 1 when stdout failed otherwise; the last two with their line on
+/// stderr).
 pub async fn serve(
     agent: &mut Agent,
     opts: RpcOptions,
     pre: &dyn Preflight,
-    mut input: UnboundedReceiver<Input>,
+    input: UnboundedReceiver<Input>,
     out: Out,
 ) -> i32 {
     let mut ctl = Ctl {
         opts,
-        out,
+        out: out.clone(),
         bash_cancel: None,
         streaming: false,
     };
-    let mut backlog: std::collections::VecDeque<String> = Default::default();
+    let mut input = Inbox::new(input, out.clone());
+    let mut backlog = Default::default();
+    let code = serve_loop(&mut ctl, agent, pre, &mut input, &mut backlog).await;
+    // A broken stdout says why once, whichever way it was noticed.
+    match out.failure() {
+        Some(reason) => {
+            crate::cli::note("pi-run", &reason.message());
+            reason.exit_code()
+        }
+        None if code == crate::cli::EXIT_CLOSED_STDOUT => {
+            let reason = crate::interrupt::StopReason::StdoutClosed;
+            crate::cli::note("pi-run", &reason.message());
+            code
+        }
+        None => code,
+    }
+}
+
+/// The idle loop: commands one by one; jobs run in [`Ctl::run`].
+async fn serve_loop(
+    ctl: &mut Ctl,
+    agent: &mut Agent,
+    pre: &dyn Preflight,
+    input: &mut Inbox,
+    backlog: &mut std::collections::VecDeque<String>,
+) -> i32 {
+    let finish_on_eof = ctl.opts.finish_on_eof;
     loop {
         if ctl.opts.shutdown_requested.as_ref().is_some_and(|f| f()) {
+            return 0;
+        }
+        if let Some(reason) = ctl.out.failure() {
+            return reason.exit_code();
+        }
+        // Stdin ended and nothing is to finish: what was read but not
+        // started goes unanswered, as in pi 1.6.0.
+        if input.ended() && !finish_on_eof {
             return 0;
         }
         // A run an extension asked for while idle (`sendMessage` with
@@ -209,10 +252,7 @@ pub async fn serve(
                 }
             };
             if let Some(user) = user {
-                if let Some(code) = ctl
-                    .run(agent, Job::Prompt(user), &mut input, &mut backlog)
-                    .await
-                {
+                if let Some(code) = ctl.run(agent, Job::Prompt(user), input, backlog).await {
                     return code;
                 }
             }
@@ -220,21 +260,22 @@ pub async fn serve(
         }
         let next = match backlog.pop_front() {
             Some(l) => Input::Line(l),
-            None => match input.recv().await {
-                Some(i) => i,
-                None => Input::Eof,
-            },
+            // Stdin ended earlier and everything read is done.
+            None if input.ended() => return 0,
+            None => input.recv().await,
         };
         let line = match next {
+            Input::Eof if finish_on_eof => {
+                ctl.ui_gone();
+                continue;
+            }
             Input::Eof => return 0,
             Input::Signal(code) => return code,
+            Input::TooLong => continue,
             Input::Line(l) => l,
         };
         if line.trim().is_empty() {
             continue;
-        }
-        if ctl.out.broken() {
-            return 1;
         }
         let (id, kind, cmd) = match parse(&line) {
             Parsed::Answer(r) => {
@@ -266,12 +307,16 @@ pub async fn serve(
                         tokio::select! {
                             r = &mut fut => break r,
                             inp = input.recv() => match inp {
-                                Some(Input::Line(l)) => match parse(&l) {
+                                Input::Line(l) => match parse(&l) {
                                     Parsed::Ui(v) => ctl.ui_answer(v),
                                     _ => backlog.push_back(l),
                                 },
-                                Some(Input::Signal(code)) => { exit = Some(code); ctl.ui_gone(); }
-                                Some(Input::Eof) | None => { exit = Some(0); ctl.ui_gone(); }
+                                Input::Signal(code) => { exit = Some(code); ctl.ui_gone(); }
+                                // The prompt is answered and its run
+                                // starts already aborted (see `run`), as
+                                // when EOF comes right after it started.
+                                Input::Eof => ctl.ui_gone(),
+                                Input::TooLong => {}
                             },
                         }
                     }
@@ -303,14 +348,7 @@ pub async fn serve(
                 exclude_from_context,
             } => {
                 match ctl
-                    .bash(
-                        agent,
-                        &id,
-                        &command,
-                        exclude_from_context,
-                        &mut input,
-                        &mut backlog,
-                    )
+                    .bash(agent, &id, &command, exclude_from_context, input, backlog)
                     .await
                 {
                     Ok(Some(code)) => return code,
@@ -355,7 +393,7 @@ pub async fn serve(
                 continue;
             }
         };
-        if let Some(code) = ctl.run(agent, job, &mut input, &mut backlog).await {
+        if let Some(code) = ctl.run(agent, job, input, backlog).await {
             return code;
         }
     }
@@ -447,11 +485,18 @@ impl Ctl {
         &mut self,
         agent: &mut Agent,
         job: Job,
-        input: &mut UnboundedReceiver<Input>,
+        input: &mut Inbox,
         backlog: &mut std::collections::VecDeque<String>,
     ) -> Option<i32> {
         let cancel = CancellationToken::new();
         agent.cancel = cancel.clone();
+        let mut exit = None;
+        // Stdin ended before the job began (while its prompt was being
+        // prepared): it stops at once, as it would have a moment later.
+        if input.ended() && !self.opts.finish_on_eof {
+            cancel.cancel();
+            exit = Some(0);
+        }
         let queue = Arc::clone(&agent.queue);
         // What read-only commands answer while the run streams (pi answers
         // them at once from the agent's state): the context as the run
@@ -477,7 +522,6 @@ impl Ctl {
         });
         agent.inquiries = Some(inquiries.clone());
         let mut aborts: Vec<Option<Value>> = Vec::new();
-        let mut exit = None;
         let compacted;
         // A `bash` sent mid-run runs at once (an extension's `user_bash`
         // handler is asked first, also at once, as pi 1.6.0 does); its
@@ -545,7 +589,7 @@ impl Ctl {
                         }
                     },
                     inp = input.recv() => match inp {
-                        Some(Input::Line(line)) => {
+                        Input::Line(line) => {
                             if line.trim().is_empty() {
                                 continue;
                             }
@@ -648,18 +692,22 @@ impl Ctl {
                                 _ => backlog.push_back(line),
                             }
                         }
-                        Some(Input::Signal(code)) => {
+                        Input::Signal(code) => {
                             exit = Some(code);
                             cancel.cancel();
                             self.ui_gone();
                         }
-                        Some(Input::Eof) | None => {
-                            // The client is gone: stop the run, keep the
-                            // session as written, exit 0.
-                            exit = Some(0);
-                            cancel.cancel();
+                        // The client is gone: stop the run, keep the
+                        // session as written, exit 0 — or let the job
+                        // finish first when asked to.
+                        Input::Eof => {
+                            if !self.opts.finish_on_eof {
+                                exit = Some(0);
+                                cancel.cancel();
+                            }
                             self.ui_gone();
                         }
+                        Input::TooLong => {}
                     },
                 }
             }
@@ -711,6 +759,9 @@ impl Ctl {
         for id in aborts {
             self.respond(id, "abort", Ok(None));
         }
+        // Idle work (a session replacement's hooks, say) is not part of
+        // an aborted job: it waits for its handlers as usual.
+        agent.cancel = CancellationToken::new();
         exit
     }
 

@@ -22,6 +22,9 @@ type Pending = Arc<Mutex<HashMap<String, oneshot::Sender<Value>>>>;
 pub struct RpcUi {
     out: Out,
     pending: Pending,
+    /// The client is gone (stdin ended): dialogs resolve with their
+    /// defaults at once.
+    gone: std::sync::atomic::AtomicBool,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -62,6 +65,7 @@ impl RpcUi {
         Arc::new(RpcUi {
             out,
             pending: Arc::default(),
+            gone: Default::default(),
         })
     }
 
@@ -87,8 +91,10 @@ impl RpcUi {
         );
     }
 
-    /// Resolves every open dialog with its default (the client is gone).
+    /// Resolves every open dialog, and every later one at once, with its
+    /// default (the client is gone).
     pub fn cancel_all(&self) {
+        self.gone.store(true, std::sync::atomic::Ordering::Relaxed);
         lock(&self.pending).clear();
     }
 
@@ -108,6 +114,9 @@ impl RpcUi {
 
 impl UiTransport for RpcUi {
     fn dialog(&self, method: &str, params: Value) -> BoxFuture<'static, Result<Value, String>> {
+        if self.gone.load(std::sync::atomic::Ordering::Relaxed) {
+            return Box::pin(std::future::ready(Ok(Value::Null)));
+        }
         let id = uuid::Uuid::new_v4().to_string();
         let (tx, rx) = oneshot::channel();
         lock(&self.pending).insert(id.clone(), tx);
@@ -224,5 +233,22 @@ mod tests {
         let n = &requests(&buf)[4];
         assert_eq!(n["method"], "set_editor_text");
         assert_eq!(n["text"], "draft");
+    }
+
+    #[tokio::test]
+    async fn once_the_client_is_gone_dialogs_resolve_with_defaults_at_once() {
+        let buf = Buf::default();
+        let ui = RpcUi::new(Out::new(Box::new(buf.clone())));
+        let open = ui.dialog("ui.confirm", json!({"title": "Sure?"}));
+        ui.cancel_all();
+        assert_eq!(open.await.unwrap(), Value::Null);
+        let later = ui.dialog("ui.select", json!({"title": "Pick", "options": ["a"]}));
+        let got = tokio::time::timeout(Duration::from_secs(5), later).await;
+        assert_eq!(got.expect("no wait").unwrap(), Value::Null);
+        assert_eq!(
+            requests(&buf).len(),
+            1,
+            "nothing asked after the client left"
+        );
     }
 }

@@ -1,10 +1,10 @@
 //! The prompts of a run: piped stdin prepended to the first prompt, `@file`
 //! arguments included in it (pi's `<file name="…">` blocks), then each
-//! message as its own prompt. A non-terminal stdin never blocks the run.
+//! message as its own prompt. Piped stdin is read to its end as pi does;
+//! an open pipe nobody feeds never blocks the run ([`crate::piped`]).
 
 use std::io::{IsTerminal, Read};
 use std::path::Path;
-use std::time::Duration;
 
 use serde_json::Map;
 
@@ -15,39 +15,6 @@ use crate::format::{AgentMessage, ContentBlock, Num, UserContent};
 /// Largest `@file` and piped stdin (16 MiB): more than any model's context
 /// window holds.
 pub const AT_FILE_MAX_BYTES: u64 = 16 * 1024 * 1024;
-
-/// How long to wait for the first byte of a piped stdin that stays open.
-const STDIN_WAIT: Duration = Duration::from_secs(2);
-
-/// Reads piped stdin: everything when it ends, nothing when it is a
-/// terminal, and nothing (with a warning) when an open pipe stays silent.
-/// More than [`AT_FILE_MAX_BYTES`] is an error (`cat /dev/zero | pi-run`).
-fn read_stdin(prog: &str) -> Result<Option<String>, CliError> {
-    let stdin = std::io::stdin();
-    if stdin.is_terminal() {
-        return Ok(None);
-    }
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        let mut buf = Vec::new();
-        let _ = std::io::stdin()
-            .lock()
-            .take(AT_FILE_MAX_BYTES + 1)
-            .read_to_end(&mut buf);
-        let _ = tx.send(buf);
-    });
-    match rx.recv_timeout(STDIN_WAIT) {
-        Ok(buf) if buf.len() as u64 > AT_FILE_MAX_BYTES => Err(CliError::input(format!(
-            "stdin: more than the {} limit of piped input",
-            crate::tools::truncate::format_size(AT_FILE_MAX_BYTES as usize)
-        ))),
-        Ok(buf) => Ok(Some(String::from_utf8_lossy(&buf).into_owned())),
-        Err(_) => {
-            crate::cli::warn(prog, "stdin is an open pipe with no input; ignored");
-            Ok(None)
-        }
-    }
-}
 
 pub(crate) fn user(text: String) -> AgentMessage {
     AgentMessage::User(UserMessage {
@@ -82,7 +49,7 @@ pub fn prompts(given: &[String], cwd: &Path, prog: &str) -> Result<Vec<AgentMess
             messages.push(m.clone());
         }
     }
-    let piped = read_stdin(prog)?
+    let piped = crate::piped::read_for_prompt(prog, AT_FILE_MAX_BYTES)?
         .map(|s| s.trim().to_string())
         .filter(|s| !s.is_empty());
     let mut first = String::new();

@@ -118,6 +118,8 @@ pub struct RunOptions {
     pub message_positions: Vec<usize>,
     /// `--then` follow-ups.
     pub then: Vec<String>,
+    /// `--drain` (RPC): at stdin EOF the work asked for finishes first.
+    pub drain: bool,
     /// Options no built-in flag knows: extension flags, resolved once the
     /// extensions registered theirs.
     pub ext_flags: Vec<extflags::Pending>,
@@ -148,6 +150,7 @@ impl RunOptions {
             messages: Vec::new(),
             message_positions: Vec::new(),
             then: Vec::new(),
+            drain: false,
             ext_flags: Vec::new(),
         }
     }

@@ -32,6 +32,9 @@ pub(super) async fn run(drive: &Drive<'_>, mut agent: Agent) -> Result<i32, CliE
     if let Err(e) = stop.watch_signals() {
         crate::cli::warn(prog, &e);
     }
+    if json {
+        stop.watch_stdout();
+    }
     let mut out = crate::cli::Stdout::new();
     // After a signal the stream goes on (the aborted message, the settled
     // event); after a failed write nothing more is tried.

@@ -129,6 +129,7 @@ pub(super) async fn serve(drive: &Drive<'_>, mut agent: Agent) -> Result<i32, Cl
             let runner = Arc::clone(&asm.runner);
             Arc::new(move || runner.shutdown_requested())
         }),
+        finish_on_eof: asm.opts.drain,
     };
     let out = Out::stdout();
     let ui = crate::rpc::ui::RpcUi::new(out.clone());
