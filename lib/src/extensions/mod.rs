@@ -3,11 +3,13 @@
 //! TypeScript/JavaScript extensions (in the embedded Node host, over the
 //! same protocol). [`host`] owns one process, [`runner`] composes every
 //! extension's answers as pi does and is the agent's
-//! [`crate::agent::Hooks`], [`tool`] makes registered tools agent tools,
+//! [`crate::agent::Hooks`], [`answer`] reads an answer as pi reads it,
+//! [`tool`] makes registered tools agent tools,
 //! [`loader`] starts them pass by pass under project trust, [`node`] ships
 //! the Node host, and [`gate`] is `pi-run --gate`. The agent loop knows
 //! none of this: it sees only the traits of [`crate::agent::hooks`].
 
+pub mod answer;
 pub mod gate;
 pub mod host;
 pub mod loader;

@@ -18,6 +18,7 @@ use std::time::Duration;
 use serde_json::{json, Map, Value};
 use tokio_util::sync::CancellationToken;
 
+use super::answer::{tool_call_answer, ToolCallAnswer};
 use super::host::{CallHandler, Host, HostError};
 use crate::agent::hooks::{
     ready, AgentOp, AgentSnapshot, BeforeAgentStart, BeforeAgentStartOutcome, BoxFuture, Hooks,
@@ -1201,19 +1202,24 @@ impl Hooks for Runner {
                     self.report(&e.path, "tool_call", err);
                 }
                 match answer {
-                    Ok(v) => {
-                        if v.get("block").and_then(Value::as_bool) == Some(true) {
-                            let reason = v
-                                .get("reason")
-                                .and_then(Value::as_str)
-                                .unwrap_or("Tool execution was blocked");
-                            return ToolCallOutcome::Block(reason.to_string());
-                        }
-                        if let Some(i) = v.get("input").filter(|i| i.is_object()) {
-                            input = i.clone();
+                    Ok(v) => match tool_call_answer(&v) {
+                        Ok(ToolCallAnswer::Block(reason)) => return ToolCallOutcome::Block(reason),
+                        Ok(ToolCallAnswer::Input(i)) => {
+                            input = i;
                             changed = true;
                         }
-                    }
+                        Ok(ToolCallAnswer::Nothing) => {}
+                        Err(why) => {
+                            eprintln!(
+                                "{}: extension {}: {why}; blocking {}",
+                                self.cfg.prog, e.path, ev.tool_name
+                            );
+                            return ToolCallOutcome::Block(format!(
+                                "Extension {} {why}; blocking execution",
+                                e.path
+                            ));
+                        }
+                    },
                     // Fail closed, with the thrown text (pi: no
                     // extension_error for these).
                     Err(HostError::Failed(msg)) => return ToolCallOutcome::Block(msg),
