@@ -1,8 +1,10 @@
 //! Extensions that misbehave: a `tool_call` answer blocks on any truthy
-//! `block` (as pi) and a malformed one fails closed.
+//! `block` (as pi) and a malformed one fails closed; a hung notification
+//! handler costs one timeout per run.
 
 use std::path::{Path, PathBuf};
 use std::process::Output;
+use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
@@ -203,4 +205,65 @@ fn ts_truthy_blocks_as_in_pi() {
         assert!(out.status.success(), "{ret}: {}", stderr(&out));
         assert_eq!(sb.cwd().join("ran.txt").exists(), runs, "{ret}");
     }
+}
+
+/// A `message_update` handler that never answers: the first delta costs
+/// the extension timeout, the rest nothing (one stderr line says so), so
+/// ~25 deltas with a 1 s limit take seconds, not 25.
+#[test]
+fn a_hung_notification_handler_costs_one_timeout() {
+    if !have("python3", "a_hung_notification_handler_costs_one_timeout") {
+        return;
+    }
+    let ext_src = r#"#!/usr/bin/env python3
+import json, sys
+hello = json.loads(sys.stdin.readline())
+sys.stdout.write(json.dumps({"type": "register", "protocol": 1, "extensions": [{"path": hello["load"][0]["path"], "events": ["message_update"]}]}) + "\n"); sys.stdout.flush()
+for line in sys.stdin:
+    pass
+"#;
+    let sb = Sandbox::new();
+    let ext = write_exec(&sb.root().join("deaf.py"), ext_src);
+    let text = "x".repeat(190);
+    let p = sb.root().join("script.jsonl");
+    std::fs::write(&p, json!({"text": text}).to_string() + "\n").unwrap();
+    let t = Instant::now();
+    let out = sb
+        .cmd("pi-run")
+        .args([
+            "--no-session",
+            "--provider",
+            "faux",
+            "--model",
+            p.to_str().unwrap(),
+        ])
+        .args([
+            "--extension-timeout",
+            "1",
+            "-e",
+            ext.to_str().unwrap(),
+            "--mode",
+            "json",
+            "go",
+        ])
+        .output()
+        .unwrap();
+    let took = t.elapsed();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let deltas = jsonl(&out)
+        .iter()
+        .filter(|e| e["type"] == "message_update")
+        .count();
+    assert!(deltas >= 22, "{deltas} deltas");
+    assert!(
+        took < Duration::from_secs(8),
+        "{deltas} deltas took {took:?}"
+    );
+    let err = stderr(&out);
+    assert_eq!(
+        err.matches("its message_update handler did not answer within 1 s; not waiting for it again this run")
+            .count(),
+        1,
+        "{err}"
+    );
 }

@@ -148,6 +148,10 @@ pub struct Runner {
     /// The flag values the command line gave ([`Runner::configure`]),
     /// given again to the instances a reload makes.
     given_flags: Mutex<Map<String, Value>>,
+    /// `(extension, notification)` pairs whose handler once did not answer
+    /// within the limit: not sent again this run, so a hung
+    /// `message_update` handler costs one timeout, not one per delta.
+    gave_up: Mutex<HashSet<(usize, String)>>,
 }
 
 /// The system prompt's sections for an active tool set (pi-run's plan with
@@ -177,6 +181,7 @@ impl Runner {
             shutdown_requested: AtomicBool::new(false),
             followups: tokio::sync::watch::channel(0).0,
             given_flags: Mutex::default(),
+            gave_up: Mutex::default(),
         })
     }
 
@@ -525,20 +530,24 @@ impl Runner {
     /// Sends `event` to one handler; every failure is reported (each
     /// thrown message once) and a failed answer gives `None`.
     async fn send_reported(&self, e: &ExtInfo, event: &Value) -> Option<Value> {
+        self.send_answer(e, event).await.ok()
+    }
+
+    /// [`Runner::send_reported`], telling why there is no answer.
+    async fn send_answer(&self, e: &ExtInfo, event: &Value) -> Result<Value, HostError> {
         let kind = event.get("type").and_then(Value::as_str).unwrap_or("");
         let (answer, errors) = self.send(e, event).await;
         for err in &errors {
             self.report(&e.path, kind, err);
         }
-        match answer {
-            Ok(v) => Some(v),
+        match &answer {
+            Ok(_) | Err(HostError::Dead(_)) | Err(HostError::Aborted) => {}
             Err(HostError::Failed(msg)) => {
                 // With several throws the answer's error is the first of
                 // `errors`, reported already.
                 if errors.is_empty() {
-                    self.report(&e.path, kind, &msg);
+                    self.report(&e.path, kind, msg);
                 }
-                None
             }
             Err(HostError::Timeout) => {
                 self.report(
@@ -549,10 +558,9 @@ impl Runner {
                         self.cfg.event_timeout.as_secs_f64()
                     ),
                 );
-                None
             }
-            Err(HostError::Dead(_)) | Err(HostError::Aborted) => None,
         }
+        answer
     }
 
     /// Every handler of a notification, in order.
@@ -564,7 +572,19 @@ impl Runner {
             self.shutdown_sent.store(true, Ordering::Relaxed);
         }
         for e in self.handlers(kind, false) {
-            self.send_reported(&e, &event).await;
+            let key = (Arc::as_ptr(&e) as usize, kind.to_string());
+            if lock(&self.gave_up).contains(&key) {
+                continue;
+            }
+            if self.send_answer(&e, &event).await == Err(HostError::Timeout) {
+                lock(&self.gave_up).insert(key);
+                eprintln!(
+                    "{}: extension {}: its {kind} handler did not answer within {} s; not waiting for it again this run",
+                    self.cfg.prog,
+                    e.path,
+                    self.cfg.event_timeout.as_secs_f64()
+                );
+            }
         }
     }
 
