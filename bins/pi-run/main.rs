@@ -37,7 +37,7 @@ use pi_lib::extensions::runner as exts_runner;
 /// The extension machinery pi-run wires in.
 mod exts {
     pub use super::exts_gate::CommandGate;
-    pub use super::exts_loader::{first_pass, load, tools, LoadOptions};
+    pub use super::exts_loader::{first_pass, load_or_fail, tools, LoadOptions};
     pub use super::exts_runner::{Runner, RunnerConfig};
 }
 
@@ -222,7 +222,7 @@ fn run(
             if !list.is_empty() {
                 loaded_first = list.iter().map(|e| e.path.clone()).collect();
                 let opts = load_opts(&untrusted_settings);
-                rt.block_on(exts::load(&runner, &list, "trust", None, &opts));
+                rt.block_on(exts::load_or_fail(&runner, &list, "trust", None, &opts))?;
             }
         }
     }
@@ -331,9 +331,13 @@ fn run(
         }
     };
     for e in &cli.resource_args.extensions {
-        let p = cwd.join(e);
+        let p = pi_lib::resources::filter::normalize(&cwd.join(e));
         if !p.exists() {
-            return Err(CliError::input(format!(
+            if let Some(m) = &mcp {
+                rt.block_on(m.shutdown());
+            }
+            rt.block_on(runner.close_all());
+            return Err(CliError::failed(format!(
                 "Failed to load extension \"{}\": Extension path does not exist: {}",
                 p.display(),
                 p.display()
@@ -369,7 +373,19 @@ fn run(
             .collect();
         if !rest.is_empty() {
             let opts = load_opts(&settings);
-            rt.block_on(exts::load(&runner, &rest, "full", Some(trusted), &opts));
+            let loaded = rt.block_on(exts::load_or_fail(
+                &runner,
+                &rest,
+                "full",
+                Some(trusted),
+                &opts,
+            ));
+            if let Err(e) = loaded {
+                if let Some(m) = &mcp {
+                    rt.block_on(m.shutdown());
+                }
+                return Err(e.into());
+            }
         }
     }
     let has_exts = !chat_only && !runner.extensions().is_empty();

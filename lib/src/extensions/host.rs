@@ -18,11 +18,13 @@ use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 use serde_json::Value;
-use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use tokio::io::BufReader;
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio_util::sync::CancellationToken;
 
+use super::wire::{is_dialog, lock, paused_timeout, write_line, MAX_RECORD, MAX_STDERR_LINE};
 use crate::agent::hooks::BoxFuture;
+use crate::capped_lines::{self, Line};
 use crate::format::extension::{
     ExtRecord, Hello, HostRecord, Register, RegisterMore, PROTOCOL_VERSION,
 };
@@ -76,125 +78,250 @@ struct Pending {
     updates: Option<mpsc::UnboundedSender<Value>>,
 }
 
+/// Why an extension process did not get to `register`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StartError {
+    /// The extension a multi-extension process (the Node host) was
+    /// loading when it failed (its `loading` record), if it said.
+    pub loading: Option<usize>,
+    /// The cause, without the extension's name (`did not register within
+    /// 10 s`, `exited (code 3) before registering`, …).
+    pub cause: String,
+}
+
+/// What the conversation's tasks and the [`Host`] share.
+struct Shared {
+    display: String,
+    prog: String,
+    pgid: Option<i32>,
+    stdin: tokio::sync::Mutex<Option<tokio::process::ChildStdin>>,
+    pending: Mutex<HashMap<u64, Pending>>,
+    /// Why the process is dead (the whole diagnostic), once it is.
+    dead: Mutex<Option<String>>,
+    /// The same without the extension's name.
+    cause: Mutex<Option<String>>,
+    /// `register` arrived: from now on a death is reported on stderr (before,
+    /// it is the start's error).
+    registered: AtomicBool,
+    handler: OnceLock<Arc<dyn CallHandler>>,
+    more: Mutex<Vec<RegisterMore>>,
+    /// How many dialogs (`ui.confirm` …) the extension is waiting for.
+    dialogs: watch::Sender<usize>,
+    /// The extension being loaded (`loading` records), for the handshake.
+    loading: watch::Sender<Option<usize>>,
+}
+
+impl Shared {
+    /// Marks the host dead (the first cause wins), reports it once (after
+    /// registration) and fails every outstanding request.
+    fn die(&self, cause: String) {
+        {
+            let mut d = lock(&self.dead);
+            if d.is_some() {
+                return;
+            }
+            let reason = format!("extension {} {cause}", self.display);
+            if self.registered.load(Ordering::Acquire) {
+                eprintln!("{}: {reason}", self.prog);
+            }
+            *d = Some(reason);
+            *lock(&self.cause) = Some(cause);
+        }
+        lock(&self.pending).clear();
+    }
+
+    fn kill(&self) {
+        if let Some(pgid) = self.pgid {
+            crate::process_group::kill(pgid);
+        }
+    }
+
+    /// Serves one record from the extension; `false` ends the conversation.
+    fn take(
+        &self,
+        line: &str,
+        reg_tx: &mut Option<oneshot::Sender<Register>>,
+        me: &Arc<Shared>,
+    ) -> bool {
+        let rec = match ExtRecord::parse(line) {
+            Ok(r) => r,
+            Err(e) => {
+                self.die(format!("broke the protocol: {e}"));
+                self.kill();
+                return false;
+            }
+        };
+        match rec {
+            ExtRecord::Register(r) => {
+                if let Some(tx) = reg_tx.take() {
+                    let _ = tx.send(r);
+                }
+            }
+            ExtRecord::Loading { ext, .. } => {
+                self.loading.send_replace(Some(ext));
+            }
+            ExtRecord::RegisterMore(m) => lock(&self.more).push(m),
+            ExtRecord::Result {
+                id,
+                outcome,
+                errors,
+            } => {
+                if let Some(p) = lock(&self.pending).remove(&id) {
+                    let _ = p.tx.send((outcome, errors));
+                }
+            }
+            ExtRecord::ExtensionError { ext, event, error } => match self.handler.get() {
+                Some(h) => h.extension_error(&self.display, ext, &event, &error),
+                None => eprintln!(
+                    "{}: extension {}: {event}: {error}",
+                    self.prog, self.display
+                ),
+            },
+            ExtRecord::Update { id, partial } => {
+                if let Some(u) = lock(&self.pending).get(&id).and_then(|p| p.updates.clone()) {
+                    let _ = u.send(partial);
+                }
+            }
+            ExtRecord::Call {
+                id,
+                ext,
+                method,
+                params,
+            } => {
+                // Started here, in line order (a call's effect precedes the
+                // answers read after it); awaited apart, so a slow answer
+                // blocks nothing.
+                let dialog = is_dialog(&method);
+                if dialog {
+                    self.dialogs.send_modify(|n| *n += 1);
+                }
+                let fut = match self.handler.get() {
+                    Some(h) => h.call(ext, method, params),
+                    None => Box::pin(std::future::ready(Err(format!(
+                        "pi-toolkit host: {method} is not available during loading"
+                    )))),
+                };
+                let me = Arc::clone(me);
+                tokio::spawn(async move {
+                    let r = fut.await;
+                    if dialog {
+                        me.dialogs.send_modify(|n| *n = n.saturating_sub(1));
+                    }
+                    let (result, error) = match r {
+                        Ok(v) => (Some(v), None),
+                        Err(e) => (None, Some(e)),
+                    };
+                    write_line(
+                        &me.stdin,
+                        HostRecord::Return { id, result, error }.to_line(),
+                    )
+                    .await;
+                });
+            }
+            ExtRecord::Unknown(_) => {}
+        }
+        true
+    }
+}
+
 /// A running extension process.
 pub struct Host {
     pub display: String,
-    prog: String,
-    stdin: Arc<tokio::sync::Mutex<Option<tokio::process::ChildStdin>>>,
-    pending: Arc<Mutex<HashMap<u64, Pending>>>,
+    sh: Arc<Shared>,
     next_id: AtomicU64,
-    dead: Arc<Mutex<Option<String>>>,
-    pgid: Option<i32>,
     exited: watch::Receiver<bool>,
-    handler: Arc<OnceLock<Arc<dyn CallHandler>>>,
-    more: Arc<Mutex<Vec<RegisterMore>>>,
-    /// How many dialogs (`ui.confirm` …) the extension is waiting for.
-    dialogs: watch::Receiver<usize>,
     /// Its `register` said it answers `reload`.
     reloads: AtomicBool,
 }
 
-/// The UI calls that wait for a person.
-fn is_dialog(method: &str) -> bool {
-    matches!(
-        method,
-        "ui.confirm" | "ui.select" | "ui.input" | "ui.editor"
-    )
-}
-
-/// `fut` with a limit whose clock runs only while no dialog is open
-/// (`dialogs` is 0); `None` when the limit ran out.
-async fn paused_timeout<F: std::future::Future>(
-    limit: Duration,
-    fut: F,
-    mut dialogs: watch::Receiver<usize>,
-) -> Option<F::Output> {
-    tokio::pin!(fut);
-    let mut left = limit;
+/// Reads the extension's records (each line at most [`MAX_RECORD`]) until
+/// its output ends or it breaks the protocol.
+async fn read_records(
+    sh: Arc<Shared>,
+    stdout: tokio::process::ChildStdout,
+    mut reg_tx: Option<oneshot::Sender<Register>>,
+) {
+    let mut r = BufReader::new(stdout);
+    let mut buf = Vec::new();
     loop {
-        let open = *dialogs.borrow_and_update();
-        if open > 0 {
-            tokio::select! {
-                out = &mut fut => return Some(out),
-                gone = async { dialogs.wait_for(|n| *n == 0).await.is_err() } => if gone {
-                    // No sender any more: nothing can pause the clock.
-                    return tokio::time::timeout(left, fut).await.ok();
-                },
+        match capped_lines::read_line(&mut r, &mut buf, MAX_RECORD).await {
+            Ok(Line::Eof) => return,
+            Ok(Line::Text) => {}
+            Ok(Line::TooLong) => {
+                sh.die(format!(
+                    "broke the protocol: a record is longer than {} (the limit)",
+                    capped_lines::size_text(MAX_RECORD)
+                ));
+                sh.kill();
+                return;
             }
+            Err(e) => {
+                sh.die(format!("broke the protocol: {e}"));
+                sh.kill();
+                return;
+            }
+        }
+        let line = String::from_utf8_lossy(&buf);
+        if line.trim().is_empty() {
             continue;
         }
-        let start = tokio::time::Instant::now();
-        tokio::select! {
-            out = &mut fut => return Some(out),
-            _ = tokio::time::sleep(left) => return None,
-            gone = async { dialogs.wait_for(|n| *n > 0).await.is_err() } => {
-                left = left.saturating_sub(start.elapsed());
-                if gone {
-                    return tokio::time::timeout(left, fut).await.ok();
-                }
-            }
-        }
-    }
-}
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
-}
-
-/// Writes one record line; `false` once stdin is closed or broken.
-async fn write_line(
-    stdin: &tokio::sync::Mutex<Option<tokio::process::ChildStdin>>,
-    mut line: String,
-) -> bool {
-    line.push('\n');
-    let mut g = stdin.lock().await;
-    let Some(w) = g.as_mut() else {
-        return false;
-    };
-    if w.write_all(line.as_bytes()).await.is_err() || w.flush().await.is_err() {
-        g.take();
-        return false;
-    }
-    true
-}
-
-/// Kills process group `pgid` with SIGKILL.
-fn kill_group(pgid: Option<i32>) {
-    if let Some(pgid @ 1..) = pgid {
-        // SAFETY: kill(2) with a negative pid signals a process group; no
-        // memory is involved.
-        unsafe {
-            libc::kill(-pgid, libc::SIGKILL);
-        }
-    }
-}
-
-/// Marks the host dead (the first reason wins), prints the diagnostic once
-/// and fails every outstanding request.
-fn die(
-    dead: &Mutex<Option<String>>,
-    pending: &Mutex<HashMap<u64, Pending>>,
-    prog: &str,
-    reason: String,
-) {
-    {
-        let mut d = lock(dead);
-        if d.is_some() {
+        if !sh.take(&line, &mut reg_tx, &sh) {
             return;
         }
-        eprintln!("{prog}: {reason}");
-        *d = Some(reason);
     }
-    lock(pending).clear();
+}
+
+/// Forwards the extension's stderr line by line, each cut at
+/// [`MAX_STDERR_LINE`].
+async fn forward_stderr(prog: String, display: String, stderr: tokio::process::ChildStderr) {
+    let mut r = BufReader::new(stderr);
+    let mut buf = Vec::new();
+    loop {
+        match capped_lines::read_line(&mut r, &mut buf, MAX_STDERR_LINE).await {
+            Ok(Line::Text) => {
+                eprintln!(
+                    "{prog}: extension {display}: {}",
+                    String::from_utf8_lossy(&buf)
+                )
+            }
+            Ok(Line::TooLong) => {
+                let cut = capped_lines::skip_line(&mut r).await.unwrap_or(0);
+                eprintln!(
+                    "{prog}: extension {display}: {} [line cut at {}: {cut} more bytes dropped]",
+                    String::from_utf8_lossy(&buf),
+                    capped_lines::size_text(MAX_STDERR_LINE)
+                );
+            }
+            Ok(Line::Eof) | Err(_) => return,
+        }
+    }
+}
+
+/// How a process ended, for people.
+fn exit_text(status: std::io::Result<std::process::ExitStatus>) -> String {
+    match status {
+        Ok(s) => match (s.code(), std::os::unix::process::ExitStatusExt::signal(&s)) {
+            (Some(c), _) => format!("code {c}"),
+            (None, Some(sig)) => format!("signal {sig}"),
+            _ => "unknown status".into(),
+        },
+        Err(e) => e.to_string(),
+    }
 }
 
 impl Host {
-    /// Starts the process, sends `hello`, waits for `register`.
+    /// Starts the process, sends `hello`, waits for `register`: at most
+    /// `handshake` in all, or, for a process that says which extension it
+    /// is loading (`loading` records), `handshake` for each one.
     pub async fn start(
         spawn: Spawn,
         hello: Hello,
         handshake: Duration,
-    ) -> Result<(Arc<Host>, Register), String> {
+    ) -> Result<(Arc<Host>, Register), StartError> {
+        let fail = |cause: String| StartError {
+            loading: None,
+            cause,
+        };
         let display = spawn.display.clone();
         let mut cmd = tokio::process::Command::new(&spawn.program);
         cmd.args(&spawn.args)
@@ -207,210 +334,122 @@ impl Host {
             .kill_on_drop(true);
         let mut child = cmd
             .spawn()
-            .map_err(|e| format!("extension {display}: cannot start: {e}"))?;
+            .map_err(|e| fail(format!("cannot start {}: {e}", spawn.program.display())))?;
         let pgid = child.id().and_then(|p| i32::try_from(p).ok());
+        if let Some(p) = pgid {
+            crate::process_group::register(p);
+        }
         let (Some(stdin), Some(stdout), Some(stderr)) =
             (child.stdin.take(), child.stdout.take(), child.stderr.take())
         else {
-            kill_group(pgid);
-            return Err(format!("extension {display}: cannot open its pipes"));
+            if let Some(p) = pgid {
+                crate::process_group::kill(p);
+            }
+            return Err(fail("cannot open its pipes".into()));
         };
-        let prog = spawn.prog.clone();
-        let pending: Arc<Mutex<HashMap<u64, Pending>>> = Arc::default();
-        let dead: Arc<Mutex<Option<String>>> = Arc::default();
-        let handler: Arc<OnceLock<Arc<dyn CallHandler>>> = Arc::default();
-        let more: Arc<Mutex<Vec<RegisterMore>>> = Arc::default();
-        let (dialogs_tx, dialogs) = watch::channel(0usize);
-        let dialogs_tx = Arc::new(dialogs_tx);
-
-        // Every record is written by whoever sends it, holding the lock for
-        // the whole line (so lines never interleave and keep send order).
-        let stdin = Arc::new(tokio::sync::Mutex::new(Some(stdin)));
-
-        // stderr is free text, forwarded with the extension's name.
-        {
-            let (prog, display) = (prog.clone(), display.clone());
-            tokio::spawn(async move {
-                let mut lines = BufReader::new(stderr).lines();
-                while let Ok(Some(l)) = lines.next_line().await {
-                    eprintln!("{prog}: extension {display}: {l}");
-                }
-            });
-        }
-
-        // Reader: answers, updates, calls, registrations.
-        let (reg_tx, reg_rx) = oneshot::channel::<Register>();
+        let (dialogs_tx, _) = watch::channel(0usize);
+        let (loading_tx, mut loading) = watch::channel(None);
+        let sh = Arc::new(Shared {
+            display: display.clone(),
+            prog: spawn.prog.clone(),
+            pgid,
+            // Every record is written by whoever sends it, holding the lock
+            // for the whole line (so lines never interleave and keep send
+            // order).
+            stdin: tokio::sync::Mutex::new(Some(stdin)),
+            pending: Mutex::default(),
+            dead: Mutex::default(),
+            cause: Mutex::default(),
+            registered: AtomicBool::new(false),
+            handler: OnceLock::new(),
+            more: Mutex::default(),
+            dialogs: dialogs_tx,
+            loading: loading_tx,
+        });
+        tokio::spawn(forward_stderr(spawn.prog.clone(), display.clone(), stderr));
+        let (reg_tx, mut reg_rx) = oneshot::channel::<Register>();
         let (eof_tx, eof_rx) = oneshot::channel::<()>();
         {
-            let (pending, dead, handler, more) = (
-                Arc::clone(&pending),
-                Arc::clone(&dead),
-                Arc::clone(&handler),
-                Arc::clone(&more),
-            );
-            let (prog, display, stdin) = (prog.clone(), display.clone(), Arc::clone(&stdin));
+            let sh = Arc::clone(&sh);
             tokio::spawn(async move {
-                let mut reg_tx = Some(reg_tx);
-                let mut lines = BufReader::new(stdout).lines();
-                loop {
-                    let line = match lines.next_line().await {
-                        Ok(Some(l)) => l,
-                        Ok(None) => break,
-                        Err(e) => {
-                            die(
-                                &dead,
-                                &pending,
-                                &prog,
-                                format!("extension {display}: protocol error: {e}"),
-                            );
-                            kill_group(pgid);
-                            break;
-                        }
-                    };
-                    if line.trim().is_empty() {
-                        continue;
-                    }
-                    match ExtRecord::parse(&line) {
-                        Ok(ExtRecord::Register(r)) => {
-                            if let Some(tx) = reg_tx.take() {
-                                let _ = tx.send(r);
-                            }
-                        }
-                        Ok(ExtRecord::RegisterMore(m)) => lock(&more).push(m),
-                        Ok(ExtRecord::Result {
-                            id,
-                            outcome,
-                            errors,
-                        }) => {
-                            if let Some(p) = lock(&pending).remove(&id) {
-                                let _ = p.tx.send((outcome, errors));
-                            }
-                        }
-                        Ok(ExtRecord::ExtensionError { ext, event, error }) => {
-                            match handler.get() {
-                                Some(h) => h.extension_error(&display, ext, &event, &error),
-                                None => eprintln!("{prog}: extension {display}: {event}: {error}"),
-                            }
-                        }
-                        Ok(ExtRecord::Update { id, partial }) => {
-                            if let Some(u) = lock(&pending).get(&id).and_then(|p| p.updates.clone())
-                            {
-                                let _ = u.send(partial);
-                            }
-                        }
-                        Ok(ExtRecord::Call {
-                            id,
-                            ext,
-                            method,
-                            params,
-                        }) => {
-                            // Started here, in line order (a call's effect
-                            // precedes the answers read after it); awaited
-                            // apart, so a slow answer blocks nothing.
-                            let dialog = is_dialog(&method);
-                            if dialog {
-                                dialogs_tx.send_modify(|n| *n += 1);
-                            }
-                            let fut = match handler.get() {
-                                Some(h) => h.call(ext, method, params),
-                                None => Box::pin(std::future::ready(Err(format!(
-                                    "pi-toolkit host: {method} is not available during loading"
-                                )))),
-                            };
-                            let w = Arc::clone(&stdin);
-                            let open = Arc::clone(&dialogs_tx);
-                            tokio::spawn(async move {
-                                let r = fut.await;
-                                if dialog {
-                                    open.send_modify(|n| *n = n.saturating_sub(1));
-                                }
-                                let (result, error) = match r {
-                                    Ok(v) => (Some(v), None),
-                                    Err(e) => (None, Some(e)),
-                                };
-                                write_line(&w, HostRecord::Return { id, result, error }.to_line())
-                                    .await;
-                            });
-                        }
-                        Ok(ExtRecord::Unknown(_)) => {}
-                        Err(e) => {
-                            die(
-                                &dead,
-                                &pending,
-                                &prog,
-                                format!("extension {display}: protocol error: {e}"),
-                            );
-                            kill_group(pgid);
-                            break;
-                        }
-                    }
-                }
+                read_records(sh, stdout, Some(reg_tx)).await;
                 let _ = eof_tx.send(());
             });
         }
-
         // Waiter: an exit is a death, once the answers already written are
         // read.
         let (exit_tx, exit_rx) = watch::channel(false);
         {
-            let (pending, dead, prog, display) = (
-                Arc::clone(&pending),
-                Arc::clone(&dead),
-                prog.clone(),
-                display.clone(),
-            );
+            let sh = Arc::clone(&sh);
             tokio::spawn(async move {
                 let status = child.wait().await;
                 let _ = tokio::time::timeout(Duration::from_millis(500), eof_rx).await;
-                let how = match status {
-                    Ok(s) => match (s.code(), std::os::unix::process::ExitStatusExt::signal(&s)) {
-                        (Some(c), _) => format!("code {c}"),
-                        (None, Some(sig)) => format!("signal {sig}"),
-                        _ => "unknown status".into(),
-                    },
-                    Err(e) => e.to_string(),
-                };
-                die(
-                    &dead,
-                    &pending,
-                    &prog,
-                    format!("extension {display} exited ({how})"),
-                );
+                sh.die(format!("exited ({})", exit_text(status)));
                 let _ = exit_tx.send(true);
             });
         }
-
         let host = Arc::new(Host {
             display: display.clone(),
-            prog,
-            stdin,
-            pending,
+            sh: Arc::clone(&sh),
             next_id: AtomicU64::new(1),
-            dead,
-            pgid,
             exited: exit_rx,
-            handler,
-            more,
-            dialogs,
             reloads: AtomicBool::new(false),
         });
+        let hello_times_loads = hello.load_timeout_ms.is_some();
         host.send(HostRecord::Hello(hello)).await;
-        let reg = match tokio::time::timeout(handshake, reg_rx).await {
-            Ok(Ok(r)) => r,
-            Ok(Err(_)) => {
-                let why = host
-                    .dead_reason()
-                    .unwrap_or_else(|| format!("extension {display} closed its output"));
-                host.kill();
-                return Err(format!("{why} before registering"));
+        // Each `loading` record restarts the clock. A process that times
+        // each load itself (hello `loadTimeoutMs`) gets a margin, so its
+        // own, more precise failure comes first; the clock is for a hang.
+        let clock = handshake
+            + if hello_times_loads {
+                Duration::from_secs(1)
+            } else {
+                Duration::ZERO
+            };
+        let sleep = tokio::time::sleep(clock);
+        tokio::pin!(sleep);
+        let mut progress = true;
+        let reg = loop {
+            tokio::select! {
+                r = &mut reg_rx => break r.ok(),
+                _ = &mut sleep => {
+                    host.kill();
+                    let loading = *loading.borrow();
+                    let secs = handshake.as_secs_f64();
+                    return Err(StartError {
+                        loading,
+                        cause: match loading {
+                            Some(_) => format!("did not finish loading within {secs} s"),
+                            None => format!("did not register within {secs} s"),
+                        },
+                    });
+                }
+                moved = async {
+                    if progress { loading.changed().await.is_ok() } else { std::future::pending().await }
+                } => {
+                    progress = moved;
+                    if moved {
+                        sleep.as_mut().reset(tokio::time::Instant::now() + clock);
+                    }
+                }
             }
-            Err(_) => {
-                host.kill();
-                return Err(format!(
-                    "extension {display} did not register within {} s",
-                    handshake.as_secs_f64()
-                ));
-            }
+        };
+        let loading = *loading.borrow();
+        let Some(reg) = reg else {
+            // The reader ended: wait (briefly) for the exit status, which
+            // says more than "closed its output".
+            let mut exited = host.exited.clone();
+            let _ = tokio::time::timeout(Duration::from_secs(1), exited.wait_for(|e| *e)).await;
+            host.kill();
+            let cause = lock(&sh.cause)
+                .clone()
+                .unwrap_or_else(|| "closed its output".into());
+            let cause = match loading {
+                Some(_) => format!("the extension process {cause} while loading it"),
+                None if cause.starts_with("exited") => format!("{cause} before registering"),
+                None => cause,
+            };
+            return Err(StartError { loading, cause });
         };
         if reg.protocol != PROTOCOL_VERSION {
             let reason = format!(
@@ -421,9 +460,14 @@ impl Host {
                 reason: Some(reason.clone()),
             })
             .await;
-            host.stdin.lock().await.take();
+            sh.stdin.lock().await.take();
             host.kill();
-            return Err(format!("extension {display}: {reason}"));
+            return Err(fail(reason));
+        }
+        sh.registered.store(true, Ordering::Release);
+        // A death between the register and now is reported like any other.
+        if let Some(reason) = host.dead_reason() {
+            eprintln!("{}: {reason}", sh.prog);
         }
         host.reloads.store(reg.reloads, Ordering::Relaxed);
         Ok((host, reg))
@@ -431,12 +475,12 @@ impl Host {
 
     /// Who serves this extension's calls (set once, after registration).
     pub fn set_handler(&self, h: Arc<dyn CallHandler>) {
-        let _ = self.handler.set(h);
+        let _ = self.sh.handler.set(h);
     }
 
     /// Registrations made after load, not taken yet.
     pub fn take_more(&self) -> Vec<RegisterMore> {
-        std::mem::take(&mut lock(&self.more))
+        std::mem::take(&mut lock(&self.sh.more))
     }
 
     /// Whether it answers [`HostRecord::Reload`] (loads its extensions
@@ -447,19 +491,19 @@ impl Host {
 
     /// Why the process is dead, if it is.
     pub fn dead_reason(&self) -> Option<String> {
-        lock(&self.dead).clone()
+        lock(&self.sh.dead).clone()
     }
 
     /// Writes one record without waiting for the write (it may wait for
     /// a full pipe).
     fn send_later(&self, rec: HostRecord) {
-        let stdin = Arc::clone(&self.stdin);
-        tokio::spawn(async move { write_line(&stdin, rec.to_line()).await });
+        let sh = Arc::clone(&self.sh);
+        tokio::spawn(async move { write_line(&sh.stdin, rec.to_line()).await });
     }
 
     /// Writes one record (a one-way record: configure, bye).
     pub async fn send(&self, rec: HostRecord) {
-        write_line(&self.stdin, rec.to_line()).await;
+        write_line(&self.sh.stdin, rec.to_line()).await;
     }
 
     /// Sends request `make(id)` and waits for its answer; `updates`
@@ -489,30 +533,30 @@ impl Host {
         }
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         let (tx, rx) = oneshot::channel();
-        lock(&self.pending).insert(id, Pending { tx, updates });
+        lock(&self.sh.pending).insert(id, Pending { tx, updates });
         // Checked again with the request in the table: a death meanwhile
         // has cleared it, or clears it later.
         if let Some(r) = self.dead_reason() {
-            lock(&self.pending).remove(&id);
+            lock(&self.sh.pending).remove(&id);
             return (Err(HostError::Dead(r)), Vec::new());
         }
         // The write is inside the limit too: an extension that stops
         // reading fills the pipe.
         let line = make(id).to_line();
         let work = async {
-            write_line(&self.stdin, line).await;
+            write_line(&self.sh.stdin, line).await;
             rx.await
         };
         let wait = async {
             match timeout {
-                Some(t) => paused_timeout(t, work, self.dialogs.clone()).await,
+                Some(t) => paused_timeout(t, work, self.sh.dialogs.subscribe()).await,
                 None => Some(work.await),
             }
         };
         let answer = tokio::select! {
             a = wait => a,
             _ = cancel.cancelled() => {
-                lock(&self.pending).remove(&id);
+                lock(&self.sh.pending).remove(&id);
                 self.send_later(HostRecord::Cancel { id });
                 return (Err(HostError::Aborted), Vec::new());
             }
@@ -527,7 +571,7 @@ impl Host {
                 Vec::new(),
             ),
             None => {
-                lock(&self.pending).remove(&id);
+                lock(&self.sh.pending).remove(&id);
                 self.send_later(HostRecord::Cancel { id });
                 (Err(HostError::Timeout), Vec::new())
             }
@@ -536,14 +580,16 @@ impl Host {
 
     /// Kills the process group at once.
     pub fn kill(&self) {
-        kill_group(self.pgid);
+        self.sh.kill();
     }
 
-    /// The end: `bye`, stdin closed, up to `grace` for the process to exit,
-    /// then its whole group is killed. Quiet: the process was asked to go.
+    /// The end: `bye` and stdin closed (EOF), up to `grace` for the
+    /// process to exit, then SIGTERM to its whole group (what it started
+    /// in the background too) and up to `grace` more, then SIGKILL. Quiet:
+    /// the process was asked to go.
     pub async fn close(&self, grace: Duration) {
         let was_alive = {
-            let mut d = lock(&self.dead);
+            let mut d = lock(&self.sh.dead);
             let alive = d.is_none();
             if alive {
                 *d = Some(format!("extension {} was stopped", self.display));
@@ -553,17 +599,25 @@ impl Host {
         if was_alive {
             let _ = tokio::time::timeout(grace, self.send(HostRecord::Bye { reason: None })).await;
         }
-        if let Ok(mut g) = tokio::time::timeout(grace, self.stdin.lock()).await {
+        if let Ok(mut g) = tokio::time::timeout(grace, self.sh.stdin.lock()).await {
             g.take();
         }
         let mut exited = self.exited.clone();
         let _ = tokio::time::timeout(grace, exited.wait_for(|e| *e)).await;
-        self.kill();
+        match self.sh.pgid {
+            Some(pgid) => crate::process_group::end(pgid, grace).await,
+            None => self.kill(),
+        }
     }
 
     /// The prefix of this host's diagnostics.
     pub fn prog(&self) -> &str {
-        &self.prog
+        &self.sh.prog
+    }
+
+    /// The process group it runs in (its process id).
+    pub fn pgid(&self) -> Option<i32> {
+        self.sh.pgid
     }
 }
 
@@ -642,6 +696,7 @@ for line in sys.stdin:
                 scope: "temporary".into(),
             }],
             settings: Value::Null,
+            load_timeout_ms: None,
         };
         let (host, _) = Host::start(spawn, hello, Duration::from_secs(10))
             .await

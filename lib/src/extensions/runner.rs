@@ -640,6 +640,13 @@ impl Runner {
         if !self.cancel.is_cancelled() && !self.shutdown_sent.load(Ordering::Relaxed) {
             self.notify_all(Self::shutdown_event()).await;
         }
+        self.close_all().await;
+    }
+
+    /// Stops every extension process (EOF, SIGTERM, SIGKILL; see
+    /// [`Host::close`]) without `session_shutdown`: a run that ends before
+    /// its session started (an extension failed to load).
+    pub async fn close_all(&self) {
         let mut seen: Vec<*const Host> = Vec::new();
         let hosts: Vec<Arc<Host>> = self
             .extensions()
