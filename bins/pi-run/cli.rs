@@ -30,7 +30,8 @@ header that pi's stream does not have: {\"type\":\"trust\", \"decision\",
 
 Extensions: pi's TS/JS extensions run in the bundled Node host ($PI_NODE or
 node on PATH); any executable that speaks the JSONL protocol pi-ext/1 on
-stdin/stdout is a process extension (README: Extensions). CLI and user
+stdin and stdout (or fd 3, $PI_EXT_RECORDS_FD) is a process extension
+(README: Extensions). CLI and user
 extensions start first and may answer project_trust; project extensions
 start only in a trusted project. Extensions and --gate fail closed: an
 extension that fails to load (a throw, a missing file, no Node, a hang, a

@@ -9,25 +9,24 @@
 //! `ui.confirm/select/input/editor` call is outstanding) the clock of its
 //! requests is paused: a slow human is not a timeout.
 
-use std::collections::HashMap;
 use std::ffi::OsString;
 use std::path::PathBuf;
 use std::process::Stdio;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 use serde_json::Value;
-use tokio::io::BufReader;
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio_util::sync::CancellationToken;
 
-use super::wire::{is_dialog, lock, paused_timeout, write_line, MAX_RECORD, MAX_STDERR_LINE};
-use crate::agent::hooks::BoxFuture;
-use crate::capped_lines::{self, Line};
-use crate::format::extension::{
-    ExtRecord, Hello, HostRecord, Register, RegisterMore, PROTOCOL_VERSION,
+use super::conversation::{
+    exit_text, forward_stderr, give_records_fd, protocol_ended, read_output, records_pipe, Pending,
+    Shared, Source, RECORDS_FD, UNDECIDED,
 };
+use super::wire::{lock, paused_timeout, write_line};
+use crate::agent::hooks::BoxFuture;
+use crate::format::extension::{Hello, HostRecord, Register, RegisterMore, PROTOCOL_VERSION};
 
 /// Serves the calls an extension makes (`appendEntry`, `getActiveTools`,
 /// …): the answer, or the error message it gets back.
@@ -43,10 +42,6 @@ pub trait CallHandler: Send + Sync {
     /// reports on its own (`extension_error`).
     fn extension_error(&self, host: &str, ext: usize, event: &str, error: &str);
 }
-
-/// An answer: the outcome, and the messages of handlers that threw without
-/// ending the chain.
-type Answer = (Result<Value, String>, Vec<String>);
 
 /// Why a request got no answer.
 #[derive(Debug, Clone, PartialEq)]
@@ -73,11 +68,6 @@ pub struct Spawn {
     pub prog: String,
 }
 
-struct Pending {
-    tx: oneshot::Sender<Answer>,
-    updates: Option<mpsc::UnboundedSender<Value>>,
-}
-
 /// Why an extension process did not get to `register`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct StartError {
@@ -89,141 +79,6 @@ pub struct StartError {
     pub cause: String,
 }
 
-/// What the conversation's tasks and the [`Host`] share.
-struct Shared {
-    display: String,
-    prog: String,
-    pgid: Option<i32>,
-    stdin: tokio::sync::Mutex<Option<tokio::process::ChildStdin>>,
-    pending: Mutex<HashMap<u64, Pending>>,
-    /// Why the process is dead (the whole diagnostic), once it is.
-    dead: Mutex<Option<String>>,
-    /// The same without the extension's name.
-    cause: Mutex<Option<String>>,
-    /// `register` arrived: from now on a death is reported on stderr (before,
-    /// it is the start's error).
-    registered: AtomicBool,
-    handler: OnceLock<Arc<dyn CallHandler>>,
-    more: Mutex<Vec<RegisterMore>>,
-    /// How many dialogs (`ui.confirm` …) the extension is waiting for.
-    dialogs: watch::Sender<usize>,
-    /// The extension being loaded (`loading` records), for the handshake.
-    loading: watch::Sender<Option<usize>>,
-}
-
-impl Shared {
-    /// Marks the host dead (the first cause wins), reports it once (after
-    /// registration) and fails every outstanding request.
-    fn die(&self, cause: String) {
-        {
-            let mut d = lock(&self.dead);
-            if d.is_some() {
-                return;
-            }
-            let reason = format!("extension {} {cause}", self.display);
-            if self.registered.load(Ordering::Acquire) {
-                eprintln!("{}: {reason}", self.prog);
-            }
-            *d = Some(reason);
-            *lock(&self.cause) = Some(cause);
-        }
-        lock(&self.pending).clear();
-    }
-
-    fn kill(&self) {
-        if let Some(pgid) = self.pgid {
-            crate::process_group::kill(pgid);
-        }
-    }
-
-    /// Serves one record from the extension; `false` ends the conversation.
-    fn take(
-        &self,
-        line: &str,
-        reg_tx: &mut Option<oneshot::Sender<Register>>,
-        me: &Arc<Shared>,
-    ) -> bool {
-        let rec = match ExtRecord::parse(line) {
-            Ok(r) => r,
-            Err(e) => {
-                self.die(format!("broke the protocol: {e}"));
-                self.kill();
-                return false;
-            }
-        };
-        match rec {
-            ExtRecord::Register(r) => {
-                if let Some(tx) = reg_tx.take() {
-                    let _ = tx.send(r);
-                }
-            }
-            ExtRecord::Loading { ext, .. } => {
-                self.loading.send_replace(Some(ext));
-            }
-            ExtRecord::RegisterMore(m) => lock(&self.more).push(m),
-            ExtRecord::Result {
-                id,
-                outcome,
-                errors,
-            } => {
-                if let Some(p) = lock(&self.pending).remove(&id) {
-                    let _ = p.tx.send((outcome, errors));
-                }
-            }
-            ExtRecord::ExtensionError { ext, event, error } => match self.handler.get() {
-                Some(h) => h.extension_error(&self.display, ext, &event, &error),
-                None => eprintln!(
-                    "{}: extension {}: {event}: {error}",
-                    self.prog, self.display
-                ),
-            },
-            ExtRecord::Update { id, partial } => {
-                if let Some(u) = lock(&self.pending).get(&id).and_then(|p| p.updates.clone()) {
-                    let _ = u.send(partial);
-                }
-            }
-            ExtRecord::Call {
-                id,
-                ext,
-                method,
-                params,
-            } => {
-                // Started here, in line order (a call's effect precedes the
-                // answers read after it); awaited apart, so a slow answer
-                // blocks nothing.
-                let dialog = is_dialog(&method);
-                if dialog {
-                    self.dialogs.send_modify(|n| *n += 1);
-                }
-                let fut = match self.handler.get() {
-                    Some(h) => h.call(ext, method, params),
-                    None => Box::pin(std::future::ready(Err(format!(
-                        "pi-toolkit host: {method} is not available during loading"
-                    )))),
-                };
-                let me = Arc::clone(me);
-                tokio::spawn(async move {
-                    let r = fut.await;
-                    if dialog {
-                        me.dialogs.send_modify(|n| *n = n.saturating_sub(1));
-                    }
-                    let (result, error) = match r {
-                        Ok(v) => (Some(v), None),
-                        Err(e) => (None, Some(e)),
-                    };
-                    write_line(
-                        &me.stdin,
-                        HostRecord::Return { id, result, error }.to_line(),
-                    )
-                    .await;
-                });
-            }
-            ExtRecord::Unknown(_) => {}
-        }
-        true
-    }
-}
-
 /// A running extension process.
 pub struct Host {
     pub display: String,
@@ -232,81 +87,6 @@ pub struct Host {
     exited: watch::Receiver<bool>,
     /// Its `register` said it answers `reload`.
     reloads: AtomicBool,
-}
-
-/// Reads the extension's records (each line at most [`MAX_RECORD`]) until
-/// its output ends or it breaks the protocol.
-async fn read_records(
-    sh: Arc<Shared>,
-    stdout: tokio::process::ChildStdout,
-    mut reg_tx: Option<oneshot::Sender<Register>>,
-) {
-    let mut r = BufReader::new(stdout);
-    let mut buf = Vec::new();
-    loop {
-        match capped_lines::read_line(&mut r, &mut buf, MAX_RECORD).await {
-            Ok(Line::Eof) => return,
-            Ok(Line::Text) => {}
-            Ok(Line::TooLong) => {
-                sh.die(format!(
-                    "broke the protocol: a record is longer than {} (the limit)",
-                    capped_lines::size_text(MAX_RECORD)
-                ));
-                sh.kill();
-                return;
-            }
-            Err(e) => {
-                sh.die(format!("broke the protocol: {e}"));
-                sh.kill();
-                return;
-            }
-        }
-        let line = String::from_utf8_lossy(&buf);
-        if line.trim().is_empty() {
-            continue;
-        }
-        if !sh.take(&line, &mut reg_tx, &sh) {
-            return;
-        }
-    }
-}
-
-/// Forwards the extension's stderr line by line, each cut at
-/// [`MAX_STDERR_LINE`].
-async fn forward_stderr(prog: String, display: String, stderr: tokio::process::ChildStderr) {
-    let mut r = BufReader::new(stderr);
-    let mut buf = Vec::new();
-    loop {
-        match capped_lines::read_line(&mut r, &mut buf, MAX_STDERR_LINE).await {
-            Ok(Line::Text) => {
-                eprintln!(
-                    "{prog}: extension {display}: {}",
-                    String::from_utf8_lossy(&buf)
-                )
-            }
-            Ok(Line::TooLong) => {
-                let cut = capped_lines::skip_line(&mut r).await.unwrap_or(0);
-                eprintln!(
-                    "{prog}: extension {display}: {} [line cut at {}: {cut} more bytes dropped]",
-                    String::from_utf8_lossy(&buf),
-                    capped_lines::size_text(MAX_STDERR_LINE)
-                );
-            }
-            Ok(Line::Eof) | Err(_) => return,
-        }
-    }
-}
-
-/// How a process ended, for people.
-fn exit_text(status: std::io::Result<std::process::ExitStatus>) -> String {
-    match status {
-        Ok(s) => match (s.code(), std::os::unix::process::ExitStatusExt::signal(&s)) {
-            (Some(c), _) => format!("code {c}"),
-            (None, Some(sig)) => format!("signal {sig}"),
-            _ => "unknown status".into(),
-        },
-        Err(e) => e.to_string(),
-    }
 }
 
 impl Host {
@@ -332,9 +112,20 @@ impl Host {
             .stderr(Stdio::piped())
             .process_group(0)
             .kill_on_drop(true);
-        let mut child = cmd
-            .spawn()
-            .map_err(|e| fail(format!("cannot start {}: {e}", spawn.program.display())))?;
+        // The records pipe (fd 3), offered; without one, stdout only.
+        let pipe = records_pipe();
+        if let Some(p) = &pipe {
+            cmd.env("PI_EXT_RECORDS_FD", RECORDS_FD.to_string());
+            give_records_fd(&mut cmd, &p.write);
+        }
+        let spawned = cmd.spawn();
+        // Our copy of the write end goes, so the pipe ends with the child.
+        let records = pipe.and_then(|p| {
+            drop(p.write);
+            tokio::net::unix::pipe::Receiver::from_owned_fd(p.read).ok()
+        });
+        let mut child =
+            spawned.map_err(|e| fail(format!("cannot start {}: {e}", spawn.program.display())))?;
         let pgid = child.id().and_then(|p| i32::try_from(p).ok());
         if let Some(p) = pgid {
             crate::process_group::register(p);
@@ -349,6 +140,7 @@ impl Host {
         };
         let (dialogs_tx, _) = watch::channel(0usize);
         let (loading_tx, mut loading) = watch::channel(None);
+        let (reg_tx, mut reg_rx) = oneshot::channel::<Register>();
         let sh = Arc::new(Shared {
             display: display.clone(),
             prog: spawn.prog.clone(),
@@ -365,16 +157,15 @@ impl Host {
             more: Mutex::default(),
             dialogs: dialogs_tx,
             loading: loading_tx,
+            reg_tx: Mutex::new(Some(reg_tx)),
+            channel: AtomicU8::new(UNDECIDED),
+            // Without a records pipe, only stdout can end.
+            ended: watch::channel((false, records.is_none())).0,
         });
         tokio::spawn(forward_stderr(spawn.prog.clone(), display.clone(), stderr));
-        let (reg_tx, mut reg_rx) = oneshot::channel::<Register>();
-        let (eof_tx, eof_rx) = oneshot::channel::<()>();
-        {
-            let sh = Arc::clone(&sh);
-            tokio::spawn(async move {
-                read_records(sh, stdout, Some(reg_tx)).await;
-                let _ = eof_tx.send(());
-            });
+        tokio::spawn(read_output(Arc::clone(&sh), Source::Stdout, stdout));
+        if let Some(r) = records {
+            tokio::spawn(read_output(Arc::clone(&sh), Source::RecordsFd, r));
         }
         // Waiter: an exit is a death, once the answers already written are
         // read.
@@ -383,7 +174,7 @@ impl Host {
             let sh = Arc::clone(&sh);
             tokio::spawn(async move {
                 let status = child.wait().await;
-                let _ = tokio::time::timeout(Duration::from_millis(500), eof_rx).await;
+                let _ = tokio::time::timeout(Duration::from_millis(500), protocol_ended(&sh)).await;
                 sh.die(format!("exited ({})", exit_text(status)));
                 let _ = exit_tx.send(true);
             });
@@ -409,9 +200,22 @@ impl Host {
         let sleep = tokio::time::sleep(clock);
         tokio::pin!(sleep);
         let mut progress = true;
+        // No register can come once the process is gone or both its
+        // outputs ended.
+        let mut exited = host.exited.clone();
+        let mut ended = sh.ended.subscribe();
+        let hopeless = async {
+            tokio::select! {
+                _ = exited.wait_for(|e| *e) => {}
+                _ = ended.wait_for(|(a, b)| *a && *b) => {}
+            }
+        };
+        tokio::pin!(hopeless);
         let reg = loop {
             tokio::select! {
+                biased;
                 r = &mut reg_rx => break r.ok(),
+                () = &mut hopeless => break reg_rx.try_recv().ok(),
                 _ = &mut sleep => {
                     host.kill();
                     let loading = *loading.borrow();

@@ -11,6 +11,7 @@
 //! none of this: it sees only the traits of [`crate::agent::hooks`].
 
 pub mod answer;
+mod conversation;
 pub mod gate;
 pub mod host;
 pub mod loader;

@@ -1,6 +1,10 @@
 //! The extension protocol `pi-ext/1`: the records the toolkit and an
 //! extension process exchange, one JSON object per line over the process's
-//! stdin (host → extension) and stdout (extension → host).
+//! stdin (host → extension) and stdout or the records pipe (extension →
+//! host; fd 3, named in the environment as `PI_EXT_RECORDS_FD`, is open in
+//! every extension process, and whichever of the two carries [`Register`]
+//! is the channel from then on; on fd 3, nothing the extension's children
+//! print on their stdout can pass for a record).
 //!
 //! Every record has `"type"`. Unknown record types and unknown fields are
 //! ignored by both sides, so either side may grow. Ids: the host numbers

@@ -1,8 +1,9 @@
 // The toolkit's Node host: runs pi 1.6.0's TypeScript/JavaScript extensions unchanged, all of a
 // run's in one Node process (as pi runs them in one runtime), and speaks the toolkit's extension
-// protocol pi-ext/1 with pi-run over stdin (records from the toolkit) and stdout (records to
-// it), one JSON object per line. stdout carries protocol records only: whatever an extension
-// prints (console.*, process.stdout.write) goes to stderr, which pi-run forwards as diagnostics.
+// protocol pi-ext/1 with pi-run over stdin (records from the toolkit) and the records pipe, fd 3
+// (records to it; stdout when pi-run offers no pipe), one JSON object per line. Whatever an
+// extension prints (console.*, process.stdout.write) goes to stderr, which pi-run forwards as
+// diagnostics.
 //
 // Order: `hello` → load every path in `load`, in order (default-export factory `(pi) => …`,
 // awaited; a `loading` record before each; a failing one is reported in `errors` with pi's
@@ -17,14 +18,38 @@ import { Console } from "node:console";
 import { AsyncLocalStorage } from "node:async_hooks";
 // Builtins through require: an ESM import of node:fs builds its facade, which loads fs/promises,
 // the fs streams and watchers (start-up time the host does not need).
-const { existsSync, readFileSync, statSync } = nodeModule.createRequire(import.meta.url)("node:fs");
+const { existsSync, readFileSync, statSync, fstatSync, writeSync } = nodeModule.createRequire(import.meta.url)("node:fs");
 import { createExtensionAPI, createContext } from "./api.mjs";
 import { runHandlers, thrownMessage } from "./compose.mjs";
 
 export const PROTOCOL = 1;
 
-// ---- stdout is the protocol: keep the real writer, send everything else to stderr
+// ---- the protocol's records go to the records pipe pi-run offers (PI_EXT_RECORDS_FD, fd 3), which
+// the processes extensions start do not inherit (Node's children get only the stdio they are
+// given), so nothing a child prints can pass for an answer; without one, to stdout. Either way
+// the extensions' own output goes to stderr.
 const writeStdout = process.stdout.write.bind(process.stdout);
+const RECORDS_FD = (() => {
+	const fd = Number(process.env.PI_EXT_RECORDS_FD);
+	delete process.env.PI_EXT_RECORDS_FD;
+	if (!Number.isInteger(fd) || fd < 3) return null;
+	try {
+		fstatSync(fd);
+		return fd;
+	} catch {
+		return null;
+	}
+})();
+function writeRecord(text) {
+	if (RECORDS_FD === null) return writeStdout(text);
+	const buf = Buffer.from(text);
+	try {
+		for (let off = 0; off < buf.length; ) off += writeSync(RECORDS_FD, buf, off);
+	} catch {
+		// pi-run is gone: nobody is left to serve.
+		realExit(0);
+	}
+}
 process.stdout.write = (chunk, encoding, cb) => process.stderr.write(chunk, encoding, cb);
 globalThis.console = new Console({ stdout: process.stderr, stderr: process.stderr });
 
@@ -76,7 +101,7 @@ function send(record) {
 			line = JSON.stringify({ type: "result", id: record.id, error: `result is not JSON: ${thrownMessage(e)}` });
 		} else return;
 	}
-	writeStdout(`${line}\n`);
+	writeRecord(`${line}\n`);
 }
 
 // ---- module hooks: TypeScript, jiti's lenient specifiers, pi's packages from ./modules
