@@ -317,6 +317,24 @@ fn process_extension_load_failures_fail_the_run() {
             })
         })
         .collect();
+    // The second pass too: a trusted project's extension (MCP is up by
+    // then; it is shut down first).
+    let sb = Sandbox::new();
+    let server = ScriptServer::start(touch_turns());
+    server.configure(&sb.agent());
+    let ext = write_exec(
+        &sb.cwd().join(".pi/extensions/crash.py"),
+        &format!("{head}sys.exit(3)\n"),
+    );
+    let out = run_ours(&sb, None, &["--approve"]);
+    assert_failed_before_model(
+        "project",
+        &out,
+        &server,
+        &sb,
+        &ext,
+        "exited (code 3) before registering",
+    );
     for r in runs {
         r.join().unwrap();
     }
