@@ -2,11 +2,15 @@
 """A pi-ext/1 process extension (see `man pi-run`, EXTENSIONS): blocks
 `rm -rf` in bash, tags `echo` commands, redacts what `read` returns,
 registers a tool `shout` and a command `/note`."""
-import json, sys
+import json, os, sys
+
+# Records go to the pipe pi-run opens as fd 3, so nothing a child process
+# prints on stdout can pass for an answer (stdout, with an older pi-run).
+out = os.fdopen(int(os.environ.get("PI_EXT_RECORDS_FD", "1")), "w")
 
 def send(record):
-    sys.stdout.write(json.dumps(record) + "\n")
-    sys.stdout.flush()
+    out.write(json.dumps(record) + "\n")
+    out.flush()
 
 hello = json.loads(sys.stdin.readline())
 send({"type": "register", "protocol": 1, "extensions": [{

@@ -3,7 +3,8 @@
 # EXTENSIONS): blocks `rm -rf` in bash, tags `echo` commands, redacts what
 # `read` returns, registers a tool `shout` and a command `/note`.
 set -u
-send() { printf '%s\n' "$1"; }
+# Records go to the pipe pi-run opens as fd 3 (stdout with an older pi-run).
+send() { printf '%s\n' "$1" >&"${PI_EXT_RECORDS_FD:-1}"; }
 
 read -r hello
 path=$(jq -r '.load[0].path' <<<"$hello")

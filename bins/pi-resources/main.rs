@@ -168,13 +168,17 @@ fn inspect(
         settings: settings_value,
         handshake: std::time::Duration::from_secs(10),
     };
-    rt.block_on(loader::load(
+    // A listing shows what did load; what did not is a warning here (a
+    // run fails on it).
+    for f in rt.block_on(loader::load(
         &r,
         &res.extensions,
         "full",
         Some(trusted),
         &opts,
-    ));
+    )) {
+        pi_lib::cli::warn(PROG, &f.to_string());
+    }
     // What they register in session_start counts too (pi lists commands
     // and tools after it).
     if !r.extensions().is_empty() {

@@ -30,12 +30,17 @@ header that pi's stream does not have: {\"type\":\"trust\", \"decision\",
 
 Extensions: pi's TS/JS extensions run in the bundled Node host ($PI_NODE or
 node on PATH); any executable that speaks the JSONL protocol pi-ext/1 on
-stdin/stdout is a process extension (README: Extensions). CLI and user
+stdin and stdout (or fd 3, $PI_EXT_RECORDS_FD) is a process extension
+(README: Extensions). CLI and user
 extensions start first and may answer project_trust; project extensions
-start only in a trusted project. A tool_call handler that throws, times
-out or dies blocks the call (the tool never runs); other handler errors are
-`Extension error (<path>): <msg>` lines on stderr (also in --mode json, as
-pi). A broken extension is one stderr line; the run goes on.
+start only in a trusted project. Extensions and --gate fail closed: an
+extension that fails to load (a throw, a missing file, no Node, a hang, a
+crash, process.exit) fails the run with exit 1 before the model is called,
+naming it and the cause, as pi does; a tool_call handler that throws, times
+out, dies or answers garbage blocks the call (the tool never runs). Other
+handler errors are `Extension error (<path>): <msg>` lines on stderr (also
+in --mode json, as pi); a notification handler that once timed out is not
+waited for again in that run.
 `/name args` runs an extension command instead of the agent; extension
 flags (--name [value]) are accepted once an extension registers them.
 After a session replacement (RPC new_session, fork, clone, switch_session)
@@ -62,13 +67,14 @@ Exit status:
   0    the run ended with an answer (or an extension command or input
        handler took the prompt); --mode rpc: stdin ended (--drain: and
        the work asked for finished)
-  1    the run failed: model or provider error (also in --mode json),
-       --max-turns reached with tool calls pending, a session write failed,
-       or stdout could not be written (a full disk: the run stops)
+  1    the run failed: an extension did not load (nothing was sent to the
+       model), model or provider error (also in --mode json), --max-turns
+       reached with tool calls pending, a session write failed, or stdout
+       could not be written (a full disk: the run stops)
   2    usage, configuration or input error (unknown model, missing API key,
        malformed models.json or settings.json, bad flag (also an unknown
        --flag no extension registered), an interactive-only
-       flag, a missing -e path or --export file, an @file that is missing,
+       flag, a missing --export file, an @file that is missing,
        not a regular file or over 16 MiB, piped stdin over 16 MiB)
   129  hung up (SIGHUP)
   130  interrupted (SIGINT)
@@ -274,13 +280,15 @@ pub struct Cli {
     /// allow): `sh -c CMD` gets {"toolName","toolCallId","input","cwd"} on
     /// stdin after the extensions' tool_call handlers; exit 0 allows, exit
     /// 1 blocks with the first stdout line as the reason, anything else (a
-    /// crash, a timeout of --extension-timeout) blocks.
+    /// crash, a timeout of --extension-timeout, more than 1 MiB on stdout)
+    /// blocks.
     #[arg(long, value_name = "CMD", allow_hyphen_values = true)]
     pub gate: Vec<String>,
 
     /// Seconds an extension may take to answer one event (default 30) and
-    /// a --gate command to answer (default 30), and to register (default
-    /// 10, never less); a tool_call that times out is blocked.
+    /// a --gate command to answer (default 30), and to load (each
+    /// extension; default 10, never less); a tool_call that times out is
+    /// blocked, an extension that does not load in time fails the run.
     #[arg(long, value_name = "SECS", value_parser = clap::value_parser!(u64).range(1..))]
     pub extension_timeout: Option<u64>,
 

@@ -10,6 +10,7 @@
 
 pub mod agent;
 pub mod atomic_file;
+pub mod capped_lines;
 pub mod cli;
 pub mod extensions;
 pub mod format;
@@ -18,6 +19,7 @@ pub mod mcp;
 pub mod model;
 pub mod paths;
 pub mod piped;
+pub mod process_group;
 pub mod prompt;
 pub mod provider;
 pub mod regular_file;

@@ -412,13 +412,68 @@ export default function (pi: any) {
 
 ts("an extension whose factory never settles fails after the load timeout; the next one still loads", async (t) => {
 	const dir = scratch(t);
-	const hang = writeExt(dir, "hang.ts", `export default function (pi: any) { pi.registerCommand("lost", { handler() {} }); return new Promise(() => {}); }`);
+	// A live timer: the factory could still finish, so only the limit ends it.
+	const hang = writeExt(dir, "hang.ts", `export default function (pi: any) { pi.registerCommand("lost", { handler() {} }); setInterval(() => {}, 1000); return new Promise(() => {}); }`);
 	const ok = writeExt(dir, "ok.ts", `export default function (pi: any) { pi.registerCommand("kept", { handler() {} }); }`);
 	const t0 = Date.now();
 	const { reg } = await started(t, [hang, ok], { hello: { loadTimeoutMs: 300 } });
 	assert.ok(Date.now() - t0 < 5000);
 	assert.deepEqual(reg.errors, [{ path: hang, message: "Failed to load extension: did not finish loading within 0.3 s" }]);
 	assert.deepEqual(reg.extensions.map((e) => [e.ext, e.commands.map((c) => c.name)]), [[1, ["kept"]]]);
+});
+
+test("each extension loads in its own slot: a factory that can never finish, process.exit, stray errors and rejections fail only their own extension, at once, with any Node >= 20", async (t) => {
+	const dir = scratch(t);
+	const cases = [
+		["ok.mjs", `export default function (pi) { pi.registerCommand("first", { handler() {} }); }`, null],
+		["never.mjs", `export default function (pi) { return new Promise(() => {}); }`, "Failed to load extension: its factory never finished (it waits for something that can never happen)"],
+		["exit.mjs", `export default function (pi) { process.exit(3); }`, "Failed to load extension: it called process.exit(3) while loading"],
+		["exit-caught.mjs", `export default function (pi) { try { process.exit(0); } catch {} }`, "Failed to load extension: it called process.exit(0) while loading"],
+		["stray.mjs", `export default function (pi) { setTimeout(() => { throw new Error("later boom"); }, 10); }`, "Failed to load extension: uncaught exception: later boom"],
+		["rejects.mjs", `export default function (pi) { Promise.reject(new Error("nobody waits")); }`, "Failed to load extension: unhandled rejection: nobody waits"],
+		["last.mjs", `export default async function (pi) { await new Promise((r) => setTimeout(r, 50)); pi.registerCommand("last", { handler() {} }); }`, null],
+	];
+	const load = cases.map(([n, src]) => writeExt(dir, n, src));
+	const d = new HostDriver({ node: TS_NODE ?? process.execPath });
+	t.after(() => d.close());
+	const t0 = Date.now();
+	// The default load limit (8 s) is never reached: every failure is seen at once.
+	const reg = await d.hello(load);
+	assert.ok(Date.now() - t0 < 5000, `took ${Date.now() - t0} ms`);
+	assert.deepEqual(
+		reg.errors,
+		cases.flatMap(([, , err], i) => (err ? [{ path: load[i], message: err }] : [])),
+	);
+	assert.deepEqual(reg.extensions.map((e) => [e.ext, e.commands.map((c) => c.name)]), [[0, ["first"]], [6, ["last"]]]);
+	// A `loading` record names each extension before it loads.
+	assert.deepEqual(
+		d.records.filter((r) => r.type === "loading").map((r) => [r.ext, r.path]),
+		load.map((p, i) => [i, p]),
+	);
+	// The host is still alive and serves the survivors.
+	const r = await d.request({ type: "command", ext: 6, name: "last", args: "" });
+	assert.equal(r.result, null);
+});
+
+test("after loading, a stray error in an extension's timer is its extension_error and process.exit only throws", async (t) => {
+	const dir = scratch(t);
+	const p = writeExt(
+		dir,
+		"late.mjs",
+		`export default function (pi) {
+			pi.on("session_start", () => { setTimeout(() => { throw new Error("timer boom"); }, 10); });
+			pi.on("tool_call", () => { process.exit(0); });
+		}`,
+	);
+	const d = new HostDriver({ node: TS_NODE ?? process.execPath });
+	t.after(() => d.close());
+	await d.hello([p]);
+	await d.event(0, { type: "session_start", reason: "startup" });
+	const err = await d.waitFor((r) => r.type === "extension_error");
+	assert.deepEqual(err, { type: "extension_error", ext: 0, event: "uncaught exception", error: "timer boom" });
+	const r = await d.event(0, { type: "tool_call", toolName: "bash", toolCallId: "c1", input: {} });
+	assert.match(r.error, /process\.exit\(0\) is not available to extensions/);
+	assert.equal(d.child.exitCode, null, "the host is still running");
 });
 
 test("stdin closing right after hello still gets the register (loading finishes first), with any Node >= 20", async (t) => {

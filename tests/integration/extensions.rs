@@ -481,31 +481,6 @@ fn gate_command_allows_blocks_and_fails_closed() {
     }
 }
 
-#[test]
-fn missing_node_is_one_diagnostic_per_ts_extension() {
-    let sb = Sandbox::new();
-    std::fs::create_dir_all(sb.agent().join("extensions")).unwrap();
-    std::fs::write(
-        sb.agent().join("extensions/a.ts"),
-        "export default () => {}",
-    )
-    .unwrap();
-    let out = sb
-        .cmd("pi-run")
-        .env("PI_NODE", sb.root().join("no-such-node"))
-        .env("PATH", "/nonexistent")
-        .args(["--no-session", "--provider", "faux", "--model"])
-        .arg(script(&sb, &[json!({"text": "ok"})]))
-        .arg("hi")
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{}", stderr(&out));
-    assert_eq!(stdout(&out).trim(), "ok");
-    let err = stderr(&out);
-    assert_eq!(err.matches("a.ts").count(), 1, "{err}");
-    assert!(err.contains("skipped"), "{err}");
-}
-
 /// The same tool, registered by a TypeScript extension under pi 1.6.0 and
 /// by a process extension under pi-run, through the same mock: the same
 /// recorded system message (toolsAdded, the tools and rules sections; the

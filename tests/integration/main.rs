@@ -8,6 +8,7 @@ mod common;
 mod compact;
 mod ext_node;
 mod extensions;
+mod extensions_hard;
 mod extensions_ts;
 mod hostile;
 mod mcp;

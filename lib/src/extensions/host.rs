@@ -9,23 +9,24 @@
 //! `ui.confirm/select/input/editor` call is outstanding) the clock of its
 //! requests is paused: a slow human is not a timeout.
 
-use std::collections::HashMap;
 use std::ffi::OsString;
 use std::path::PathBuf;
 use std::process::Stdio;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 use serde_json::Value;
-use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio_util::sync::CancellationToken;
 
-use crate::agent::hooks::BoxFuture;
-use crate::format::extension::{
-    ExtRecord, Hello, HostRecord, Register, RegisterMore, PROTOCOL_VERSION,
+use super::conversation::{
+    exit_text, forward_stderr, give_records_fd, protocol_ended, read_output, records_pipe, Pending,
+    Shared, Source, RECORDS_FD, UNDECIDED,
 };
+use super::wire::{lock, paused_timeout, write_line};
+use crate::agent::hooks::BoxFuture;
+use crate::format::extension::{Hello, HostRecord, Register, RegisterMore, PROTOCOL_VERSION};
 
 /// Serves the calls an extension makes (`appendEntry`, `getActiveTools`,
 /// …): the answer, or the error message it gets back.
@@ -41,10 +42,6 @@ pub trait CallHandler: Send + Sync {
     /// reports on its own (`extension_error`).
     fn extension_error(&self, host: &str, ext: usize, event: &str, error: &str);
 }
-
-/// An answer: the outcome, and the messages of handlers that threw without
-/// ending the chain.
-type Answer = (Result<Value, String>, Vec<String>);
 
 /// Why a request got no answer.
 #[derive(Debug, Clone, PartialEq)]
@@ -71,130 +68,40 @@ pub struct Spawn {
     pub prog: String,
 }
 
-struct Pending {
-    tx: oneshot::Sender<Answer>,
-    updates: Option<mpsc::UnboundedSender<Value>>,
+/// Why an extension process did not get to `register`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StartError {
+    /// The extension a multi-extension process (the Node host) was
+    /// loading when it failed (its `loading` record), if it said.
+    pub loading: Option<usize>,
+    /// The cause, without the extension's name (`did not register within
+    /// 10 s`, `exited (code 3) before registering`, …).
+    pub cause: String,
 }
 
 /// A running extension process.
 pub struct Host {
     pub display: String,
-    prog: String,
-    stdin: Arc<tokio::sync::Mutex<Option<tokio::process::ChildStdin>>>,
-    pending: Arc<Mutex<HashMap<u64, Pending>>>,
+    sh: Arc<Shared>,
     next_id: AtomicU64,
-    dead: Arc<Mutex<Option<String>>>,
-    pgid: Option<i32>,
     exited: watch::Receiver<bool>,
-    handler: Arc<OnceLock<Arc<dyn CallHandler>>>,
-    more: Arc<Mutex<Vec<RegisterMore>>>,
-    /// How many dialogs (`ui.confirm` …) the extension is waiting for.
-    dialogs: watch::Receiver<usize>,
     /// Its `register` said it answers `reload`.
     reloads: AtomicBool,
 }
 
-/// The UI calls that wait for a person.
-fn is_dialog(method: &str) -> bool {
-    matches!(
-        method,
-        "ui.confirm" | "ui.select" | "ui.input" | "ui.editor"
-    )
-}
-
-/// `fut` with a limit whose clock runs only while no dialog is open
-/// (`dialogs` is 0); `None` when the limit ran out.
-async fn paused_timeout<F: std::future::Future>(
-    limit: Duration,
-    fut: F,
-    mut dialogs: watch::Receiver<usize>,
-) -> Option<F::Output> {
-    tokio::pin!(fut);
-    let mut left = limit;
-    loop {
-        let open = *dialogs.borrow_and_update();
-        if open > 0 {
-            tokio::select! {
-                out = &mut fut => return Some(out),
-                gone = async { dialogs.wait_for(|n| *n == 0).await.is_err() } => if gone {
-                    // No sender any more: nothing can pause the clock.
-                    return tokio::time::timeout(left, fut).await.ok();
-                },
-            }
-            continue;
-        }
-        let start = tokio::time::Instant::now();
-        tokio::select! {
-            out = &mut fut => return Some(out),
-            _ = tokio::time::sleep(left) => return None,
-            gone = async { dialogs.wait_for(|n| *n > 0).await.is_err() } => {
-                left = left.saturating_sub(start.elapsed());
-                if gone {
-                    return tokio::time::timeout(left, fut).await.ok();
-                }
-            }
-        }
-    }
-}
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
-}
-
-/// Writes one record line; `false` once stdin is closed or broken.
-async fn write_line(
-    stdin: &tokio::sync::Mutex<Option<tokio::process::ChildStdin>>,
-    mut line: String,
-) -> bool {
-    line.push('\n');
-    let mut g = stdin.lock().await;
-    let Some(w) = g.as_mut() else {
-        return false;
-    };
-    if w.write_all(line.as_bytes()).await.is_err() || w.flush().await.is_err() {
-        g.take();
-        return false;
-    }
-    true
-}
-
-/// Kills process group `pgid` with SIGKILL.
-fn kill_group(pgid: Option<i32>) {
-    if let Some(pgid @ 1..) = pgid {
-        // SAFETY: kill(2) with a negative pid signals a process group; no
-        // memory is involved.
-        unsafe {
-            libc::kill(-pgid, libc::SIGKILL);
-        }
-    }
-}
-
-/// Marks the host dead (the first reason wins), prints the diagnostic once
-/// and fails every outstanding request.
-fn die(
-    dead: &Mutex<Option<String>>,
-    pending: &Mutex<HashMap<u64, Pending>>,
-    prog: &str,
-    reason: String,
-) {
-    {
-        let mut d = lock(dead);
-        if d.is_some() {
-            return;
-        }
-        eprintln!("{prog}: {reason}");
-        *d = Some(reason);
-    }
-    lock(pending).clear();
-}
-
 impl Host {
-    /// Starts the process, sends `hello`, waits for `register`.
+    /// Starts the process, sends `hello`, waits for `register`: at most
+    /// `handshake` in all, or, for a process that says which extension it
+    /// is loading (`loading` records), `handshake` for each one.
     pub async fn start(
         spawn: Spawn,
         hello: Hello,
         handshake: Duration,
-    ) -> Result<(Arc<Host>, Register), String> {
+    ) -> Result<(Arc<Host>, Register), StartError> {
+        let fail = |cause: String| StartError {
+            loading: None,
+            cause,
+        };
         let display = spawn.display.clone();
         let mut cmd = tokio::process::Command::new(&spawn.program);
         cmd.args(&spawn.args)
@@ -205,212 +112,148 @@ impl Host {
             .stderr(Stdio::piped())
             .process_group(0)
             .kill_on_drop(true);
-        let mut child = cmd
-            .spawn()
-            .map_err(|e| format!("extension {display}: cannot start: {e}"))?;
+        // The records pipe (fd 3), offered; without one, stdout only.
+        let pipe = records_pipe();
+        if let Some(p) = &pipe {
+            cmd.env("PI_EXT_RECORDS_FD", RECORDS_FD.to_string());
+            give_records_fd(&mut cmd, &p.write);
+        }
+        let spawned = cmd.spawn();
+        // Our copy of the write end goes, so the pipe ends with the child.
+        let records = pipe.and_then(|p| {
+            drop(p.write);
+            tokio::net::unix::pipe::Receiver::from_owned_fd(p.read).ok()
+        });
+        let mut child =
+            spawned.map_err(|e| fail(format!("cannot start {}: {e}", spawn.program.display())))?;
         let pgid = child.id().and_then(|p| i32::try_from(p).ok());
+        if let Some(p) = pgid {
+            crate::process_group::register(p);
+        }
         let (Some(stdin), Some(stdout), Some(stderr)) =
             (child.stdin.take(), child.stdout.take(), child.stderr.take())
         else {
-            kill_group(pgid);
-            return Err(format!("extension {display}: cannot open its pipes"));
+            if let Some(p) = pgid {
+                crate::process_group::kill(p);
+            }
+            return Err(fail("cannot open its pipes".into()));
         };
-        let prog = spawn.prog.clone();
-        let pending: Arc<Mutex<HashMap<u64, Pending>>> = Arc::default();
-        let dead: Arc<Mutex<Option<String>>> = Arc::default();
-        let handler: Arc<OnceLock<Arc<dyn CallHandler>>> = Arc::default();
-        let more: Arc<Mutex<Vec<RegisterMore>>> = Arc::default();
-        let (dialogs_tx, dialogs) = watch::channel(0usize);
-        let dialogs_tx = Arc::new(dialogs_tx);
-
-        // Every record is written by whoever sends it, holding the lock for
-        // the whole line (so lines never interleave and keep send order).
-        let stdin = Arc::new(tokio::sync::Mutex::new(Some(stdin)));
-
-        // stderr is free text, forwarded with the extension's name.
-        {
-            let (prog, display) = (prog.clone(), display.clone());
-            tokio::spawn(async move {
-                let mut lines = BufReader::new(stderr).lines();
-                while let Ok(Some(l)) = lines.next_line().await {
-                    eprintln!("{prog}: extension {display}: {l}");
-                }
-            });
+        let (dialogs_tx, _) = watch::channel(0usize);
+        let (loading_tx, mut loading) = watch::channel(None);
+        let (reg_tx, mut reg_rx) = oneshot::channel::<Register>();
+        let sh = Arc::new(Shared {
+            display: display.clone(),
+            prog: spawn.prog.clone(),
+            pgid,
+            // Every record is written by whoever sends it, holding the lock
+            // for the whole line (so lines never interleave and keep send
+            // order).
+            stdin: tokio::sync::Mutex::new(Some(stdin)),
+            pending: Mutex::default(),
+            dead: Mutex::default(),
+            cause: Mutex::default(),
+            registered: AtomicBool::new(false),
+            handler: OnceLock::new(),
+            more: Mutex::default(),
+            dialogs: dialogs_tx,
+            loading: loading_tx,
+            reg_tx: Mutex::new(Some(reg_tx)),
+            channel: AtomicU8::new(UNDECIDED),
+            // Without a records pipe, only stdout can end.
+            ended: watch::channel((false, records.is_none())).0,
+        });
+        tokio::spawn(forward_stderr(spawn.prog.clone(), display.clone(), stderr));
+        tokio::spawn(read_output(Arc::clone(&sh), Source::Stdout, stdout));
+        if let Some(r) = records {
+            tokio::spawn(read_output(Arc::clone(&sh), Source::RecordsFd, r));
         }
-
-        // Reader: answers, updates, calls, registrations.
-        let (reg_tx, reg_rx) = oneshot::channel::<Register>();
-        let (eof_tx, eof_rx) = oneshot::channel::<()>();
-        {
-            let (pending, dead, handler, more) = (
-                Arc::clone(&pending),
-                Arc::clone(&dead),
-                Arc::clone(&handler),
-                Arc::clone(&more),
-            );
-            let (prog, display, stdin) = (prog.clone(), display.clone(), Arc::clone(&stdin));
-            tokio::spawn(async move {
-                let mut reg_tx = Some(reg_tx);
-                let mut lines = BufReader::new(stdout).lines();
-                loop {
-                    let line = match lines.next_line().await {
-                        Ok(Some(l)) => l,
-                        Ok(None) => break,
-                        Err(e) => {
-                            die(
-                                &dead,
-                                &pending,
-                                &prog,
-                                format!("extension {display}: protocol error: {e}"),
-                            );
-                            kill_group(pgid);
-                            break;
-                        }
-                    };
-                    if line.trim().is_empty() {
-                        continue;
-                    }
-                    match ExtRecord::parse(&line) {
-                        Ok(ExtRecord::Register(r)) => {
-                            if let Some(tx) = reg_tx.take() {
-                                let _ = tx.send(r);
-                            }
-                        }
-                        Ok(ExtRecord::RegisterMore(m)) => lock(&more).push(m),
-                        Ok(ExtRecord::Result {
-                            id,
-                            outcome,
-                            errors,
-                        }) => {
-                            if let Some(p) = lock(&pending).remove(&id) {
-                                let _ = p.tx.send((outcome, errors));
-                            }
-                        }
-                        Ok(ExtRecord::ExtensionError { ext, event, error }) => {
-                            match handler.get() {
-                                Some(h) => h.extension_error(&display, ext, &event, &error),
-                                None => eprintln!("{prog}: extension {display}: {event}: {error}"),
-                            }
-                        }
-                        Ok(ExtRecord::Update { id, partial }) => {
-                            if let Some(u) = lock(&pending).get(&id).and_then(|p| p.updates.clone())
-                            {
-                                let _ = u.send(partial);
-                            }
-                        }
-                        Ok(ExtRecord::Call {
-                            id,
-                            ext,
-                            method,
-                            params,
-                        }) => {
-                            // Started here, in line order (a call's effect
-                            // precedes the answers read after it); awaited
-                            // apart, so a slow answer blocks nothing.
-                            let dialog = is_dialog(&method);
-                            if dialog {
-                                dialogs_tx.send_modify(|n| *n += 1);
-                            }
-                            let fut = match handler.get() {
-                                Some(h) => h.call(ext, method, params),
-                                None => Box::pin(std::future::ready(Err(format!(
-                                    "pi-toolkit host: {method} is not available during loading"
-                                )))),
-                            };
-                            let w = Arc::clone(&stdin);
-                            let open = Arc::clone(&dialogs_tx);
-                            tokio::spawn(async move {
-                                let r = fut.await;
-                                if dialog {
-                                    open.send_modify(|n| *n = n.saturating_sub(1));
-                                }
-                                let (result, error) = match r {
-                                    Ok(v) => (Some(v), None),
-                                    Err(e) => (None, Some(e)),
-                                };
-                                write_line(&w, HostRecord::Return { id, result, error }.to_line())
-                                    .await;
-                            });
-                        }
-                        Ok(ExtRecord::Unknown(_)) => {}
-                        Err(e) => {
-                            die(
-                                &dead,
-                                &pending,
-                                &prog,
-                                format!("extension {display}: protocol error: {e}"),
-                            );
-                            kill_group(pgid);
-                            break;
-                        }
-                    }
-                }
-                let _ = eof_tx.send(());
-            });
-        }
-
         // Waiter: an exit is a death, once the answers already written are
         // read.
         let (exit_tx, exit_rx) = watch::channel(false);
         {
-            let (pending, dead, prog, display) = (
-                Arc::clone(&pending),
-                Arc::clone(&dead),
-                prog.clone(),
-                display.clone(),
-            );
+            let sh = Arc::clone(&sh);
             tokio::spawn(async move {
                 let status = child.wait().await;
-                let _ = tokio::time::timeout(Duration::from_millis(500), eof_rx).await;
-                let how = match status {
-                    Ok(s) => match (s.code(), std::os::unix::process::ExitStatusExt::signal(&s)) {
-                        (Some(c), _) => format!("code {c}"),
-                        (None, Some(sig)) => format!("signal {sig}"),
-                        _ => "unknown status".into(),
-                    },
-                    Err(e) => e.to_string(),
-                };
-                die(
-                    &dead,
-                    &pending,
-                    &prog,
-                    format!("extension {display} exited ({how})"),
-                );
+                let _ = tokio::time::timeout(Duration::from_millis(500), protocol_ended(&sh)).await;
+                sh.die(format!("exited ({})", exit_text(status)));
                 let _ = exit_tx.send(true);
             });
         }
-
         let host = Arc::new(Host {
             display: display.clone(),
-            prog,
-            stdin,
-            pending,
+            sh: Arc::clone(&sh),
             next_id: AtomicU64::new(1),
-            dead,
-            pgid,
             exited: exit_rx,
-            handler,
-            more,
-            dialogs,
             reloads: AtomicBool::new(false),
         });
+        let hello_times_loads = hello.load_timeout_ms.is_some();
         host.send(HostRecord::Hello(hello)).await;
-        let reg = match tokio::time::timeout(handshake, reg_rx).await {
-            Ok(Ok(r)) => r,
-            Ok(Err(_)) => {
-                let why = host
-                    .dead_reason()
-                    .unwrap_or_else(|| format!("extension {display} closed its output"));
-                host.kill();
-                return Err(format!("{why} before registering"));
+        // Each `loading` record restarts the clock. A process that times
+        // each load itself (hello `loadTimeoutMs`) gets a margin, so its
+        // own, more precise failure comes first; the clock is for a hang.
+        let clock = handshake
+            + if hello_times_loads {
+                Duration::from_secs(1)
+            } else {
+                Duration::ZERO
+            };
+        let sleep = tokio::time::sleep(clock);
+        tokio::pin!(sleep);
+        let mut progress = true;
+        // No register can come once the process is gone or both its
+        // outputs ended.
+        let mut exited = host.exited.clone();
+        let mut ended = sh.ended.subscribe();
+        let hopeless = async {
+            tokio::select! {
+                _ = exited.wait_for(|e| *e) => {}
+                _ = ended.wait_for(|(a, b)| *a && *b) => {}
             }
-            Err(_) => {
-                host.kill();
-                return Err(format!(
-                    "extension {display} did not register within {} s",
-                    handshake.as_secs_f64()
-                ));
+        };
+        tokio::pin!(hopeless);
+        let reg = loop {
+            tokio::select! {
+                biased;
+                r = &mut reg_rx => break r.ok(),
+                () = &mut hopeless => break reg_rx.try_recv().ok(),
+                _ = &mut sleep => {
+                    host.kill();
+                    let loading = *loading.borrow();
+                    let secs = handshake.as_secs_f64();
+                    return Err(StartError {
+                        loading,
+                        cause: match loading {
+                            Some(_) => format!("did not finish loading within {secs} s"),
+                            None => format!("did not register within {secs} s"),
+                        },
+                    });
+                }
+                moved = async {
+                    if progress { loading.changed().await.is_ok() } else { std::future::pending().await }
+                } => {
+                    progress = moved;
+                    if moved {
+                        sleep.as_mut().reset(tokio::time::Instant::now() + clock);
+                    }
+                }
             }
+        };
+        let loading = *loading.borrow();
+        let Some(reg) = reg else {
+            // The reader ended: wait (briefly) for the exit status, which
+            // says more than "closed its output".
+            let mut exited = host.exited.clone();
+            let _ = tokio::time::timeout(Duration::from_secs(1), exited.wait_for(|e| *e)).await;
+            host.kill();
+            let cause = lock(&sh.cause)
+                .clone()
+                .unwrap_or_else(|| "closed its output".into());
+            let cause = match loading {
+                Some(_) => format!("the extension process {cause} while loading it"),
+                None if cause.starts_with("exited") => format!("{cause} before registering"),
+                None => cause,
+            };
+            return Err(StartError { loading, cause });
         };
         if reg.protocol != PROTOCOL_VERSION {
             let reason = format!(
@@ -421,9 +264,14 @@ impl Host {
                 reason: Some(reason.clone()),
             })
             .await;
-            host.stdin.lock().await.take();
+            sh.stdin.lock().await.take();
             host.kill();
-            return Err(format!("extension {display}: {reason}"));
+            return Err(fail(reason));
+        }
+        sh.registered.store(true, Ordering::Release);
+        // A death between the register and now is reported like any other.
+        if let Some(reason) = host.dead_reason() {
+            eprintln!("{}: {reason}", sh.prog);
         }
         host.reloads.store(reg.reloads, Ordering::Relaxed);
         Ok((host, reg))
@@ -431,12 +279,12 @@ impl Host {
 
     /// Who serves this extension's calls (set once, after registration).
     pub fn set_handler(&self, h: Arc<dyn CallHandler>) {
-        let _ = self.handler.set(h);
+        let _ = self.sh.handler.set(h);
     }
 
     /// Registrations made after load, not taken yet.
     pub fn take_more(&self) -> Vec<RegisterMore> {
-        std::mem::take(&mut lock(&self.more))
+        std::mem::take(&mut lock(&self.sh.more))
     }
 
     /// Whether it answers [`HostRecord::Reload`] (loads its extensions
@@ -447,7 +295,7 @@ impl Host {
 
     /// Why the process is dead, if it is.
     pub fn dead_reason(&self) -> Option<String> {
-        lock(&self.dead).clone()
+        lock(&self.sh.dead).clone()
     }
 
     /// Writes one record without waiting for the write (it may wait for
@@ -457,13 +305,13 @@ impl Host {
         let Ok(rt) = tokio::runtime::Handle::try_current() else {
             return;
         };
-        let stdin = Arc::clone(&self.stdin);
-        rt.spawn(async move { write_line(&stdin, rec.to_line()).await });
+        let sh = Arc::clone(&self.sh);
+        rt.spawn(async move { write_line(&sh.stdin, rec.to_line()).await });
     }
 
     /// Writes one record (a one-way record: configure, bye).
     pub async fn send(&self, rec: HostRecord) {
-        write_line(&self.stdin, rec.to_line()).await;
+        write_line(&self.sh.stdin, rec.to_line()).await;
     }
 
     /// Sends request `make(id)` and waits for its answer; `updates`
@@ -493,23 +341,23 @@ impl Host {
         }
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         let (tx, rx) = oneshot::channel();
-        lock(&self.pending).insert(id, Pending { tx, updates });
+        lock(&self.sh.pending).insert(id, Pending { tx, updates });
         // Checked again with the request in the table: a death meanwhile
         // has cleared it, or clears it later.
         if let Some(r) = self.dead_reason() {
-            lock(&self.pending).remove(&id);
+            lock(&self.sh.pending).remove(&id);
             return (Err(HostError::Dead(r)), Vec::new());
         }
         // The write is inside the limit too: an extension that stops
         // reading fills the pipe.
         let line = make(id).to_line();
         let work = async {
-            write_line(&self.stdin, line).await;
+            write_line(&self.sh.stdin, line).await;
             rx.await
         };
         let wait = async {
             match timeout {
-                Some(t) => paused_timeout(t, work, self.dialogs.clone()).await,
+                Some(t) => paused_timeout(t, work, self.sh.dialogs.subscribe()).await,
                 None => Some(work.await),
             }
         };
@@ -524,7 +372,7 @@ impl Host {
             a = wait => a,
             _ = cancel.cancelled() => {
                 abandon.armed = false;
-                lock(&self.pending).remove(&id);
+                lock(&self.sh.pending).remove(&id);
                 self.send_later(HostRecord::Cancel { id });
                 return (Err(HostError::Aborted), Vec::new());
             }
@@ -540,7 +388,7 @@ impl Host {
                 Vec::new(),
             ),
             None => {
-                lock(&self.pending).remove(&id);
+                lock(&self.sh.pending).remove(&id);
                 self.send_later(HostRecord::Cancel { id });
                 (Err(HostError::Timeout), Vec::new())
             }
@@ -549,14 +397,16 @@ impl Host {
 
     /// Kills the process group at once.
     pub fn kill(&self) {
-        kill_group(self.pgid);
+        self.sh.kill();
     }
 
-    /// The end: `bye`, stdin closed, up to `grace` for the process to exit,
-    /// then its whole group is killed. Quiet: the process was asked to go.
+    /// The end: `bye` and stdin closed (EOF), up to `grace` for the
+    /// process to exit, then SIGTERM to its whole group (what it started
+    /// in the background too) and up to `grace` more, then SIGKILL. Quiet:
+    /// the process was asked to go.
     pub async fn close(&self, grace: Duration) {
         let was_alive = {
-            let mut d = lock(&self.dead);
+            let mut d = lock(&self.sh.dead);
             let alive = d.is_none();
             if alive {
                 *d = Some(format!("extension {} was stopped", self.display));
@@ -566,17 +416,25 @@ impl Host {
         if was_alive {
             let _ = tokio::time::timeout(grace, self.send(HostRecord::Bye { reason: None })).await;
         }
-        if let Ok(mut g) = tokio::time::timeout(grace, self.stdin.lock()).await {
+        if let Ok(mut g) = tokio::time::timeout(grace, self.sh.stdin.lock()).await {
             g.take();
         }
         let mut exited = self.exited.clone();
         let _ = tokio::time::timeout(grace, exited.wait_for(|e| *e)).await;
-        self.kill();
+        match self.sh.pgid {
+            Some(pgid) => crate::process_group::end(pgid, grace).await,
+            None => self.kill(),
+        }
     }
 
     /// The prefix of this host's diagnostics.
     pub fn prog(&self) -> &str {
-        &self.prog
+        &self.sh.prog
+    }
+
+    /// The process group it runs in (its process id).
+    pub fn pgid(&self) -> Option<i32> {
+        self.sh.pgid
     }
 }
 
@@ -591,7 +449,7 @@ struct Abandon<'a> {
 impl Drop for Abandon<'_> {
     fn drop(&mut self) {
         if self.armed {
-            lock(&self.host.pending).remove(&self.id);
+            lock(&self.host.sh.pending).remove(&self.id);
             self.host.send_later(HostRecord::Cancel { id: self.id });
         }
     }
@@ -672,6 +530,7 @@ for line in sys.stdin:
                 scope: "temporary".into(),
             }],
             settings: Value::Null,
+            load_timeout_ms: None,
         };
         let (host, _) = Host::start(spawn, hello, Duration::from_secs(10))
             .await

@@ -3,9 +3,11 @@
 //! `project_trust`); once the project is trusted, the second pass starts
 //! the project's. A project extension is never started while the project
 //! is untrusted. TypeScript/JavaScript extensions share one Node host
-//! process; every process extension is its own process. A broken
-//! extension is one diagnostic and the run goes on (seed 002; pi 1.6.0
-//! exits 1 instead).
+//! process; every process extension is its own process. An extension that
+//! fails to load (a throwing factory, a missing file, a hang, a crash, no
+//! Node) fails the run before the model is called, naming the extension
+//! and the cause, as pi 1.6.0 does: extensions are guards, and a guard that
+//! did not load must not leave the run unguarded.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -81,6 +83,7 @@ fn hello(opts: &LoadOptions, pass: &str, trusted: Option<bool>, load: Vec<LoadEn
         project_trusted: trusted,
         load,
         settings: opts.settings.clone(),
+        load_timeout_ms: None,
     }
 }
 
@@ -92,21 +95,64 @@ fn entry(e: &Extension) -> LoadEntry {
     }
 }
 
-/// Starts `exts` (one pass) and adds what registered to `runner`. Every
-/// failure is one stderr line naming the extension; the rest still run.
+/// An extension that did not load, and why (pi's `<error>` wording where
+/// pi has one).
+#[derive(Debug, Clone, PartialEq)]
+pub struct LoadFailure {
+    pub path: String,
+    pub error: String,
+}
+
+impl std::fmt::Display for LoadFailure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "Failed to load extension \"{}\": {}",
+            self.path, self.error
+        )
+    }
+}
+
+/// A load pass that failed: the run must not go on (pi 1.6.0 exits 1 on
+/// any extension that fails to load; a guard that did not load must not
+/// leave the run unguarded).
+#[derive(Debug, Clone, PartialEq)]
+pub struct LoadFailed(pub Vec<LoadFailure>);
+
+impl std::fmt::Display for LoadFailed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let lines: Vec<String> = self.0.iter().map(ToString::to_string).collect();
+        f.write_str(&lines.join("\n"))
+    }
+}
+
+impl From<LoadFailed> for crate::cli::CliError {
+    fn from(e: LoadFailed) -> Self {
+        crate::cli::CliError::failed(e.to_string()).with_hint(
+            "nothing was sent to the model; fix or remove the extension \
+             (--no-extensions skips the discovered ones)",
+        )
+    }
+}
+
+/// Starts `exts` (one pass) and adds what registered to `runner`; the
+/// extensions that did not load, each with its cause. One extension's
+/// failure never hides the others: every process extension is its own
+/// process, and the Node host loads each TypeScript extension under its
+/// own time limit and names the one that failed.
 pub async fn load(
     runner: &Arc<Runner>,
     exts: &[Extension],
     pass: &str,
     trusted: Option<bool>,
     opts: &LoadOptions,
-) {
-    let warn = |path: &Path, msg: &str| {
-        eprintln!(
-            "{}: extension {}: {msg}; skipped",
-            opts.prog,
-            path.display()
-        )
+) -> Vec<LoadFailure> {
+    let mut failures = Vec::new();
+    let fail = |failures: &mut Vec<LoadFailure>, path: &Path, error: String| {
+        failures.push(LoadFailure {
+            path: path.display().to_string(),
+            error,
+        })
     };
     let mut node_exts = Vec::new();
     let mut starts = Vec::new();
@@ -126,7 +172,16 @@ pub async fn load(
                 starts
                     .push(async move { (vec![path], Host::start(spawn, h, opts.handshake).await) });
             }
-            None => warn(&e.path, "not a TS/JS file or an executable program"),
+            None if !e.path.exists() => fail(
+                &mut failures,
+                &e.path,
+                format!("Extension path does not exist: {}", e.path.display()),
+            ),
+            None => fail(
+                &mut failures,
+                &e.path,
+                "not a TS/JS file or an executable program".into(),
+            ),
         }
     }
     let node_start = if node_exts.is_empty() {
@@ -137,14 +192,22 @@ pub async fn load(
                 Ok(dir) => Some((node, dir)),
                 Err(err) => {
                     for e in &node_exts {
-                        warn(&e.path, &format!("cannot install the Node host: {err}"));
+                        fail(
+                            &mut failures,
+                            &e.path,
+                            format!("cannot install the Node host: {err}"),
+                        );
                     }
                     None
                 }
             },
             _ => {
                 for e in &node_exts {
-                    warn(&e.path, "needs Node.js (set PI_NODE or put node on PATH)");
+                    fail(
+                        &mut failures,
+                        &e.path,
+                        "needs Node.js (set PI_NODE or put node on PATH)".into(),
+                    );
                 }
                 None
             }
@@ -160,26 +223,48 @@ pub async fn load(
             prog: opts.prog.clone(),
         };
         let load: Vec<LoadEntry> = node_exts.iter().map(entry).collect();
-        let h = hello(opts, pass, trusted, load);
+        let mut h = hello(opts, pass, trusted, load);
+        // The host fails an extension that takes longer than the limit and
+        // loads the next (pi-run's own clock is for a host that hangs).
+        h.load_timeout_ms = Some(u64::try_from(opts.handshake.as_millis()).unwrap_or(u64::MAX));
         let paths = node_exts.iter().map(|e| e.path.clone()).collect();
         all.push((paths, Host::start(spawn, h, opts.handshake).await));
     }
     let mut infos = Vec::new();
+    // A process none of whose extensions loaded serves nothing: stopped.
+    let mut idle = Vec::new();
     for (paths, started) in all {
         let (host, reg) = match started {
             Ok(v) => v,
-            Err(msg) => {
-                for p in &paths {
-                    eprintln!("{}: {msg}; extension {} skipped", opts.prog, p.display());
+            Err(err) => {
+                match err.loading.and_then(|i| paths.get(i)) {
+                    Some(p) => fail(&mut failures, p, err.cause),
+                    None => {
+                        for p in &paths {
+                            fail(&mut failures, p, err.cause.clone());
+                        }
+                    }
                 }
                 continue;
             }
         };
         for err in &reg.errors {
-            eprintln!(
-                "{}: extension {}: {}; skipped",
-                opts.prog, err.path, err.message
-            );
+            let path = if err.path.is_empty() {
+                paths
+                    .first()
+                    .map(|p| p.display().to_string())
+                    .unwrap_or_default()
+            } else {
+                err.path.clone()
+            };
+            failures.push(LoadFailure {
+                path,
+                error: err.message.clone(),
+            });
+        }
+        if reg.extensions.is_empty() {
+            idle.push(host);
+            continue;
         }
         for r in reg.extensions {
             let path = paths
@@ -190,6 +275,26 @@ pub async fn load(
         }
     }
     runner.add(infos);
+    futures_util::future::join_all(idle.iter().map(|h| h.close(Duration::from_secs(2)))).await;
+    failures
+}
+
+/// [`load`] for a run: any extension that did not load fails the pass, and
+/// then every extension process of the run (earlier passes too) is
+/// stopped, before anything reaches the model.
+pub async fn load_or_fail(
+    runner: &Arc<Runner>,
+    exts: &[Extension],
+    pass: &str,
+    trusted: Option<bool>,
+    opts: &LoadOptions,
+) -> Result<(), LoadFailed> {
+    let failures = load(runner, exts, pass, trusted, opts).await;
+    if failures.is_empty() {
+        return Ok(());
+    }
+    runner.close_all().await;
+    Err(LoadFailed(failures))
 }
 
 /// The tools the extensions registered, in load order, each with whether

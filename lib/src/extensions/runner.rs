@@ -18,6 +18,7 @@ use std::time::Duration;
 use serde_json::{json, Map, Value};
 use tokio_util::sync::CancellationToken;
 
+use super::answer::{tool_call_answer, ToolCallAnswer};
 use super::host::{CallHandler, Host, HostError};
 use crate::agent::hooks::{
     ready, AgentOp, AgentSnapshot, BeforeAgentStart, BeforeAgentStartOutcome, BoxFuture, Hooks,
@@ -147,6 +148,10 @@ pub struct Runner {
     /// The flag values the command line gave ([`Runner::configure`]),
     /// given again to the instances a reload makes.
     given_flags: Mutex<Map<String, Value>>,
+    /// `(extension, notification)` pairs whose handler once did not answer
+    /// within the limit: not sent again this run, so a hung
+    /// `message_update` handler costs one timeout, not one per delta.
+    gave_up: Mutex<HashSet<(usize, String)>>,
 }
 
 /// The system prompt's sections for an active tool set (pi-run's plan with
@@ -176,6 +181,7 @@ impl Runner {
             shutdown_requested: AtomicBool::new(false),
             followups: tokio::sync::watch::channel(0).0,
             given_flags: Mutex::default(),
+            gave_up: Mutex::default(),
         })
     }
 
@@ -524,20 +530,24 @@ impl Runner {
     /// Sends `event` to one handler; every failure is reported (each
     /// thrown message once) and a failed answer gives `None`.
     async fn send_reported(&self, e: &ExtInfo, event: &Value) -> Option<Value> {
+        self.send_answer(e, event).await.ok()
+    }
+
+    /// [`Runner::send_reported`], telling why there is no answer.
+    async fn send_answer(&self, e: &ExtInfo, event: &Value) -> Result<Value, HostError> {
         let kind = event.get("type").and_then(Value::as_str).unwrap_or("");
         let (answer, errors) = self.send(e, event).await;
         for err in &errors {
             self.report(&e.path, kind, err);
         }
-        match answer {
-            Ok(v) => Some(v),
+        match &answer {
+            Ok(_) | Err(HostError::Dead(_)) | Err(HostError::Aborted) => {}
             Err(HostError::Failed(msg)) => {
                 // With several throws the answer's error is the first of
                 // `errors`, reported already.
                 if errors.is_empty() {
-                    self.report(&e.path, kind, &msg);
+                    self.report(&e.path, kind, msg);
                 }
-                None
             }
             Err(HostError::Timeout) => {
                 self.report(
@@ -548,10 +558,9 @@ impl Runner {
                         self.cfg.event_timeout.as_secs_f64()
                     ),
                 );
-                None
             }
-            Err(HostError::Dead(_)) | Err(HostError::Aborted) => None,
         }
+        answer
     }
 
     /// Every handler of a notification, in order.
@@ -563,7 +572,19 @@ impl Runner {
             self.shutdown_sent.store(true, Ordering::Relaxed);
         }
         for e in self.handlers(kind, false) {
-            self.send_reported(&e, &event).await;
+            let key = (Arc::as_ptr(&e) as usize, kind.to_string());
+            if lock(&self.gave_up).contains(&key) {
+                continue;
+            }
+            if self.send_answer(&e, &event).await == Err(HostError::Timeout) {
+                lock(&self.gave_up).insert(key);
+                eprintln!(
+                    "{}: extension {}: its {kind} handler did not answer within {} s; not waiting for it again this run",
+                    self.cfg.prog,
+                    e.path,
+                    self.cfg.event_timeout.as_secs_f64()
+                );
+            }
         }
     }
 
@@ -619,6 +640,13 @@ impl Runner {
         if !self.cancel.is_cancelled() && !self.shutdown_sent.load(Ordering::Relaxed) {
             self.notify_all(Self::shutdown_event()).await;
         }
+        self.close_all().await;
+    }
+
+    /// Stops every extension process (EOF, SIGTERM, SIGKILL; see
+    /// [`Host::close`]) without `session_shutdown`: a run that ends before
+    /// its session started (an extension failed to load).
+    pub async fn close_all(&self) {
         let mut seen: Vec<*const Host> = Vec::new();
         let hosts: Vec<Arc<Host>> = self
             .extensions()
@@ -1201,19 +1229,24 @@ impl Hooks for Runner {
                     self.report(&e.path, "tool_call", err);
                 }
                 match answer {
-                    Ok(v) => {
-                        if v.get("block").and_then(Value::as_bool) == Some(true) {
-                            let reason = v
-                                .get("reason")
-                                .and_then(Value::as_str)
-                                .unwrap_or("Tool execution was blocked");
-                            return ToolCallOutcome::Block(reason.to_string());
-                        }
-                        if let Some(i) = v.get("input").filter(|i| i.is_object()) {
-                            input = i.clone();
+                    Ok(v) => match tool_call_answer(&v) {
+                        Ok(ToolCallAnswer::Block(reason)) => return ToolCallOutcome::Block(reason),
+                        Ok(ToolCallAnswer::Input(i)) => {
+                            input = i;
                             changed = true;
                         }
-                    }
+                        Ok(ToolCallAnswer::Nothing) => {}
+                        Err(why) => {
+                            eprintln!(
+                                "{}: extension {}: {why}; blocking {}",
+                                self.cfg.prog, e.path, ev.tool_name
+                            );
+                            return ToolCallOutcome::Block(format!(
+                                "Extension {} {why}; blocking execution",
+                                e.path
+                            ));
+                        }
+                    },
                     // Fail closed, with the thrown text (pi: no
                     // extension_error for these).
                     Err(HostError::Failed(msg)) => return ToolCallOutcome::Block(msg),

@@ -1,6 +1,10 @@
 //! The extension protocol `pi-ext/1`: the records the toolkit and an
 //! extension process exchange, one JSON object per line over the process's
-//! stdin (host → extension) and stdout (extension → host).
+//! stdin (host → extension) and stdout or the records pipe (extension →
+//! host; fd 3, named in the environment as `PI_EXT_RECORDS_FD`, is open in
+//! every extension process, and whichever of the two carries [`Register`]
+//! is the channel from then on; on fd 3, nothing the extension's children
+//! print on their stdout can pass for a record).
 //!
 //! Every record has `"type"`. Unknown record types and unknown fields are
 //! ignored by both sides, so either side may grow. Ids: the host numbers
@@ -11,8 +15,11 @@
 //! given in [`Register`]. A plain process extension has index 0 and may
 //! leave `ext` out.
 //!
-//! The order of a conversation: [`Hello`] → [`Register`] (within the
-//! handshake timeout) → [`Configure`] per extension → events
+//! The order of a conversation: [`Hello`] → optional
+//! [`ExtRecord::Loading`] records (a process hosting several extensions
+//! says which one it loads; each restarts the handshake clock) →
+//! [`Register`] (within the handshake timeout; any [`LoadError`] in it
+//! fails the run) → [`Configure`] per extension → events
 //! ([`HostRecord::Event`], answered by [`ExtRecord::Result`]), tool
 //! executions ([`HostRecord::Execute`], [`ExtRecord::Update`]s then a
 //! result), and at any time calls from the extension
@@ -63,6 +70,15 @@ pub struct Hello {
     pub load: Vec<LoadEntry>,
     /// The merged settings.json objects.
     pub settings: Value,
+    /// How long one extension may take to load, for a process that hosts
+    /// several (the Node host); the host fails an extension that takes
+    /// longer and loads the next.
+    #[serde(
+        rename = "loadTimeoutMs",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub load_timeout_ms: Option<u64>,
 }
 
 /// One extension a process is asked to load.
@@ -82,7 +98,7 @@ pub struct Register {
     pub protocol: u64,
     #[serde(default)]
     pub extensions: Vec<Registration>,
-    /// Extensions that failed to load (the rest still run).
+    /// Extensions that failed to load (a run does not start then).
     #[serde(default)]
     pub errors: Vec<LoadError>,
     /// The process answers [`HostRecord::Reload`] (the Node host does);
@@ -314,6 +330,14 @@ pub enum ExtRecord {
         method: String,
         params: Value,
     },
+    /// A process that hosts several extensions starts loading extension
+    /// `ext` (`path`). Optional: it lets the host give each extension its
+    /// own load limit and name the one that was loading when the process
+    /// hung or died before `register`.
+    Loading {
+        ext: usize,
+        path: String,
+    },
     /// A record type this version does not know (ignored).
     Unknown(String),
 }
@@ -415,6 +439,14 @@ impl ExtRecord {
                     params: m.remove("params").unwrap_or(Value::Null),
                 }
             }
+            "loading" => ExtRecord::Loading {
+                ext,
+                path: m
+                    .get("path")
+                    .and_then(Value::as_str)
+                    .unwrap_or_default()
+                    .to_string(),
+            },
             other => ExtRecord::Unknown(other.to_string()),
         })
     }
@@ -495,6 +527,13 @@ mod tests {
             ExtRecord::parse(r#"{"type":"call","id":"c1","method":"getActiveTools"}"#).unwrap(),
             ExtRecord::Call { ext: 0, .. }
         ));
+        assert_eq!(
+            ExtRecord::parse(r#"{"type":"loading","ext":2,"path":"/x.ts"}"#).unwrap(),
+            ExtRecord::Loading {
+                ext: 2,
+                path: "/x.ts".into()
+            }
+        );
         assert_eq!(
             ExtRecord::parse(r#"{"type":"future_thing","x":1}"#).unwrap(),
             ExtRecord::Unknown("future_thing".into())

@@ -71,6 +71,9 @@ pub struct Assembly {
     pub(super) resources: Resources,
     /// Extensions are loaded (and so hooks exist).
     pub(super) has_exts: bool,
+    /// The extensions got `session_start` (else they get no
+    /// `session_shutdown` either).
+    session_started: bool,
     pub(super) subagents: Option<Arc<Controller>>,
     pub(super) sections: Vec<(String, String)>,
 }
@@ -172,6 +175,7 @@ impl Assembly {
             chat_only: false,
             resources: Resources::default(),
             has_exts: false,
+            session_started: false,
             subagents: None,
             sections: Vec::new(),
         })
@@ -282,7 +286,13 @@ impl Assembly {
                 if !list.is_empty() {
                     loaded_first = list.iter().map(|e| e.path.clone()).collect();
                     let lo = self.load_options();
-                    rt.block_on(loader::load(&self.runner, &list, "trust", None, &lo));
+                    rt.block_on(loader::load_or_fail(
+                        &self.runner,
+                        &list,
+                        "trust",
+                        None,
+                        &lo,
+                    ))?;
                 }
             }
         }
@@ -359,12 +369,13 @@ impl Assembly {
         )
     }
 
-    /// `-e PATH` must exist (pi's message).
+    /// `-e PATH` must exist: pi's message and, as for any extension that
+    /// does not load, exit 1 before the model is asked.
     fn check_extension_paths(&self) -> Result<(), CliError> {
         for e in &self.opts.resource_args.extensions {
-            let p = self.cwd.join(e);
+            let p = crate::paths::normalize(&self.cwd.join(e));
             if !p.exists() {
-                return Err(CliError::input(format!(
+                return Err(CliError::failed(format!(
                     "Failed to load extension \"{}\": Extension path does not exist: {}",
                     p.display(),
                     p.display()
@@ -426,13 +437,13 @@ impl Assembly {
                 .collect();
             if !rest.is_empty() {
                 let lo = self.load_options();
-                rt.block_on(loader::load(
+                rt.block_on(loader::load_or_fail(
                     &self.runner,
                     &rest,
                     "full",
                     Some(self.trusted),
                     &lo,
-                ));
+                ))?;
             }
         }
         self.has_exts = !self.chat_only && !self.runner.extensions().is_empty();
@@ -454,6 +465,7 @@ impl Assembly {
             return Ok(());
         }
         rt.block_on(self.runner.configure(&flag_values));
+        self.session_started = true;
         let (skills, prompts, themes) = rt.block_on(self.runner.session_start());
         // Tools registered in session_start (pi-subagents' supervisor)
         // join; a setActiveTools made there decides the set.
@@ -575,7 +587,11 @@ impl Assembly {
             self.runner.kill_all();
         }
         self.runner.detach();
-        rt.block_on(self.runner.shutdown());
+        if self.session_started {
+            rt.block_on(self.runner.shutdown());
+        } else {
+            rt.block_on(self.runner.close_all());
+        }
         if let Some(m) = &self.mcp {
             rt.block_on(m.shutdown());
         }

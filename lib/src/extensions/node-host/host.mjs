@@ -1,12 +1,13 @@
 // The toolkit's Node host: runs pi 1.6.0's TypeScript/JavaScript extensions unchanged, all of a
 // run's in one Node process (as pi runs them in one runtime), and speaks the toolkit's extension
-// protocol pi-ext/1 with pi-run over stdin (records from the toolkit) and stdout (records to
-// it), one JSON object per line. stdout carries protocol records only: whatever an extension
-// prints (console.*, process.stdout.write) goes to stderr, which pi-run forwards as diagnostics.
+// protocol pi-ext/1 with pi-run over stdin (records from the toolkit) and the records pipe, fd 3
+// (records to it; stdout when pi-run offers no pipe), one JSON object per line. Whatever an
+// extension prints (console.*, process.stdout.write) goes to stderr, which pi-run forwards as
+// diagnostics.
 //
 // Order: `hello` → load every path in `load`, in order (default-export factory `(pi) => …`,
-// awaited; a failing one is reported in `errors` with pi's wording and the rest go on) →
-// `register` → `configure` (flag values) → `event` / `execute` / `command` / `reload` requests,
+// awaited; a `loading` record before each; a failing one is reported in `errors` with pi's
+// wording and the rest go on) → `register` → `configure` (flag values) → `event` / `execute` / `command` / `reload` requests,
 // each answered once by `result`, with `update`s for tool progress; `cancel` aborts a request's
 // signal; the extension's own `call`s are answered by `return`; `bye` (or stdin's end) exits.
 // Run as `node host.mjs` (no flags needed); see README.md beside this file.
@@ -14,20 +15,77 @@ import * as nodeModule from "node:module";
 import { dirname, join, resolve as resolvePath } from "node:path";
 import { pathToFileURL } from "node:url";
 import { Console } from "node:console";
+import { AsyncLocalStorage } from "node:async_hooks";
 // Builtins through require: an ESM import of node:fs builds its facade, which loads fs/promises,
 // the fs streams and watchers (start-up time the host does not need).
-const { existsSync, readFileSync, statSync } = nodeModule.createRequire(import.meta.url)("node:fs");
+const { existsSync, readFileSync, statSync, fstatSync, writeSync } = nodeModule.createRequire(import.meta.url)("node:fs");
 import { createExtensionAPI, createContext } from "./api.mjs";
 import { runHandlers, thrownMessage } from "./compose.mjs";
 
 export const PROTOCOL = 1;
 
-// ---- stdout is the protocol: keep the real writer, send everything else to stderr
+// ---- the protocol's records go to the records pipe pi-run offers (PI_EXT_RECORDS_FD, fd 3), which
+// the processes extensions start do not inherit (Node's children get only the stdio they are
+// given), so nothing a child prints can pass for an answer; without one, to stdout. Either way
+// the extensions' own output goes to stderr.
 const writeStdout = process.stdout.write.bind(process.stdout);
+const RECORDS_FD = (() => {
+	const fd = Number(process.env.PI_EXT_RECORDS_FD);
+	delete process.env.PI_EXT_RECORDS_FD;
+	if (!Number.isInteger(fd) || fd < 3) return null;
+	try {
+		fstatSync(fd);
+		return fd;
+	} catch {
+		return null;
+	}
+})();
+function writeRecord(text) {
+	if (RECORDS_FD === null) return writeStdout(text);
+	const buf = Buffer.from(text);
+	try {
+		for (let off = 0; off < buf.length; ) off += writeSync(RECORDS_FD, buf, off);
+	} catch {
+		// pi-run is gone: nobody is left to serve.
+		realExit(0);
+	}
+}
 process.stdout.write = (chunk, encoding, cb) => process.stderr.write(chunk, encoding, cb);
 globalThis.console = new Console({ stdout: process.stderr, stderr: process.stderr });
-process.on("uncaughtException", (e) => process.stderr.write(`pi-toolkit host: uncaught: ${e && e.stack ? e.stack : e}\n`));
-process.on("unhandledRejection", (e) => process.stderr.write(`pi-toolkit host: unhandled rejection: ${e && e.stack ? e.stack : e}\n`));
+
+// ---- one extension cannot take the others down
+// Which extension's code is running (its load slot, see loadAll), also in the timers and promises
+// it started: a stray error or a process.exit is charged to it, not to the host.
+const owner = new AsyncLocalStorage();
+let loadingNow = null; // the slot being loaded, if any
+const realExit = process.exit.bind(process);
+process.exit = function exit(code) {
+	const c = code ?? process.exitCode ?? 0;
+	const slot = owner.getStore() ?? loadingNow;
+	if (slot && !slot.settled) slot.fail(new LoadError(`Failed to load extension: it called process.exit(${c}) while loading`));
+	throw new Error(`process.exit(${c}) is not available to extensions: it would end every extension of the run`);
+};
+function strayError(e, kind) {
+	const slot = owner.getStore() ?? loadingNow;
+	const msg = `${kind}: ${thrownMessage(e)}`;
+	if (slot && !slot.settled) return slot.fail(new LoadError(`Failed to load extension: ${msg}`));
+	if (slot && !registered) {
+		// Loaded, but its leftovers failed before the registrations went out: it fails to load.
+		slot.late ??= `Failed to load extension: ${msg}`;
+		return;
+	}
+	if (slot && exts[slot.index] === slot.ext) return send({ type: "extension_error", ext: slot.index, event: kind, error: thrownMessage(e) });
+	process.stderr.write(`pi-toolkit host: ${kind}: ${e && e.stack ? e.stack : e}\n`);
+}
+process.on("uncaughtException", (e) => strayError(e, "uncaught exception"));
+process.on("unhandledRejection", (e) => strayError(e, "unhandled rejection"));
+// The event loop ran dry while an extension was loading: nothing is left that could ever settle
+// its factory (pi's process would just exit). During loading stdin does not keep the loop alive.
+process.on("beforeExit", () => {
+	if (loadingNow && !loadingNow.settled) {
+		loadingNow.fail(new LoadError("Failed to load extension: its factory never finished (it waits for something that can never happen)"));
+	}
+});
 // Node's ExperimentalWarning (type stripping) is not the user's concern; other warnings are shown.
 process.removeAllListeners("warning");
 process.on("warning", (w) => {
@@ -43,7 +101,7 @@ function send(record) {
 			line = JSON.stringify({ type: "result", id: record.id, error: `result is not JSON: ${thrownMessage(e)}` });
 		} else return;
 	}
-	writeStdout(`${line}\n`);
+	writeRecord(`${line}\n`);
 }
 
 // ---- module hooks: TypeScript, jiti's lenient specifiers, pi's packages from ./modules
@@ -225,14 +283,6 @@ function scanUses(file) {
 /** How long one extension may take to import and run its factory (hello `loadTimeoutMs`). */
 const DEFAULT_LOAD_TIMEOUT_MS = 8000;
 
-function withinLoadTimeout(promise, ms) {
-	let timer;
-	const timeout = new Promise((_, reject) => {
-		timer = setTimeout(() => reject(new LoadError(`Failed to load extension: did not finish loading within ${ms / 1000} s`)), ms);
-	});
-	return Promise.race([promise, timeout]).finally(() => clearTimeout(timer));
-}
-
 async function loadOne(index, entry) {
 	const path = typeof entry === "string" ? entry : entry.path;
 	const ext = {
@@ -269,23 +319,70 @@ async function loadOne(index, entry) {
 	return ext;
 }
 
-/** Loads every `load` path in order (each under the load timeout): the registrations and errors. */
+/**
+ * Loads one extension in its own slot: `owner` charges whatever its code does (timers included) to
+ * the slot, and the slot settles once: loaded, failed (a throw, a stray error, process.exit, a
+ * factory that can never finish), or out of time. The time limit does not keep the process alive.
+ */
+function loadInSlot(index, entry, ms) {
+	const path = typeof entry === "string" ? entry : entry?.path;
+	const slot = { index, path, settled: false, fail: null, late: null, ext: null };
+	const done = new Promise((resolve, reject) => {
+		const timer = setTimeout(() => slot.fail(new LoadError(`Failed to load extension: did not finish loading within ${ms / 1000} s`)), ms);
+		timer.unref();
+		const settle = (f) => (v) => {
+			if (slot.settled) return;
+			slot.settled = true;
+			clearTimeout(timer);
+			f(v);
+		};
+		slot.fail = settle(reject);
+		owner.run(slot, () => loadOne(index, entry)).then(settle(resolve), slot.fail);
+	});
+	return { slot, done };
+}
+
+/** Loads every `load` path in order (each in its own slot): the registrations and errors. */
 async function loadAll(rec) {
 	const errors = [];
 	const load = Array.isArray(rec.load) ? rec.load : [];
-	for (let i = 0; i < load.length; i++) {
-		const path = typeof load[i] === "string" ? load[i] : load[i]?.path;
-		const ms = Number.isFinite(rec.loadTimeoutMs) && rec.loadTimeoutMs > 0 ? rec.loadTimeoutMs : DEFAULT_LOAD_TIMEOUT_MS;
-		try {
-			const ext = await withinLoadTimeout(loadOne(i, load[i]), ms);
+	const ms = Number.isFinite(rec.loadTimeoutMs) && rec.loadTimeoutMs > 0 ? rec.loadTimeoutMs : DEFAULT_LOAD_TIMEOUT_MS;
+	const slots = [];
+	// While loading, only the extensions' own work keeps the process alive (see beforeExit).
+	process.stdin.unref?.();
+	try {
+		for (let i = 0; i < load.length; i++) {
+			const path = typeof load[i] === "string" ? load[i] : load[i]?.path;
+			send({ type: "loading", ext: i, path });
+			const { slot, done } = loadInSlot(i, load[i], ms);
+			slots.push(slot);
+			loadingNow = slot;
 			try {
-				ext.registration = registration(ext);
+				const ext = await done;
+				try {
+					ext.registration = registration(ext);
+				} catch (e) {
+					throw new LoadError(`Failed to load extension: a registration is not JSON: ${thrownMessage(e)}`);
+				}
+				slot.ext = ext;
+				ext.slot = slot;
+				exts[i] = ext;
 			} catch (e) {
-				throw new LoadError(`Failed to load extension: a registration is not JSON: ${thrownMessage(e)}`);
+				errors.push({ path, message: e instanceof LoadError ? e.message : `Failed to load extension: ${thrownMessage(e)}` });
+			} finally {
+				loadingNow = null;
 			}
-			exts[i] = ext;
-		} catch (e) {
-			errors.push({ path, message: e instanceof LoadError ? e.message : `Failed to load extension: ${thrownMessage(e)}` });
+		}
+		// A rejection nobody handled is reported once the current task ends: let it, so a factory's
+		// stray rejection still counts against its load.
+		await new Promise((resolve) => setImmediate(resolve));
+	} finally {
+		process.stdin.ref?.();
+	}
+	for (const slot of slots) {
+		if (slot.late && exts[slot.index]) {
+			delete exts[slot.index];
+			errors.push({ path: slot.path, message: slot.late });
 		}
 	}
 	return { extensions: exts.filter(Boolean).map((e) => e.registration), errors };
@@ -294,7 +391,7 @@ async function loadAll(rec) {
 async function onHello(rec) {
 	if (rec.protocol !== PROTOCOL) {
 		send({ type: "bye", reason: `protocol ${rec.protocol} not supported (host speaks ${PROTOCOL})` });
-		process.exit(1);
+		realExit(1);
 	}
 	hello = rec;
 	globalThis.__piToolkitHost = { agentDir: rec.agentDir, cwd: rec.cwd, mode: rec.mode };
@@ -364,7 +461,7 @@ async function onRequest(rec, run) {
 	running.set(rec.id, ac);
 	try {
 		await prefetch(ext);
-		answer(rec.id, await run(ext, ac.signal));
+		answer(rec.id, await owner.run(ext.slot ?? null, () => run(ext, ac.signal)));
 	} catch (e) {
 		answer(rec.id, { error: thrownMessage(e) });
 	} finally {
@@ -439,7 +536,7 @@ function dispatch(rec) {
 		case "return":
 			return onReturn(rec);
 		case "bye":
-			process.exit(0);
+			realExit(0);
 		default:
 			return; // unknown records are ignored (forward compatible)
 	}
@@ -484,8 +581,8 @@ process.stdin.on("end", async () => {
 	if (pending) onLine(pending);
 	pending = "";
 	await helloDone.catch(() => {});
-	if (!inflight) process.exit(0);
-	const t = setInterval(() => inflight || process.exit(0), 10);
-	setTimeout(() => process.exit(0), 2000).unref();
+	if (!inflight) realExit(0);
+	const t = setInterval(() => inflight || realExit(0), 10);
+	setTimeout(() => realExit(0), 2000).unref();
 	t.unref?.();
 });
