@@ -298,19 +298,16 @@ fn run(
         }
         None => Vec::new(),
     };
-    let mut available = select::builtin_available();
-    available.extend(pi_lib::mcp::Mcp::available(&mcp_tools));
-    // The tool set: one resolver for pi-run, pi-prompt and pi-resources.
-    let tool_set = select::resolve(
-        &cli.tool_args.flags(),
-        &settings.default_tools(),
-        selection.pinned().as_ref(),
-        &available,
-    )
-    .map_err(|e| CliError::input(e.to_string()))?;
-    for w in &tool_set.warnings {
-        pi_lib::cli::warn(PROG, w);
-    }
+    // The tool set: one resolver for pi-run, pi-prompt and pi-resources,
+    // asked again as extension and subagent tools become known.
+    let mut sel = select::Selection::new(
+        cli.tool_args.flags(),
+        settings.default_tools(),
+        selection.pinned(),
+    );
+    sel.add(select::builtin_available());
+    sel.add(pi_lib::mcp::Mcp::available(&mcp_tools));
+    let tool_set = sel.resolve().map_err(|e| CliError::input(e.to_string()))?;
     let chat_only = tool_set.chat_only;
     let mut tools = pi_lib::mcp::declared_tools(&tool_set.names, &mcp_tools);
     // The same selection for the MCP tools a `/mcp reconnect` or sign-in
@@ -374,7 +371,7 @@ fn run(
     }
     let has_exts = !chat_only && !runner.extensions().is_empty();
     if has_exts {
-        join_extension_tools(&runner, &mut tools, false);
+        join_extension_tools(&runner, &mut tools, false, &mut sel);
     }
     // Extension flags, now that the extensions registered theirs.
     let registered: Vec<_> = runner
@@ -394,7 +391,7 @@ fn run(
         let (skills, prompts, themes) = rt.block_on(runner.session_start());
         // Tools registered in session_start (pi-subagents' supervisor) join;
         // a setActiveTools made there decides the set.
-        join_extension_tools(&runner, &mut tools, true);
+        join_extension_tools(&runner, &mut tools, true, &mut sel);
         if let Some(active) = runner.take_pending_active() {
             tools = active;
         }
@@ -428,12 +425,19 @@ fn run(
             retry: settings.retry(),
             auto_resize_images: settings.auto_resize_images(),
             trusted,
+            tool_ceiling: sel.ceiling(),
+            max_turns: cli.max_turns,
         })
     });
     if let Some(c) = &subagents {
-        for w in pi_lib::subagents::runtime::join_control_tools(&mut tools, c.tools(), &runner) {
+        for w in
+            pi_lib::subagents::runtime::join_control_tools(&mut tools, c.tools(), &runner, &mut sel)
+        {
             eprintln!("{PROG}: {w}");
         }
+    }
+    for w in sel.finish(&mut tools) {
+        pi_lib::cli::warn(PROG, &w);
     }
 
     let sections = if let Some(exact) = &selection.exact_prompt {
@@ -571,7 +575,7 @@ fn run(
     let result = rt.block_on(async {
         let mut agent = Agent::new(opts, store, cancel.clone());
         agent.ext.hooks = hooks;
-        agent.ext.gates = gates;
+        agent.ext.limits.gates = gates;
         agent.compaction = compaction;
         agent.auto_compaction = compaction.enabled;
         agent.ext.late_tools = mcp.as_ref().map(|m| Arc::clone(&m.inbox));
@@ -720,13 +724,14 @@ fn run(
     result
 }
 
-/// Extension tools join the set (one named like a built-in replaces it)
-/// and the pool `setActiveTools` chooses from. `late`: only tools not in
+/// Extension tools join the set as the tool flags decide (one named like a
+/// built-in replaces it) and the pool `setActiveTools` chooses from. `late`: only tools not in
 /// the pool yet (registered after load, e.g. in `session_start`).
 fn join_extension_tools(
     runner: &Arc<exts::Runner>,
     tools: &mut Vec<Arc<dyn pi_lib::tools::Tool>>,
     late: bool,
+    sel: &mut select::Selection,
 ) {
     let names: Vec<String> = pi_lib::tools::BUILTIN_TOOLS
         .iter()
@@ -745,11 +750,14 @@ fn join_extension_tools(
         }
         pool.retain(|b| b.definition().name != name);
         pool.push(Arc::clone(&t));
-        if active {
+        sel.add([select::AvailableTool::extension(&name, active)]);
+        if sel.is_active(&name) {
             tools.retain(|b| b.definition().name != name);
             tools.push(t);
         }
     }
+    // What the tool flags shut out, `setActiveTools` cannot bring back.
+    pool.retain(|t| sel.admits(&t.definition().name));
     runner.set_tool_pool(pool);
     // What getActiveTools/getAllTools answer in session_start.
     runner.set_tools(

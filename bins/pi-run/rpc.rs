@@ -118,7 +118,7 @@ pub async fn serve(
     gates: Vec<Arc<dyn pi_lib::agent::hooks::Gate>>,
 ) -> Result<i32, CliError> {
     agent.ext.hooks = hooks;
-    agent.ext.gates = gates;
+    agent.ext.limits.gates = gates;
     agent.queue = Arc::new(MessageQueue::new(
         DrainMode::from_setting(setup.settings.str("steeringMode")),
         DrainMode::from_setting(setup.settings.str("followUpMode")),

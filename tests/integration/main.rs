@@ -23,5 +23,6 @@ mod run;
 mod run_vs_pi;
 mod session_cmds;
 mod session_store;
+mod subagent_limits;
 mod subagents;
 mod tool_set;

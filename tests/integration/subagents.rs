@@ -4,7 +4,7 @@
 use crate::common::*;
 use serde_json::Value;
 
-fn agents(sb: &Sandbox, args: &[&str]) -> std::process::Output {
+pub(crate) fn agents(sb: &Sandbox, args: &[&str]) -> std::process::Output {
     sb.cmd("pi-resources")
         .args(args)
         .arg("--format")
@@ -162,19 +162,19 @@ fn agents_lists_profiles_with_sources_and_project_ones_only_when_trusted() {
 /// parent (its request offers `Agent`) delegates on its first request and
 /// acknowledges afterwards; a child echoes its task. Records every request
 /// body and the most children it saw at once.
-struct Mock {
+pub(crate) struct Mock {
     port: u16,
-    requests: std::sync::Arc<std::sync::Mutex<Vec<Value>>>,
-    max_children: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+    pub(crate) requests: std::sync::Arc<std::sync::Mutex<Vec<Value>>>,
+    pub(crate) max_children: std::sync::Arc<std::sync::atomic::AtomicUsize>,
 }
 
-fn has_tool(body: &Value, name: &str) -> bool {
+pub(crate) fn has_tool(body: &Value, name: &str) -> bool {
     body["tools"]
         .as_array()
         .is_some_and(|t| t.iter().any(|t| t["function"]["name"] == name))
 }
 
-fn last_user_text(body: &Value) -> String {
+pub(crate) fn last_user_text(body: &Value) -> String {
     let msgs = body["messages"].as_array().cloned().unwrap_or_default();
     let m = msgs.iter().rev().find(|m| m["role"] == "user");
     match m.map(|m| &m["content"]) {
@@ -188,7 +188,7 @@ fn last_user_text(body: &Value) -> String {
     }
 }
 
-fn first_user_text(body: &Value) -> String {
+pub(crate) fn first_user_text(body: &Value) -> String {
     let msgs = body["messages"].as_array().cloned().unwrap_or_default();
     match msgs
         .iter()
@@ -232,13 +232,13 @@ fn last_child_id(body: &Value) -> String {
 }
 
 impl Mock {
-    fn start(parent_calls: Vec<(&'static str, String)>) -> Mock {
+    pub(crate) fn start(parent_calls: Vec<(&'static str, String)>) -> Mock {
         Mock::start_with(parent_calls, None)
     }
 
     /// `remove_on_first`: a file deleted when the parent's first request
     /// arrives (the switch turned off mid-run).
-    fn start_with(
+    pub(crate) fn start_with(
         parent_calls: Vec<(&'static str, String)>,
         remove_on_first: Option<std::path::PathBuf>,
     ) -> Mock {
@@ -249,8 +249,9 @@ impl Mock {
     /// it already has) calls `steps[n]`; `$ID` in the arguments becomes the
     /// child id the last tool result named. A child whose task says `LOOP`
     /// answers "working" and calls `ls` every time; one whose task says
-    /// `DIRTY` first writes `new.txt`.
-    fn start_steps(
+    /// `DIRTY` first writes `new.txt`, `BASH` first runs `rm -rf gone;
+    /// touch child-ran.txt`, `READ` first reads `secret.txt`.
+    pub(crate) fn start_steps(
         steps: Vec<Vec<(&'static str, String)>>,
         remove_on_first: Option<std::path::PathBuf>,
     ) -> Mock {
@@ -325,6 +326,13 @@ impl Mock {
                             format!("{}data: {chunk}\n\n{}", &t[..cut], &t[cut..])
                         } else if task.contains("DIRTY") && child_steps == 0 {
                             sse_tools(&[("write", r#"{"path":"new.txt","content":"x"}"#)])
+                        } else if task.contains("BASH") && child_steps == 0 {
+                            sse_tools(&[(
+                                "bash",
+                                r#"{"command":"rm -rf gone; touch child-ran.txt"}"#,
+                            )])
+                        } else if task.contains("READ") && child_steps == 0 {
+                            sse_tools(&[("read", r#"{"path":"secret.txt"}"#)])
                         } else {
                             let task = last_user_text(&body);
                             sse_text(&format!(
@@ -348,7 +356,7 @@ impl Mock {
         }
     }
 
-    fn configure(&self, agent: &std::path::Path) {
+    pub(crate) fn configure(&self, agent: &std::path::Path) {
         ScriptServer {
             port: self.port,
             requests: Default::default(),
@@ -357,7 +365,7 @@ impl Mock {
     }
 }
 
-fn read_jsonl(p: &std::path::Path) -> Vec<Value> {
+pub(crate) fn read_jsonl(p: &std::path::Path) -> Vec<Value> {
     std::fs::read_to_string(p)
         .unwrap()
         .lines()
@@ -365,7 +373,7 @@ fn read_jsonl(p: &std::path::Path) -> Vec<Value> {
         .collect()
 }
 
-fn session_files(sb: &Sandbox) -> Vec<std::path::PathBuf> {
+pub(crate) fn session_files(sb: &Sandbox) -> Vec<std::path::PathBuf> {
     let mut out = Vec::new();
     for d in std::fs::read_dir(sb.agent().join("sessions"))
         .unwrap()
@@ -380,11 +388,11 @@ fn session_files(sb: &Sandbox) -> Vec<std::path::PathBuf> {
     out
 }
 
-fn agent_call(args: Value) -> (&'static str, String) {
+pub(crate) fn agent_call(args: Value) -> (&'static str, String) {
     ("Agent", args.to_string())
 }
 
-fn enable(sb: &Sandbox, max: u32) {
+pub(crate) fn enable(sb: &Sandbox, max: u32) {
     ok(&agents(
         sb,
         &["agents", "--enable", "--max-concurrent", &max.to_string()],
@@ -838,7 +846,7 @@ fn legacy_pi_subagents_is_suppressed_only_while_the_built_in_is_on() {
     );
 }
 
-fn tool_result_texts(entries: &[Value]) -> Vec<(String, bool)> {
+pub(crate) fn tool_result_texts(entries: &[Value]) -> Vec<(String, bool)> {
     entries
         .iter()
         .filter(|e| e["message"]["role"] == "toolResult")
@@ -854,7 +862,7 @@ fn tool_result_texts(entries: &[Value]) -> Vec<(String, bool)> {
         .collect()
 }
 
-fn tool_names(body: &Value) -> Vec<String> {
+pub(crate) fn tool_names(body: &Value) -> Vec<String> {
     body["tools"]
         .as_array()
         .map(|t| {
@@ -865,7 +873,7 @@ fn tool_names(body: &Value) -> Vec<String> {
         .unwrap_or_default()
 }
 
-fn parent_and_children(sb: &Sandbox) -> (std::path::PathBuf, Vec<std::path::PathBuf>) {
+pub(crate) fn parent_and_children(sb: &Sandbox) -> (std::path::PathBuf, Vec<std::path::PathBuf>) {
     let (parents, children): (Vec<_>, Vec<_>) = session_files(sb)
         .into_iter()
         .partition(|f| read_jsonl(f)[0].get("parentSession").is_none());

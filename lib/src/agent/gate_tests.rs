@@ -204,7 +204,7 @@ async fn gates_approve_the_final_arguments() {
             json!({"text": "done"}),
         ],
     );
-    a.ext.gates = vec![Arc::new(Deny("bash"))];
+    a.ext.limits.gates = vec![Arc::new(Deny("bash"))];
     let out = a.run(user("go"), &mut |_: &Value| {}).await;
     assert_eq!(out.error, None);
     assert!(!t.path().join("marker").exists());
@@ -227,7 +227,7 @@ async fn final_policy_keeps_paths_in_the_workspace() {
             json!({"text": "done"}),
         ],
     );
-    a.ext.policy.workspace_paths = true;
+    a.ext.limits.policy.workspace_paths = true;
     a.run(user("go"), &mut |_: &Value| {}).await;
     assert!(!t.path().join("out.txt").exists());
     assert!(results(&a)[0].1.contains("outside the workspace"));

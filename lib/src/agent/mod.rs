@@ -223,6 +223,17 @@ impl Agent {
         emit(&wire);
     }
 
+    /// A `tool_execution_*` event: a subagent child's reaches the hooks
+    /// with its `subagent` field (the wire form stays pi's).
+    async fn dispatch_tool_event(&mut self, wire: Value, emit: Emit<'_>) {
+        let for_hooks = self
+            .ext
+            .delegation
+            .as_ref()
+            .map(|d| hooks::Delegation::stamp(Some(d), wire.clone()));
+        self.dispatch(wire, for_hooks, emit).await;
+    }
+
     /// `message_start` then `message_end` of a message the loop made; a
     /// `message_end` hook may replace it (same role). Returns the message
     /// as it ended.
@@ -358,6 +369,7 @@ impl Agent {
                 tool_name: call.name.clone(),
                 tool_call_id: call.id.clone(),
                 input: args.clone(),
+                delegation: self.ext.delegation.clone(),
             });
             let out = self.wait(&h, fut, emit).await;
             self.settle_hook(emit);
@@ -367,16 +379,17 @@ impl Agent {
                 hooks::ToolCallOutcome::Block(reason) => return Err(reason),
             }
         }
-        if self.ext.gates.is_empty() {
+        if self.ext.limits.gates.is_empty() {
             return Ok((args, None));
         }
-        for g in self.ext.gates.clone() {
+        for g in self.ext.limits.gates.clone() {
             let answer = g
                 .approve(hooks::ApprovalRequest {
                     tool_name: call.name.clone(),
                     tool_call_id: call.id.clone(),
                     input: args.clone(),
                     cwd: self.opts.cwd.clone(),
+                    delegation: self.ext.delegation.clone(),
                 })
                 .await;
             if let hooks::Approval::Block(reason) = answer {
@@ -1219,9 +1232,8 @@ impl Agent {
         )>();
         let mut running = 0usize;
         for (i, call) in calls.iter().enumerate() {
-            self.dispatch(
+            self.dispatch_tool_event(
                 events::tool_start(&call.id, &call.name, &call.arguments),
-                None,
                 emit,
             )
             .await;
@@ -1253,9 +1265,8 @@ impl Agent {
                 Err(text) => {
                     // A call that fails before running ends right after its start.
                     let out = with_empty_details(ToolOutput::error(text));
-                    self.dispatch(
+                    self.dispatch_tool_event(
                         events::tool_end(&call.id, &call.name, &out, None),
-                        None,
                         emit,
                     )
                     .await;
@@ -1271,8 +1282,10 @@ impl Agent {
                 cancel: self.cancel.clone(),
                 auto_resize_images: self.opts.auto_resize_images,
                 tool_call_id: call.id.clone(),
+                // A tool that starts an agent (a subagent) hands it these.
+                caller: Some(self.ext.as_caller()),
             };
-            let policy = gated.then(|| self.ext.policy.clone());
+            let policy = gated.then(|| self.ext.limits.policy.clone());
             let (name, id) = (call.name.clone(), call.id.clone());
             tokio::spawn(async move {
                 let started = Instant::now();
@@ -1316,9 +1329,8 @@ impl Agent {
                 break;
             };
             if let Some(p) = update {
-                self.dispatch(
+                self.dispatch_tool_event(
                     events::tool_update(&calls[i].id, &calls[i].name, &calls[i].arguments, &p),
-                    None,
                     emit,
                 )
                 .await;
@@ -1330,6 +1342,7 @@ impl Agent {
                         tool_call_id: calls[i].id.clone(),
                         input: inputs[i].clone(),
                         output: out.clone(),
+                        delegation: self.ext.delegation.clone(),
                     });
                     let patched = self.wait(&h, fut, emit).await;
                     self.settle_hook(emit);
@@ -1337,9 +1350,8 @@ impl Agent {
                         out = p;
                     }
                 }
-                self.dispatch(
+                self.dispatch_tool_event(
                     events::tool_end(&calls[i].id, &calls[i].name, &out, Some(ms)),
-                    None,
                     emit,
                 )
                 .await;

@@ -1,6 +1,6 @@
 //! `pi-run --gate CMD` (beyond pi): an approval step that runs `sh -c CMD`
 //! once per tool call with `{"toolName","toolCallId","input","cwd"}` on
-//! stdin. Exit 0 allows; exit 1 blocks with the first line of stdout as the
+//! stdin (plus `"subagent"` for a subagent child's call). Exit 0 allows; exit 1 blocks with the first line of stdout as the
 //! reason (else `blocked by --gate`); any other exit, a failure to start,
 //! a signal or a timeout blocks too (fail closed).
 
@@ -10,7 +10,7 @@ use std::time::Duration;
 use serde_json::json;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-use crate::agent::hooks::{Approval, ApprovalRequest, BoxFuture, Gate};
+use crate::agent::hooks::{Approval, ApprovalRequest, BoxFuture, Delegation, Gate};
 
 pub struct CommandGate {
     pub command: String,
@@ -77,7 +77,11 @@ async fn run(cmd: &str, input: String, timeout: Duration, cwd: &std::path::Path)
 
 impl Gate for CommandGate {
     fn approve(&self, req: ApprovalRequest) -> BoxFuture<'_, Approval> {
-        let input = json!({"toolName": req.tool_name, "toolCallId": req.tool_call_id, "input": req.input, "cwd": req.cwd.display().to_string()}).to_string();
+        let input = Delegation::stamp(
+            req.delegation.as_ref(),
+            json!({"toolName": req.tool_name, "toolCallId": req.tool_call_id, "input": req.input, "cwd": req.cwd.display().to_string()}),
+        )
+        .to_string();
         Box::pin(async move { run(&self.command, input, self.timeout, &req.cwd).await })
     }
 }

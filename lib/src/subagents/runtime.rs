@@ -26,6 +26,7 @@ use super::profiles::{self, Profile};
 use super::runs::{self, Snapshot};
 use super::settings;
 use super::tools::{self as st, RunInfo, RunStatus};
+use crate::agent::hooks::{AgentExt, Delegation};
 use crate::agent::queue::{DeliverAs, MessageQueue};
 use crate::agent::{Agent, AgentOptions, RetrySettings};
 use crate::format::message::{CustomMessage, UserMessage};
@@ -53,6 +54,11 @@ pub struct ParentContext {
     pub auto_resize_images: bool,
     /// Whether the project is trusted (project profiles load only then).
     pub trusted: bool,
+    /// The built-in tools the parent's tool flags allow a child at all: a
+    /// profile's tools outside it are left out.
+    pub tool_ceiling: crate::tools::select::ToolCeiling,
+    /// The parent's own turn limit (`--max-turns`): no child runs longer.
+    pub max_turns: Option<u32>,
 }
 
 struct RunState {
@@ -94,8 +100,9 @@ fn text_output(text: String, details: Option<Value>, is_error: bool) -> ToolOutp
 }
 
 /// A child's agent options: its own model, tools, cwd and prompt sections;
-/// from the parent its idle timeout, image and retry settings; no forced
-/// prompt and no loop turn limit (the tool's two-phase limit steers).
+/// from the parent its idle timeout, image and retry settings and its turn
+/// limit (the tool's own two-phase limit steers within it); no forced
+/// prompt.
 fn child_options(
     ctx: &ParentContext,
     model: Model,
@@ -113,7 +120,7 @@ fn child_options(
         cwd,
         sections,
         forced_prompt: None,
-        max_turns: None,
+        max_turns: ctx.max_turns,
         idle_timeout: ctx.idle_timeout,
         auto_resize_images: ctx.auto_resize_images,
         retry: ctx.retry,
@@ -201,10 +208,15 @@ impl Controller {
         if let Err(e) = st::guard(settings::is_enabled(&settings_path(&self.ctx))) {
             return text_output(e, None, true);
         }
+        // The child obeys whatever limits the calling agent obeys; with
+        // none handed over there is no child (fail closed).
+        let Some(parent) = AgentExt::of_caller(&tc) else {
+            return text_output(NO_CALLER.into(), None, true);
+        };
         let s = |k: &str| args.get(k).and_then(Value::as_str).map(str::to_string);
         let started = match s("resume").filter(|r| !r.trim().is_empty()) {
-            Some(id) => self.resume(id.trim(), &args, &tc),
-            None => self.start(&args, &tc),
+            Some(id) => self.resume(id.trim(), &args, &tc, &parent),
+            None => self.start(&args, &tc, &parent),
         };
         match started {
             Err(e) => text_output(e, None, true),
@@ -248,6 +260,7 @@ impl Controller {
         self: &Arc<Self>,
         args: &Value,
         tc: &ToolContext,
+        parent: &AgentExt,
     ) -> Result<(String, Arc<RunState>, bool), String> {
         let ctx = &self.ctx;
         let parent_path = ctx
@@ -272,14 +285,7 @@ impl Controller {
             .get("inherit_context")
             .and_then(Value::as_bool)
             .unwrap_or(profile.inherit_context);
-        let max_turns = match args.get("max_turns").and_then(Value::as_f64) {
-            Some(n) if !n.is_finite() || n < 0.0 => {
-                return Err("max_turns must be a non-negative number".into())
-            }
-            // 0 means "not given" (the profile's limit applies).
-            Some(n) if n != 0.0 => (n >= 1.0).then(|| n.floor() as u64),
-            _ => profile.max_turns,
-        };
+        let max_turns = turn_limit(args.get("max_turns"), profile.max_turns)?;
         let thinking = match s("thinking")
             .filter(|t| !t.is_empty())
             .or(profile.thinking.clone())
@@ -332,11 +338,12 @@ impl Controller {
             .then(|| profile.prompt.clone());
         let snapshot = Snapshot {
             append_system_prompt: append,
-            // The child's tools: its profile's built-ins (never a control tool).
+            // The child's tools: its profile's built-ins (never a control
+            // tool) that the parent's tool flags allow.
             tools: profile
                 .tools
                 .iter()
-                .filter(|t| !super::is_control_tool(t))
+                .filter(|t| !super::is_control_tool(t) && ctx.tool_ceiling.allows(t))
                 .cloned()
                 .collect(),
             load_skills: false,
@@ -351,7 +358,7 @@ impl Controller {
         let cwd = worktree
             .as_ref()
             .map_or(ctx.cwd.clone(), |w| w.path.clone());
-        let built = child_setup(&snapshot, &cwd);
+        let built = child_setup(&snapshot, &cwd, &ctx.tool_ceiling);
         let (tools, sections) = match built {
             Ok(b) => b,
             Err(e) => {
@@ -414,9 +421,15 @@ impl Controller {
             worktree_cleanup_error: None,
         };
         let opts = child_options(ctx, model, api_key, thinking, tools, cwd, sections);
+        let ext = parent.for_child(Delegation {
+            session_id: id.clone(),
+            profile: profile.name.clone(),
+            parent_tool_call_id: tc.tool_call_id.clone(),
+        });
         let state = self.launch(Launch {
             store,
             opts,
+            ext,
             task: delegated,
             info,
             max_turns,
@@ -476,7 +489,8 @@ impl Controller {
         self: &Arc<Self>,
         id: &str,
         args: &Value,
-        _tc: &ToolContext,
+        tc: &ToolContext,
+        parent: &AgentExt,
     ) -> Result<(String, Arc<RunState>, bool), String> {
         let ctx = &self.ctx;
         let s = |k: &str| args.get(k).and_then(Value::as_str).map(str::to_string);
@@ -523,7 +537,7 @@ impl Controller {
                 exact_system_prompt: None,
             });
         let cwd = PathBuf::from(&session.header.cwd);
-        let (tools, sections) = child_setup(&snapshot, &cwd)?;
+        let (tools, sections) = child_setup(&snapshot, &cwd, &ctx.tool_ceiling)?;
         // The child keeps its own model and thinking level.
         let context = session.context(None);
         let (model, api_key) = match &context.model {
@@ -554,9 +568,15 @@ impl Controller {
             worktree_cleanup_error: None,
         };
         let opts = child_options(ctx, model, api_key, thinking, tools, cwd, sections);
+        let ext = parent.for_child(Delegation {
+            session_id: id.to_string(),
+            profile: persisted.profile.clone(),
+            parent_tool_call_id: tc.tool_call_id.clone(),
+        });
         let state = self.launch(Launch {
             store: SessionStore::open(session),
             opts,
+            ext,
             task: s("prompt").unwrap_or_default(),
             info,
             max_turns: None,
@@ -572,6 +592,7 @@ impl Controller {
         let Launch {
             mut store,
             opts,
+            ext,
             task,
             info,
             max_turns,
@@ -636,7 +657,17 @@ impl Controller {
                 // connections live (and are pooled) where the parent's do.
                 let handle = tokio::runtime::Handle::current();
                 on_child_thread(Box::new(move || {
-                    let out = run_child(&handle, opts, store, q, cancel, task, max_turns, worktree);
+                    let child = Child {
+                        opts,
+                        ext,
+                        store,
+                        queue: q,
+                        cancel,
+                        task,
+                        max_turns,
+                        worktree,
+                    };
+                    let out = run_child(&handle, child);
                     let _ = tx.send(out);
                 }));
                 match rx.await {
@@ -784,6 +815,24 @@ fn user_message(text: &str) -> AgentMessage {
     })
 }
 
+/// `Agent` called outside an agent's loop: there are no limits to hand
+/// on, so no child starts.
+pub const NO_CALLER: &str =
+    "Agent can only start a subagent from an agent's tool call (the caller's limits could not be handed on)";
+
+/// The turn limit of a start: the request's `max_turns` (a fraction is
+/// rounded up, so it never lifts a limit; 0 means "not given"), else the
+/// profile's. Negative or non-finite values are refused.
+fn turn_limit(requested: Option<&Value>, profile: Option<u64>) -> Result<Option<u64>, String> {
+    match requested.and_then(Value::as_f64) {
+        Some(n) if !n.is_finite() || n < 0.0 => {
+            Err("max_turns must be a non-negative number".into())
+        }
+        Some(n) if n > 0.0 => Ok(Some(n.ceil() as u64)),
+        _ => Ok(profile),
+    }
+}
+
 /// `Agent` resume refusals: both are fixed when the child was created.
 pub const RESUME_MODEL: &str = "Agent resume keeps the subagent's model; model cannot be given";
 pub const RESUME_ISOLATION: &str =
@@ -876,8 +925,20 @@ type ChildSetup = (Vec<Arc<dyn Tool>>, Vec<(String, String)>);
 
 /// The child's tools and system-prompt sections from its snapshot: the
 /// exact prompt alone, or pi's prompt for the tools with the append list.
-fn child_setup(snap: &Snapshot, cwd: &std::path::Path) -> Result<ChildSetup, String> {
-    let tools = crate::tools::select::builtin_tools(&snap.tools);
+/// Only the tools `ceiling` allows (a resumed child obeys the parent that
+/// resumes it).
+fn child_setup(
+    snap: &Snapshot,
+    cwd: &std::path::Path,
+    ceiling: &crate::tools::select::ToolCeiling,
+) -> Result<ChildSetup, String> {
+    let allowed: Vec<String> = snap
+        .tools
+        .iter()
+        .filter(|t| ceiling.allows(t))
+        .cloned()
+        .collect();
+    let tools = crate::tools::select::builtin_tools(&allowed);
     let sections = match &snap.exact_system_prompt {
         Some(p) if p.is_empty() => Vec::new(),
         Some(p) => vec![("preamble".to_string(), p.clone())],
@@ -912,6 +973,8 @@ fn append_entry(store: &mut SessionStore, e: crate::format::Entry) -> Result<(),
 struct Launch {
     store: SessionStore,
     opts: AgentOptions,
+    /// Its watchers: the parent's, for a child ([`AgentExt::for_child`]).
+    ext: AgentExt,
     task: String,
     info: RunInfo,
     max_turns: Option<u64>,
@@ -966,24 +1029,38 @@ fn write_result(store: &mut SessionStore, end: &ChildEnd) {
     let _ = store.append_ref(e);
 }
 
-/// Runs one child to its end on the current thread: the turn limiter
-/// (a wrap-up steer when `max_turns` turns have ended, an abort after one
-/// more, recorded as completed), the worktree's removal, the result entry.
-/// A panic inside is caught and reported as `failed`.
-#[allow(clippy::too_many_arguments)]
-fn run_child(
-    rt: &tokio::runtime::Handle,
+/// A started child, handed to its thread.
+struct Child {
     opts: AgentOptions,
+    ext: AgentExt,
     store: SessionStore,
     queue: Arc<MessageQueue>,
     cancel: CancellationToken,
     task: String,
     max_turns: Option<u64>,
     worktree: Option<super::worktree::Worktree>,
-) -> ChildEnd {
+}
+
+/// Runs one child to its end on the current thread: the turn limiter
+/// (a wrap-up steer when `max_turns` turns have ended, an abort after one
+/// more, recorded as completed), the worktree's removal, the result entry.
+/// A panic inside is caught and reported as `failed`.
+fn run_child(rt: &tokio::runtime::Handle, child: Child) -> ChildEnd {
+    let Child {
+        opts,
+        ext,
+        store,
+        queue,
+        cancel,
+        task,
+        max_turns,
+        worktree,
+    } = child;
     let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         rt.block_on(async {
             let mut agent = Agent::new(opts, store, cancel.clone());
+            // Every tool call of the child passes its parent's gate.
+            agent.ext = ext;
             agent.queue = Arc::clone(&queue);
             let mut turns = 0u64;
             let mut wrapped = false;
@@ -1109,7 +1186,9 @@ impl Tool for ControlTool {
     }
 }
 
-/// Joins the built-in's control tools to a run's tool set: a legacy
+/// Joins the built-in's control tools to a run's tool set as the tool
+/// flags decide (`sel`: they are an extension's tools to `-t`, `-xt` and
+/// `-nt`, as pi-web's subagents are an extension): a legacy
 /// `pi-subagents` extension's tools leave it (seed 001 §4); an unrelated
 /// extension that registered a control-tool name keeps it, the built-in's
 /// tool of that name is left out, and the collision is returned as the
@@ -1121,6 +1200,7 @@ pub fn join_control_tools(
     tools: &mut Vec<Arc<dyn Tool>>,
     control: Vec<Arc<dyn Tool>>,
     runner: &crate::extensions::runner::Runner,
+    sel: &mut crate::tools::select::Selection,
 ) -> Vec<String> {
     use super::legacy::{legacy_paths, LoadedExtension};
     if control.is_empty() {
@@ -1172,7 +1252,12 @@ pub fn join_control_tools(
     let existing: Vec<String> = tools.iter().map(|t| t.definition().name).collect();
     for t in control {
         let name = t.definition().name;
-        if !taken.contains(&name) && !existing.contains(&name) {
+        if taken.contains(&name) || existing.contains(&name) {
+            continue;
+        }
+        // The tool flags treat them as any extension's tools.
+        sel.add([crate::tools::select::AvailableTool::extension(&name, true)]);
+        if sel.is_active(&name) {
             tools.push(t);
         }
     }
