@@ -143,7 +143,8 @@ struct Loaded {
     mcp: McpPart,
 }
 
-/// What MCP adds, as pi-run's first request has it.
+/// What MCP adds, as pi-run's first request has it (its tools followed by
+/// the subagent tools, the later tools of the set).
 #[derive(Default)]
 struct McpPart {
     tools: Vec<Arc<dyn Tool>>,
@@ -225,6 +226,17 @@ fn load(c: &Common, cwd: &std::path::Path, pinned: Option<&Pinned>) -> Result<Lo
         };
         let mut available = select::builtin_available();
         available.extend(pi_lib::mcp::Mcp::available(&mcp.tools));
+        // The subagent tools join after MCP's, as in pi-run.
+        let mut mcp = mcp;
+        if !first.chat_only {
+            let control = pi_lib::subagents::runtime::described_tools(&agent_dir, cwd, trusted);
+            available.extend(
+                control
+                    .iter()
+                    .map(|t| select::AvailableTool::extension(&t.definition().name, true)),
+            );
+            mcp.tools.extend(control);
+        }
         let set = pick(&available)?;
         for w in &set.warnings {
             pi_lib::cli::warn(PROG, w);
@@ -264,6 +276,13 @@ fn load(c: &Common, cwd: &std::path::Path, pinned: Option<&Pinned>) -> Result<Lo
                     } else {
                         mcp_part(c, cwd, &agent_dir, trusted)
                     };
+                    let mut mcp = mcp;
+                    if !t.chat_only {
+                        mcp.tools
+                            .extend(pi_lib::subagents::runtime::described_tools(
+                                &agent_dir, cwd, trusted,
+                            ));
+                    }
                     let mut names = t.tools;
                     names.extend(mcp.tools.iter().map(|t| t.definition().name));
                     let set = ToolSet {

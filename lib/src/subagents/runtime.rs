@@ -166,7 +166,7 @@ impl Controller {
             .map(|spec| {
                 Arc::new(ControlTool {
                     spec,
-                    c: Arc::clone(self),
+                    c: Some(Arc::clone(self)),
                 }) as Arc<dyn Tool>
             })
             .collect()
@@ -1154,10 +1154,29 @@ fn run_child(rt: &tokio::runtime::Handle, child: Child) -> ChildEnd {
     end
 }
 
-/// One of the three control tools.
+/// The control tools as a run declares them while the switch is on, for a
+/// program that shows a run's prompt without running one (`pi-prompt`):
+/// the same definitions, snippet and guidelines; calling one is an error.
+pub fn described_tools(
+    agent_dir: &std::path::Path,
+    cwd: &std::path::Path,
+    trusted: bool,
+) -> Vec<Arc<dyn Tool>> {
+    if !settings::is_enabled(&settings::settings_path(agent_dir)) {
+        return Vec::new();
+    }
+    let profiles = profiles::list_sources(agent_dir, cwd, trusted).effective();
+    st::control_tools(&profiles)
+        .into_iter()
+        .map(|spec| Arc::new(ControlTool { spec, c: None }) as Arc<dyn Tool>)
+        .collect()
+}
+
+/// One of the three control tools (`c`: the runs it drives; none when it
+/// only describes itself).
 struct ControlTool {
     spec: crate::format::extension::ToolSpec,
-    c: Arc<Controller>,
+    c: Option<Arc<Controller>>,
 }
 
 impl Tool for ControlTool {
@@ -1177,10 +1196,13 @@ impl Tool for ControlTool {
     }
     fn execute<'a>(&'a self, args: Value, ctx: ToolContext, up: UpdateSink) -> ToolFuture<'a> {
         Box::pin(async move {
+            let Some(c) = &self.c else {
+                return ToolOutput::error("the subagent tools run only inside pi-run");
+            };
             match self.spec.name.as_str() {
-                "Agent" => self.c.agent(args, ctx, up).await,
-                "get_subagent_result" => self.c.get_result(args, ctx).await,
-                _ => self.c.steer(args),
+                "Agent" => c.agent(args, ctx, up).await,
+                "get_subagent_result" => c.get_result(args, ctx).await,
+                _ => c.steer(args),
             }
         })
     }
