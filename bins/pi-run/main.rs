@@ -652,7 +652,7 @@ fn run(
                     // come as follow-ups, so wait for them.
                     None => match &subagents {
                         Some(c) if c.has_running_background() => {
-                            c.wait_background().await;
+                            agent.idle_until(c.wait_background(), &mut emit).await;
                             continue;
                         }
                         _ => break,

@@ -422,3 +422,65 @@ fn fractional_max_turns_and_the_parent_s_turn_limit_bind_the_child() {
         "{result}"
     );
 }
+
+/// Blocks bash, but first reads the session through the host (which the
+/// agent serving the hook answers).
+const ASKING_GUARD: &str = r#"#!/usr/bin/env python3
+import json, sys
+def send(r):
+    sys.stdout.write(json.dumps(r) + "\n"); sys.stdout.flush()
+hello = json.loads(sys.stdin.readline())
+send({"type": "register", "protocol": 1, "extensions": [{"path": hello["load"][0]["path"], "events": ["tool_call"]}]})
+for line in sys.stdin:
+    r = json.loads(line)
+    if r["type"] == "bye":
+        break
+    if r["type"] != "event":
+        continue
+    ev = r["event"]
+    if ev["toolName"] == "bash":
+        send({"type": "call", "id": "c1", "method": "session.getBranch"})
+        while json.loads(sys.stdin.readline())["type"] != "return":
+            pass
+        send({"type": "result", "id": r["id"], "result": {"block": True, "reason": "asked the parent first"}})
+    else:
+        send({"type": "result", "id": r["id"], "result": None})
+"#;
+
+/// A background child's call reaches the parent's guard while the parent
+/// waits for that child; the guard's calls into the host are answered
+/// then (not left until the extension timeout blocks the call).
+#[test]
+fn a_background_child_s_guard_is_served_while_the_parent_waits() {
+    if !have(
+        "python3",
+        "a_background_child_s_guard_is_served_while_the_parent_waits",
+    ) {
+        return;
+    }
+    let sb = Sandbox::new();
+    let mock = Mock::start(vec![agent_call(
+        json!({"prompt": "BASH later", "description": "bg", "run_in_background": true}),
+    )]);
+    mock.configure(&sb.agent());
+    enable(&sb, 4);
+    let guard = sb.root().join("asking.py");
+    write(&guard, ASKING_GUARD);
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&guard, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    let out = sb
+        .cmd("pi-run")
+        .args(["--extension-timeout", "3", "-e"])
+        .arg(&guard)
+        .args(["-p", "delegate"])
+        .output()
+        .unwrap();
+    ok(&out);
+    assert!(!child_ran(&sb));
+    assert_eq!(
+        tool_result_texts(&child_with_task(&sb, "BASH")),
+        [("asked the parent first".into(), true)]
+    );
+}

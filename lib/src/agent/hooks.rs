@@ -381,6 +381,14 @@ pub trait Inquiries: Send + Sync {
     fn serve(&self, agent: &mut super::Agent);
 }
 
+/// Resolves when `h`'s owners asked for changes; never without hooks.
+pub async fn ops_ready(h: &Option<std::sync::Arc<dyn Hooks>>) {
+    match h {
+        Some(h) => h.ops_ready().await,
+        None => std::future::pending().await,
+    }
+}
+
 /// Resolves when `q` has questions; never without one.
 pub async fn inquiry_ready(q: &Option<std::sync::Arc<dyn Inquiries>>) {
     match q {

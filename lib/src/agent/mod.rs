@@ -190,6 +190,28 @@ impl Agent {
         }
     }
 
+    /// Awaits `fut` (which must not borrow the agent) while the agent is
+    /// idle between runs, applying what its hooks' owners ask for
+    /// meanwhile and answering the client's commands: a background
+    /// subagent child's `tool_call` handler may read the parent's session
+    /// while the parent waits for that child.
+    pub async fn idle_until<F: std::future::Future>(
+        &mut self,
+        fut: F,
+        emit: Emit<'_>,
+    ) -> F::Output {
+        let h = self.ext.hooks.clone();
+        let q = self.inquiries.clone();
+        tokio::pin!(fut);
+        loop {
+            tokio::select! {
+                out = &mut fut => return out,
+                _ = hooks::ops_ready(&h) => self.settle_hook(emit),
+                _ = hooks::inquiry_ready(&q) => if let Some(q) = &q { q.serve(self) },
+            }
+        }
+    }
+
     /// Applies what the hooks' owners asked for and emits their records
     /// (pending work after the last prompt).
     pub fn apply_pending(&mut self, emit: Emit<'_>) {
