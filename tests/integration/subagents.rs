@@ -466,14 +466,18 @@ fn parent_delegates_foreground_and_two_background_children() {
         );
         assert_eq!(meta["parentSessionId"], parent_id.as_str());
         assert_eq!(e[2]["type"], "session_info");
-        assert_eq!(
-            e[3]["data"],
-            serde_json::json!({"version": 1, "status": "queued"})
-        );
-        assert_eq!(
-            e[4]["data"],
-            serde_json::json!({"version": 1, "status": "running"})
-        );
+        // pi-web's `{version, status}`, then the process running the child
+        // (our addition, which pi-web does not read).
+        for (i, status) in [(3, "queued"), (4, "running")] {
+            let data = e[i]["data"].as_object().unwrap();
+            let keys: Vec<&str> = data.keys().map(String::as_str).collect();
+            assert_eq!(keys, ["version", "status", "pid", "host"]);
+            assert_eq!(
+                (&data["version"], &data["status"]),
+                (&serde_json::json!(1), &serde_json::json!(status))
+            );
+            assert!(data["pid"].as_u64().is_some_and(|p| p > 0));
+        }
         let result = e
             .iter()
             .find(|x| x["customType"] == "pi-web:subagent-result")
@@ -1192,8 +1196,9 @@ fn turn_limit_inherited_context_and_model_override() {
 
 /// `isolation: "worktree"`: the child runs in a fresh worktree of the
 /// parent's repository on branch `pi-web-agent-<uuid>`; a clean one is
-/// removed afterwards (the branch stays), a dirty one is kept and the
-/// reason recorded as `worktreeCleanupError`.
+/// removed afterwards with its branch (it holds nothing new; the result
+/// says `worktreeBranchRemoved`), a dirty one is kept with its branch and
+/// the reason recorded as `worktreeCleanupError`.
 #[test]
 fn worktree_isolation_creates_removes_and_keeps_a_dirty_tree() {
     let sb = Sandbox::new();
@@ -1278,7 +1283,7 @@ fn worktree_isolation_creates_removes_and_keeps_a_dirty_tree() {
         assert!(branch.starts_with("pi-web-agent-"), "{branch}");
         assert_eq!(std::path::Path::new(path), base.join(branch));
         assert_eq!(e[0]["cwd"], path, "the child's cwd is the worktree");
-        assert!(git(&["show-ref", "--verify", &format!("refs/heads/{branch}")]).is_some());
+        let has_branch = git(&["show-ref", "--verify", &format!("refs/heads/{branch}")]).is_some();
         let result = e
             .iter()
             .find(|x| x["customType"] == "pi-web:subagent-result")
@@ -1292,7 +1297,12 @@ fn worktree_isolation_creates_removes_and_keeps_a_dirty_tree() {
                 "a clean worktree is removed"
             );
             assert!(result["data"].get("worktreeCleanupError").is_none());
+            assert!(!has_branch, "the branch of a removed tree is deleted");
+            assert_eq!(result["data"]["worktreeBranchRemoved"], true);
+            assert_eq!(details["worktreeBranchRemoved"], true);
         } else {
+            assert!(has_branch, "a kept tree keeps its branch");
+            assert!(result["data"].get("worktreeBranchRemoved").is_none());
             assert!(
                 std::path::Path::new(path).join("new.txt").is_file(),
                 "the dirty tree is kept"
@@ -1312,4 +1322,80 @@ fn worktree_isolation_creates_removes_and_keeps_a_dirty_tree() {
         root
     );
     let _ = std::fs::remove_dir_all(&base);
+}
+
+/// A background child still `running` when its parent process is killed
+/// reads as `interrupted` to the next run, which also writes it so: a
+/// `pi-web:subagent-result` entry with that status closes the record (the
+/// status entries name the process that ran it).
+#[test]
+fn a_child_left_running_by_a_killed_parent_is_written_as_interrupted() {
+    let sb = Sandbox::new();
+    let mock = Mock::start_steps(
+        vec![
+            vec![agent_call(
+                serde_json::json!({"prompt": "LOOP on", "description": "Loop", "run_in_background": true}),
+            )],
+            vec![],
+            vec![("get_subagent_result", r#"{"agent_id": "$ID"}"#.to_string())],
+        ],
+        None,
+    );
+    mock.configure(&sb.agent());
+    enable(&sb, 4);
+    let mut parent = sb
+        .cmd("pi-run")
+        .args(["-p", "delegate"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let start = std::time::Instant::now();
+    // Killed once the child runs and the parent, its turn over, waits for
+    // it (its answer recorded).
+    let child = loop {
+        let files = session_files(&sb);
+        let has = |needle: &str| {
+            files
+                .iter()
+                .find(|f| std::fs::read_to_string(f).is_ok_and(|t| t.contains(needle)))
+                .cloned()
+        };
+        let running = "\"customType\":\"pi-web:subagent-status\",\"data\":{\"version\":1,\"status\":\"running\"";
+        if let (Some(f), Some(_)) = (has(running), has("\"text\":\"ack\"")) {
+            break f;
+        }
+        assert!(start.elapsed().as_secs() < 30, "the child never ran");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
+    parent.kill().unwrap();
+    parent.wait().unwrap();
+    let last = read_jsonl(&child)
+        .into_iter()
+        .rev()
+        .find(|e| e["customType"] == "pi-web:subagent-status")
+        .unwrap();
+    assert_eq!(last["data"]["status"], "running");
+    assert_eq!(last["data"]["pid"], parent.id());
+
+    let (parent_file, _) = parent_and_children(&sb);
+    ok(&sb
+        .cmd("pi-run")
+        .args(["--session", parent_file.to_str().unwrap(), "-p", "check"])
+        .output()
+        .unwrap());
+    let id = read_jsonl(&child)[0]["id"].as_str().unwrap().to_string();
+    let texts = tool_result_texts(&read_jsonl(&parent_file));
+    assert_eq!(
+        texts.last().unwrap(),
+        &(
+            format!("Subagent {id} was interrupted before completion."),
+            false
+        )
+    );
+    let entries = read_jsonl(&child);
+    let closing = entries.last().unwrap();
+    assert_eq!(closing["customType"], "pi-web:subagent-result", "{closing}");
+    assert_eq!(closing["data"]["status"], "interrupted");
+    assert!(closing["data"]["completedAt"].is_string());
 }

@@ -363,7 +363,7 @@ impl Controller {
             Ok(b) => b,
             Err(e) => {
                 if let Some(w) = &worktree {
-                    let _ = super::worktree::remove(w);
+                    let _ = super::worktree::cleanup(w);
                 }
                 return Err(e);
             }
@@ -402,7 +402,7 @@ impl Controller {
         })();
         if let Err(e) = written {
             if let Some(w) = &worktree {
-                let _ = super::worktree::remove(w);
+                let _ = super::worktree::cleanup(w);
             }
             return Err(e);
         }
@@ -419,6 +419,7 @@ impl Controller {
             worktree_path: worktree.as_ref().map(|w| w.path.display().to_string()),
             worktree_branch: worktree.as_ref().map(|w| w.branch.clone()),
             worktree_cleanup_error: None,
+            worktree_branch_removed: false,
         };
         let opts = child_options(ctx, model, api_key, thinking, tools, cwd, sections);
         let ext = parent.for_child(Delegation {
@@ -515,10 +516,15 @@ impl Controller {
         {
             return Err("Subagent is already running".into());
         }
-        let session = crate::session::Session::load(&path)
+        let mut session = crate::session::Session::load(&path)
             .map_err(|_| format!("Subagent session file not found: {id}"))?;
-        let persisted =
+        let mut persisted =
             runs::read_run(&session).ok_or_else(|| format!("Subagent not found: {id}"))?;
+        if persisted.stale() {
+            session = close_stale(session);
+            persisted =
+                runs::read_run(&session).ok_or_else(|| format!("Subagent not found: {id}"))?;
+        }
         if persisted.parent_session_id != ctx.parent_session_id {
             return Err("Subagent does not belong to this parent session".into());
         }
@@ -566,6 +572,7 @@ impl Controller {
             worktree_path: persisted.worktree_path.clone(),
             worktree_branch: persisted.worktree_branch.clone(),
             worktree_cleanup_error: None,
+            worktree_branch_removed: false,
         };
         let opts = child_options(ctx, model, api_key, thinking, tools, cwd, sections);
         let ext = parent.for_child(Delegation {
@@ -601,7 +608,7 @@ impl Controller {
         let e = store.session.new_custom(
             store.session.leaf_id(),
             "pi-web:subagent-status",
-            json!({"version": 1, "status": "queued"}),
+            status_data("queued"),
         );
         let _ = store.append_ref(e);
         let background = info.run_in_background;
@@ -631,12 +638,14 @@ impl Controller {
             };
             let end = if permit.is_none() {
                 // Stopped while queued: recorded as aborted, never started.
-                let cleanup = worktree.as_ref().and_then(super::worktree::cleanup);
                 let end = ChildEnd {
                     status: RunStatus::Aborted,
                     text: None,
                     error: None,
-                    cleanup_error: cleanup,
+                    cleanup: worktree
+                        .as_ref()
+                        .map(super::worktree::cleanup)
+                        .unwrap_or_default(),
                     wrapped: false,
                 };
                 write_result(&mut store, &end);
@@ -645,7 +654,7 @@ impl Controller {
                 let e = store.session.new_custom(
                     store.session.leaf_id(),
                     "pi-web:subagent-status",
-                    json!({"version": 1, "status": "running"}),
+                    status_data("running"),
                 );
                 let _ = store.append_ref(e);
                 lock(&st2.info).status = RunStatus::Running;
@@ -681,7 +690,8 @@ impl Controller {
                 info.status = end.status;
                 info.result = end.text;
                 info.error = end.error;
-                info.worktree_cleanup_error = end.cleanup_error;
+                info.worktree_cleanup_error = end.cleanup.error;
+                info.worktree_branch_removed = end.cleanup.branch_removed;
                 info.completed_at = Some(crate::timefmt::now_iso());
             }
             st2.done.send_replace(true);
@@ -782,7 +792,11 @@ impl Controller {
     fn persisted(&self, id: &str) -> Option<RunInfo> {
         let path = runs::find_in_dir(self.ctx.session_dir.as_deref()?, id)?;
         let s = crate::session::Session::load(&path).ok()?;
-        let r = runs::read_run(&s).filter(|r| r.parent_session_id == self.ctx.parent_session_id)?;
+        let mut r =
+            runs::read_run(&s).filter(|r| r.parent_session_id == self.ctx.parent_session_id)?;
+        if r.stale() {
+            r = runs::read_run(&close_stale(s))?;
+        }
         Some(runs::live_view(&r, false))
     }
 
@@ -805,6 +819,28 @@ impl Controller {
         state.queue.steer(user_message(message));
         text_output(st::steered(id), None, false)
     }
+}
+
+/// A `pi-web:subagent-status` entry's data, naming this process as the
+/// one that runs the child (see [`runs::Owner`]).
+fn status_data(status: &str) -> Value {
+    let mut data = json!({"version": 1, "status": status});
+    runs::Owner::this_process().mark(&mut data);
+    data
+}
+
+/// Closes the record of a child whose process has ended (it would read
+/// `queued` or `running` for ever): a `pi-web:subagent-result` entry with
+/// status `interrupted`, which pi-web and [`runs::read_run`] read as such.
+fn close_stale(session: crate::session::Session) -> crate::session::Session {
+    let mut store = SessionStore::open(session);
+    let e = store.session.new_custom(
+        store.session.leaf_id(),
+        "pi-web:subagent-result",
+        json!({"version": 1, "status": "interrupted", "completedAt": crate::timefmt::now_iso()}),
+    );
+    let _ = store.append_ref(e);
+    store.session
 }
 
 fn user_message(text: &str) -> AgentMessage {
@@ -986,7 +1022,8 @@ struct ChildEnd {
     status: RunStatus,
     text: Option<String>,
     error: Option<String>,
-    cleanup_error: Option<String>,
+    /// What removing its worktree did (nothing without one).
+    cleanup: super::worktree::Cleanup,
     /// Ended by the turn limit (the wrap-up steer was sent).
     wrapped: bool,
 }
@@ -997,7 +1034,7 @@ impl ChildEnd {
             status: RunStatus::Failed,
             text: None,
             error: Some(error),
-            cleanup_error: None,
+            cleanup: Default::default(),
             wrapped: false,
         }
     }
@@ -1015,8 +1052,11 @@ fn write_result(store: &mut SessionStore, end: &ChildEnd) {
     if let Some(e) = end.error.as_ref().filter(|e| !e.is_empty()) {
         data.insert("error".into(), json!(e));
     }
-    if let Some(e) = &end.cleanup_error {
+    if let Some(e) = &end.cleanup.error {
         data.insert("worktreeCleanupError".into(), json!(e));
+    }
+    if end.cleanup.branch_removed {
+        data.insert("worktreeBranchRemoved".into(), json!(true));
     }
     if end.wrapped {
         data.insert("wrappedAtTurnLimit".into(), json!(true));
@@ -1133,7 +1173,10 @@ fn run_child(rt: &tokio::runtime::Handle, child: Child) -> ChildEnd {
     }));
     let Ok((mut agent, text, error, aborted, wrapped)) = outcome else {
         let mut end = ChildEnd::failed("the subagent crashed".into());
-        end.cleanup_error = worktree.as_ref().and_then(super::worktree::cleanup);
+        end.cleanup = worktree
+            .as_ref()
+            .map(super::worktree::cleanup)
+            .unwrap_or_default();
         return end;
     };
     let status = if aborted {
@@ -1147,7 +1190,10 @@ fn run_child(rt: &tokio::runtime::Handle, child: Child) -> ChildEnd {
         status,
         text,
         error: error.filter(|_| status == RunStatus::Failed),
-        cleanup_error: worktree.as_ref().and_then(super::worktree::cleanup),
+        cleanup: worktree
+            .as_ref()
+            .map(super::worktree::cleanup)
+            .unwrap_or_default(),
         wrapped,
     };
     write_result(&mut agent.store, &end);
