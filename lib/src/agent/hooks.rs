@@ -431,8 +431,8 @@ impl AgentExt {
     }
 
     /// The watchers of an agent this one delegates to (a subagent child):
-    /// the same [`Limits`], whole, and this agent's hooks at the tool gate
-    /// ([`DelegatedHooks`]); none of this agent's own late tools. The
+    /// the same [`Limits`], whole, and this agent's hooks, asked only at
+    /// the child's tool events; none of this agent's own late tools. The
     /// child's tool calls pass exactly the gate this agent's calls pass,
     /// and no setting of the child can take a part of it away.
     pub fn for_child(&self, delegation: Delegation) -> AgentExt {

@@ -390,6 +390,28 @@ pub fn duration_ms(from: &str, to: &str) -> Option<i64> {
     Some(b - a)
 }
 
+/// A `pi-web:subagent-status` entry's data, naming this process as the
+/// one that runs the child (see [`Owner`]).
+pub(super) fn status_data(status: &str) -> Value {
+    let mut data = serde_json::json!({"version": 1, "status": status});
+    Owner::this_process().mark(&mut data);
+    data
+}
+
+/// Closes the record of a child whose process has ended (it would read
+/// `queued` or `running` for ever): a `pi-web:subagent-result` entry with
+/// status `interrupted`, which pi-web and [`read_run`] read as such.
+pub(super) fn close_stale(session: crate::session::Session) -> crate::session::Session {
+    let mut store = crate::session::store::SessionStore::open(session);
+    let e = store.session.new_custom(
+        store.session.leaf_id(),
+        "pi-web:subagent-result",
+        serde_json::json!({"version": 1, "status": "interrupted", "completedAt": crate::timefmt::now_iso()}),
+    );
+    let _ = store.append_ref(e);
+    store.session
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
