@@ -276,6 +276,16 @@ fn load(c: &Common, cwd: &std::path::Path, pinned: Option<&Pinned>) -> Result<Lo
                     } else {
                         mcp_part(c, cwd, &agent_dir, trusted)
                     };
+                    // The listing names the subagent tools it keeps, in
+                    // its order; MCP's come after its last built-in.
+                    let mut names = t.tools;
+                    let at = names
+                        .iter()
+                        .rposition(|n| pi_lib::tools::BUILTIN_TOOLS.contains(&n.as_str()))
+                        .map_or(0, |i| i + 1);
+                    let mcp_names: Vec<String> =
+                        mcp.tools.iter().map(|t| t.definition().name).collect();
+                    names.splice(at..at, mcp_names);
                     let mut mcp = mcp;
                     if !t.chat_only {
                         mcp.tools
@@ -283,8 +293,6 @@ fn load(c: &Common, cwd: &std::path::Path, pinned: Option<&Pinned>) -> Result<Lo
                                 &agent_dir, cwd, trusted,
                             ));
                     }
-                    let mut names = t.tools;
-                    names.extend(mcp.tools.iter().map(|t| t.definition().name));
                     let set = ToolSet {
                         names,
                         chat_only: t.chat_only,
