@@ -725,8 +725,9 @@ fn run(
 }
 
 /// Extension tools join the set as the tool flags decide (one named like a
-/// built-in replaces it) and the pool `setActiveTools` chooses from. `late`: only tools not in
-/// the pool yet (registered after load, e.g. in `session_start`).
+/// built-in replaces it) and the pool `setActiveTools` chooses from.
+/// `late`: only tools not in the pool yet (registered after load, e.g. in
+/// `session_start`).
 fn join_extension_tools(
     runner: &Arc<exts::Runner>,
     tools: &mut Vec<Arc<dyn pi_lib::tools::Tool>>,
