@@ -62,11 +62,17 @@ fn run(cli: Cli) -> Result<i32, CliError> {
     };
     // The tool set, by the library's one resolver (as pi-run decides it).
     let settings = Settings::load(&agent_dir, &cwd, outcome.trusted).map_err(bad_settings)?;
+    let mut available = select::builtin_available();
+    available.extend(
+        pi_lib::subagents::runtime::described_tools(&agent_dir, &cwd, outcome.trusted)
+            .iter()
+            .map(|t| select::AvailableTool::extension(&t.definition().name, true)),
+    );
     let tool_set = select::resolve(
         &cli.tool_args.flags(),
         &settings.default_tools(),
         None,
-        &select::builtin_available(),
+        &available,
     )
     .map_err(|e| CliError::input(e.to_string()))?;
     for w in &tool_set.warnings {

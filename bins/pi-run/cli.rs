@@ -266,7 +266,7 @@ pub struct Cli {
     pub use_theme: Option<String>,
 
     /// Stop after N turns if the model still wants to call tools (exit 1);
-    /// N is at least 1.
+    /// N is at least 1. A subagent child never runs more turns either.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
     pub max_turns: Option<u32>,
 
@@ -278,9 +278,11 @@ pub struct Cli {
 
     /// Approve every tool call with CMD (beyond pi; repeatable, all must
     /// allow): `sh -c CMD` gets {"toolName","toolCallId","input","cwd"} on
-    /// stdin after the extensions' tool_call handlers; exit 0 allows, exit
-    /// 1 blocks with the first stdout line as the reason, anything else (a
-    /// crash, a timeout of --extension-timeout, more than 1 MiB on stdout)
+    /// stdin after the extensions' tool_call handlers (a subagent child's
+    /// call too, with "subagent":{"sessionId","profile","parentToolCallId"});
+    /// exit 0 allows, exit 1 blocks with the first stdout line as the
+    /// reason, anything else (a crash, a timeout of --extension-timeout,
+    /// more than 1 MiB on stdout)
     /// blocks.
     #[arg(long, value_name = "CMD", allow_hyphen_values = true)]
     pub gate: Vec<String>,

@@ -14,6 +14,7 @@ use tokio_util::sync::CancellationToken;
 fn ctx(cwd: &Path, cancel: &CancellationToken) -> ToolContext {
     ToolContext {
         tool_call_id: String::new(),
+        caller: None,
         cwd: cwd.to_path_buf(),
         cancel: cancel.clone(),
         auto_resize_images: true,

@@ -151,6 +151,7 @@ async fn check_case(name: &str, file: &str, cwd: PathBuf, want: &Value) -> Optio
     let tool = builtin("read").unwrap();
     let ctx = ToolContext {
         tool_call_id: String::new(),
+        caller: None,
         auto_resize_images: true,
         cwd,
         cancel: CancellationToken::new(),

@@ -113,6 +113,7 @@ async fn run_case(case: &Value, expected: &Value) -> Verdict {
     let tool = builtin(name).unwrap();
     let ctx = ToolContext {
         tool_call_id: String::new(),
+        caller: None,
         auto_resize_images: true,
         cwd: cwd.clone(),
         cancel: CancellationToken::new(),
@@ -276,6 +277,7 @@ async fn bash_streams_and_aborts() {
     let cancel = CancellationToken::new();
     let ctx = ToolContext {
         tool_call_id: String::new(),
+        caller: None,
         auto_resize_images: true,
         cwd: tmp.path().to_path_buf(),
         cancel: cancel.clone(),

@@ -25,5 +25,6 @@ mod run_vs_pi;
 mod session_cmds;
 mod session_store;
 mod stdio;
+mod subagent_limits;
 mod subagents;
 mod tool_set;

@@ -491,9 +491,11 @@ fn recorded_system_message_matches_real_pi_on_resource_trees() {
             .output()
             .unwrap();
         assert!(pi.status.success(), "{name}: pi: {}", stderr(&pi));
+        // TypeScript extensions in the trees need the oracle's Node 22.
         let ours = sb
             .cmd("pi-run")
             .current_dir(&tree.cwd)
+            .env("PI_NODE", &o.node22)
             .args(&args)
             .output()
             .unwrap();

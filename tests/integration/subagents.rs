@@ -4,7 +4,7 @@
 use crate::common::*;
 use serde_json::Value;
 
-fn agents(sb: &Sandbox, args: &[&str]) -> std::process::Output {
+pub(crate) fn agents(sb: &Sandbox, args: &[&str]) -> std::process::Output {
     sb.cmd("pi-resources")
         .args(args)
         .arg("--format")
@@ -162,19 +162,19 @@ fn agents_lists_profiles_with_sources_and_project_ones_only_when_trusted() {
 /// parent (its request offers `Agent`) delegates on its first request and
 /// acknowledges afterwards; a child echoes its task. Records every request
 /// body and the most children it saw at once.
-struct Mock {
+pub(crate) struct Mock {
     port: u16,
-    requests: std::sync::Arc<std::sync::Mutex<Vec<Value>>>,
-    max_children: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+    pub(crate) requests: std::sync::Arc<std::sync::Mutex<Vec<Value>>>,
+    pub(crate) max_children: std::sync::Arc<std::sync::atomic::AtomicUsize>,
 }
 
-fn has_tool(body: &Value, name: &str) -> bool {
+pub(crate) fn has_tool(body: &Value, name: &str) -> bool {
     body["tools"]
         .as_array()
         .is_some_and(|t| t.iter().any(|t| t["function"]["name"] == name))
 }
 
-fn last_user_text(body: &Value) -> String {
+pub(crate) fn last_user_text(body: &Value) -> String {
     let msgs = body["messages"].as_array().cloned().unwrap_or_default();
     let m = msgs.iter().rev().find(|m| m["role"] == "user");
     match m.map(|m| &m["content"]) {
@@ -188,7 +188,7 @@ fn last_user_text(body: &Value) -> String {
     }
 }
 
-fn first_user_text(body: &Value) -> String {
+pub(crate) fn first_user_text(body: &Value) -> String {
     let msgs = body["messages"].as_array().cloned().unwrap_or_default();
     match msgs
         .iter()
@@ -232,13 +232,13 @@ fn last_child_id(body: &Value) -> String {
 }
 
 impl Mock {
-    fn start(parent_calls: Vec<(&'static str, String)>) -> Mock {
+    pub(crate) fn start(parent_calls: Vec<(&'static str, String)>) -> Mock {
         Mock::start_with(parent_calls, None)
     }
 
     /// `remove_on_first`: a file deleted when the parent's first request
     /// arrives (the switch turned off mid-run).
-    fn start_with(
+    pub(crate) fn start_with(
         parent_calls: Vec<(&'static str, String)>,
         remove_on_first: Option<std::path::PathBuf>,
     ) -> Mock {
@@ -249,8 +249,9 @@ impl Mock {
     /// it already has) calls `steps[n]`; `$ID` in the arguments becomes the
     /// child id the last tool result named. A child whose task says `LOOP`
     /// answers "working" and calls `ls` every time; one whose task says
-    /// `DIRTY` first writes `new.txt`.
-    fn start_steps(
+    /// `DIRTY` first writes `new.txt`, `BASH` first runs `rm -rf gone;
+    /// touch child-ran.txt`, `READ` first reads `secret.txt`.
+    pub(crate) fn start_steps(
         steps: Vec<Vec<(&'static str, String)>>,
         remove_on_first: Option<std::path::PathBuf>,
     ) -> Mock {
@@ -325,6 +326,13 @@ impl Mock {
                             format!("{}data: {chunk}\n\n{}", &t[..cut], &t[cut..])
                         } else if task.contains("DIRTY") && child_steps == 0 {
                             sse_tools(&[("write", r#"{"path":"new.txt","content":"x"}"#)])
+                        } else if task.contains("BASH") && child_steps == 0 {
+                            sse_tools(&[(
+                                "bash",
+                                r#"{"command":"rm -rf gone; touch child-ran.txt"}"#,
+                            )])
+                        } else if task.contains("READ") && child_steps == 0 {
+                            sse_tools(&[("read", r#"{"path":"secret.txt"}"#)])
                         } else {
                             let task = last_user_text(&body);
                             sse_text(&format!(
@@ -348,7 +356,7 @@ impl Mock {
         }
     }
 
-    fn configure(&self, agent: &std::path::Path) {
+    pub(crate) fn configure(&self, agent: &std::path::Path) {
         ScriptServer {
             port: self.port,
             requests: Default::default(),
@@ -357,7 +365,7 @@ impl Mock {
     }
 }
 
-fn read_jsonl(p: &std::path::Path) -> Vec<Value> {
+pub(crate) fn read_jsonl(p: &std::path::Path) -> Vec<Value> {
     std::fs::read_to_string(p)
         .unwrap()
         .lines()
@@ -365,7 +373,7 @@ fn read_jsonl(p: &std::path::Path) -> Vec<Value> {
         .collect()
 }
 
-fn session_files(sb: &Sandbox) -> Vec<std::path::PathBuf> {
+pub(crate) fn session_files(sb: &Sandbox) -> Vec<std::path::PathBuf> {
     let mut out = Vec::new();
     for d in std::fs::read_dir(sb.agent().join("sessions"))
         .unwrap()
@@ -380,11 +388,11 @@ fn session_files(sb: &Sandbox) -> Vec<std::path::PathBuf> {
     out
 }
 
-fn agent_call(args: Value) -> (&'static str, String) {
+pub(crate) fn agent_call(args: Value) -> (&'static str, String) {
     ("Agent", args.to_string())
 }
 
-fn enable(sb: &Sandbox, max: u32) {
+pub(crate) fn enable(sb: &Sandbox, max: u32) {
     ok(&agents(
         sb,
         &["agents", "--enable", "--max-concurrent", &max.to_string()],
@@ -458,14 +466,18 @@ fn parent_delegates_foreground_and_two_background_children() {
         );
         assert_eq!(meta["parentSessionId"], parent_id.as_str());
         assert_eq!(e[2]["type"], "session_info");
-        assert_eq!(
-            e[3]["data"],
-            serde_json::json!({"version": 1, "status": "queued"})
-        );
-        assert_eq!(
-            e[4]["data"],
-            serde_json::json!({"version": 1, "status": "running"})
-        );
+        // pi-web's `{version, status}`, then the process running the child
+        // (our addition, which pi-web does not read).
+        for (i, status) in [(3, "queued"), (4, "running")] {
+            let data = e[i]["data"].as_object().unwrap();
+            let keys: Vec<&str> = data.keys().map(String::as_str).collect();
+            assert_eq!(keys, ["version", "status", "pid", "host"]);
+            assert_eq!(
+                (&data["version"], &data["status"]),
+                (&serde_json::json!(1), &serde_json::json!(status))
+            );
+            assert!(data["pid"].as_u64().is_some_and(|p| p > 0));
+        }
         let result = e
             .iter()
             .find(|x| x["customType"] == "pi-web:subagent-result")
@@ -838,7 +850,7 @@ fn legacy_pi_subagents_is_suppressed_only_while_the_built_in_is_on() {
     );
 }
 
-fn tool_result_texts(entries: &[Value]) -> Vec<(String, bool)> {
+pub(crate) fn tool_result_texts(entries: &[Value]) -> Vec<(String, bool)> {
     entries
         .iter()
         .filter(|e| e["message"]["role"] == "toolResult")
@@ -854,7 +866,7 @@ fn tool_result_texts(entries: &[Value]) -> Vec<(String, bool)> {
         .collect()
 }
 
-fn tool_names(body: &Value) -> Vec<String> {
+pub(crate) fn tool_names(body: &Value) -> Vec<String> {
     body["tools"]
         .as_array()
         .map(|t| {
@@ -865,7 +877,7 @@ fn tool_names(body: &Value) -> Vec<String> {
         .unwrap_or_default()
 }
 
-fn parent_and_children(sb: &Sandbox) -> (std::path::PathBuf, Vec<std::path::PathBuf>) {
+pub(crate) fn parent_and_children(sb: &Sandbox) -> (std::path::PathBuf, Vec<std::path::PathBuf>) {
     let (parents, children): (Vec<_>, Vec<_>) = session_files(sb)
         .into_iter()
         .partition(|f| read_jsonl(f)[0].get("parentSession").is_none());
@@ -1184,8 +1196,9 @@ fn turn_limit_inherited_context_and_model_override() {
 
 /// `isolation: "worktree"`: the child runs in a fresh worktree of the
 /// parent's repository on branch `pi-web-agent-<uuid>`; a clean one is
-/// removed afterwards (the branch stays), a dirty one is kept and the
-/// reason recorded as `worktreeCleanupError`.
+/// removed afterwards with its branch (it holds nothing new; the result
+/// says `worktreeBranchRemoved`), a dirty one is kept with its branch and
+/// the reason recorded as `worktreeCleanupError`.
 #[test]
 fn worktree_isolation_creates_removes_and_keeps_a_dirty_tree() {
     let sb = Sandbox::new();
@@ -1270,7 +1283,7 @@ fn worktree_isolation_creates_removes_and_keeps_a_dirty_tree() {
         assert!(branch.starts_with("pi-web-agent-"), "{branch}");
         assert_eq!(std::path::Path::new(path), base.join(branch));
         assert_eq!(e[0]["cwd"], path, "the child's cwd is the worktree");
-        assert!(git(&["show-ref", "--verify", &format!("refs/heads/{branch}")]).is_some());
+        let has_branch = git(&["show-ref", "--verify", &format!("refs/heads/{branch}")]).is_some();
         let result = e
             .iter()
             .find(|x| x["customType"] == "pi-web:subagent-result")
@@ -1284,7 +1297,12 @@ fn worktree_isolation_creates_removes_and_keeps_a_dirty_tree() {
                 "a clean worktree is removed"
             );
             assert!(result["data"].get("worktreeCleanupError").is_none());
+            assert!(!has_branch, "the branch of a removed tree is deleted");
+            assert_eq!(result["data"]["worktreeBranchRemoved"], true);
+            assert_eq!(details["worktreeBranchRemoved"], true);
         } else {
+            assert!(has_branch, "a kept tree keeps its branch");
+            assert!(result["data"].get("worktreeBranchRemoved").is_none());
             assert!(
                 std::path::Path::new(path).join("new.txt").is_file(),
                 "the dirty tree is kept"
@@ -1346,4 +1364,80 @@ fn pi_prompt_system_declares_what_pi_run_sends_with_subagents_on() {
         text.trim_end(),
         first["messages"][0]["content"].as_str().unwrap().trim_end()
     );
+}
+
+/// A background child still `running` when its parent process is killed
+/// reads as `interrupted` to the next run, which also writes it so: a
+/// `pi-web:subagent-result` entry with that status closes the record (the
+/// status entries name the process that ran it).
+#[test]
+fn a_child_left_running_by_a_killed_parent_is_written_as_interrupted() {
+    let sb = Sandbox::new();
+    let mock = Mock::start_steps(
+        vec![
+            vec![agent_call(
+                serde_json::json!({"prompt": "LOOP on", "description": "Loop", "run_in_background": true}),
+            )],
+            vec![],
+            vec![("get_subagent_result", r#"{"agent_id": "$ID"}"#.to_string())],
+        ],
+        None,
+    );
+    mock.configure(&sb.agent());
+    enable(&sb, 4);
+    let mut parent = sb
+        .cmd("pi-run")
+        .args(["-p", "delegate"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let start = std::time::Instant::now();
+    // Killed once the child runs and the parent, its turn over, waits for
+    // it (its answer recorded).
+    let child = loop {
+        let files = session_files(&sb);
+        let has = |needle: &str| {
+            files
+                .iter()
+                .find(|f| std::fs::read_to_string(f).is_ok_and(|t| t.contains(needle)))
+                .cloned()
+        };
+        let running = "\"customType\":\"pi-web:subagent-status\",\"data\":{\"version\":1,\"status\":\"running\"";
+        if let (Some(f), Some(_)) = (has(running), has("\"text\":\"ack\"")) {
+            break f;
+        }
+        assert!(start.elapsed().as_secs() < 30, "the child never ran");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
+    parent.kill().unwrap();
+    parent.wait().unwrap();
+    let last = read_jsonl(&child)
+        .into_iter()
+        .rev()
+        .find(|e| e["customType"] == "pi-web:subagent-status")
+        .unwrap();
+    assert_eq!(last["data"]["status"], "running");
+    assert_eq!(last["data"]["pid"], parent.id());
+
+    let (parent_file, _) = parent_and_children(&sb);
+    ok(&sb
+        .cmd("pi-run")
+        .args(["--session", parent_file.to_str().unwrap(), "-p", "check"])
+        .output()
+        .unwrap());
+    let id = read_jsonl(&child)[0]["id"].as_str().unwrap().to_string();
+    let texts = tool_result_texts(&read_jsonl(&parent_file));
+    assert_eq!(
+        texts.last().unwrap(),
+        &(
+            format!("Subagent {id} was interrupted before completion."),
+            false
+        )
+    );
+    let entries = read_jsonl(&child);
+    let closing = entries.last().unwrap();
+    assert_eq!(closing["customType"], "pi-web:subagent-result", "{closing}");
+    assert_eq!(closing["data"]["status"], "interrupted");
+    assert!(closing["data"]["completedAt"].is_string());
 }

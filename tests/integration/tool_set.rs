@@ -498,3 +498,181 @@ fn piped_tool_set_reaches_pi_prompt() {
         [json!({"type": "section", "name": "preamble", "text": "Be nice.\n"})]
     );
 }
+
+/// The subagent control tools under every tool flag: `pi-run` (the
+/// built-in on) declares `Agent`, `get_subagent_result` and
+/// `steer_subagent` exactly where pi 1.6.0 declares an extension's tools of
+/// those names (`tests/ext-node/fixtures/subagent-names.ts`; pi's own
+/// `tool_search` left out), never says a declared one is "not here", and
+/// `pi-prompt system` (also fed by `pi-resources`) gives the same tools and
+/// prompt.
+#[test]
+fn subagent_tools_obey_the_tool_flags_as_pi_treats_an_extension_s_tools() {
+    let oracle =
+        Oracle::find("subagent_tools_obey_the_tool_flags_as_pi_treats_an_extension_s_tools");
+    const A: &str = "Agent";
+    const G: &str = "get_subagent_result";
+    const S: &str = "steer_subagent";
+    let cells: Vec<(&[&str], Vec<&str>)> = vec![
+        (&[], vec!["read", "bash", "edit", "write", A, G, S]),
+        (&["-nt"], vec![]),
+        (&["-nbt"], vec![A, G, S]),
+        (
+            &["-xt", "Agent"],
+            vec!["read", "bash", "edit", "write", G, S],
+        ),
+        (
+            &["-xt", "*agent*"],
+            vec!["read", "bash", "edit", "write", A],
+        ),
+        (&["-t", "read"], vec!["read"]),
+        (&["-t", "read,Agent"], vec!["read", A]),
+        (&["-t", "Agent,read"], vec![A, "read"]),
+        (&["-t", "Ag*"], vec![A]),
+        (&["-t", "*_*,read"], vec!["read", G, S]),
+        (
+            &["-t", "+grep"],
+            vec!["read", "bash", "edit", "write", "grep", A, G, S],
+        ),
+        (
+            &["-t", "-Agent"],
+            vec!["read", "bash", "edit", "write", A, G, S],
+        ),
+        (
+            &["-t", "+steer_subagent"],
+            vec!["read", "bash", "edit", "write", S, A, G],
+        ),
+        (&["-nt", "-t", "+Agent"], vec![A]),
+    ];
+    let fixture = repo().join("tests/ext-node/fixtures/subagent-names.ts");
+    for (flags, want) in cells {
+        let sb = Sandbox::new();
+        let server = ScriptServer::start(vec![Reply::Sse(sse_text("ok"))]);
+        server.configure(&sb.agent());
+        write(
+            &sb.agent().join("agents/settings.json"),
+            r#"{"builtInEnabled":true}"#,
+        );
+        let mut args: Vec<&str> = flags.to_vec();
+        args.extend(["--no-session", "-p", "hi"]);
+        let out = sb.cmd("pi-run").args(&args).output().unwrap();
+        assert!(out.status.success(), "pi-run {flags:?}: {}", stderr(&out));
+        let (run_tools, run_system) = {
+            let reqs = server.requests.lock().unwrap();
+            (request_tools(&reqs[0]), request_system(&reqs[0]))
+        };
+        assert_eq!(run_tools, want, "pi-run {flags:?}");
+        for n in [A, G, S] {
+            assert!(
+                !stderr(&out).contains(&format!("no tool \"{n}\" here")),
+                "{flags:?}: {}",
+                stderr(&out)
+            );
+        }
+        let cell = Cell {
+            flags,
+            user: None,
+            project: None,
+            want: &[],
+        };
+        let (prompt_tools, prompt_text) = pi_prompt(&sb, &cell);
+        assert_eq!(prompt_tools, want, "pi-prompt system {flags:?}");
+        assert_eq!(prompt_text, run_system, "system prompt {flags:?}");
+        assert_eq!(pi_resources(&sb, &cell), want, "pi-resources {flags:?}");
+        // `pi-resources | pi-prompt system` keeps the listed set.
+        let listing = {
+            let out = sb
+                .cmd("pi-resources")
+                .args(flags)
+                .args(["--format", "jsonl"])
+                .output()
+                .unwrap();
+            assert!(
+                !stderr(&out).contains("here (available"),
+                "pi-resources {flags:?}: {}",
+                stderr(&out)
+            );
+            ok(&out)
+        };
+        let piped = {
+            use std::io::Write;
+            let mut child = sb
+                .cmd("pi-prompt")
+                .args(["system", "--format", "jsonl"])
+                .stdin(std::process::Stdio::piped())
+                .stdout(std::process::Stdio::piped())
+                .spawn()
+                .unwrap();
+            child
+                .stdin
+                .take()
+                .unwrap()
+                .write_all(listing.as_bytes())
+                .unwrap();
+            jsonl(&child.wait_with_output().unwrap())
+        };
+        let piped_tools: Vec<&str> = piped
+            .iter()
+            .filter(|r| r["type"] == "tool")
+            .filter_map(|r| r["name"].as_str())
+            .collect();
+        assert_eq!(piped_tools, want, "pi-resources | pi-prompt {flags:?}");
+        if let Some(o) = &oracle {
+            let out = o
+                .pi160(&sb)
+                .arg("-e")
+                .arg(&fixture)
+                .args(&args)
+                .output()
+                .unwrap();
+            assert!(out.status.success(), "pi {flags:?}: {}", stderr(&out));
+            let reqs = server.requests.lock().unwrap();
+            let theirs: Vec<String> = request_tools(reqs.last().unwrap())
+                .into_iter()
+                .filter(|t| t != "tool_search" && t != "codemode" && t != "powershell")
+                .collect();
+            assert_eq!(theirs, want, "pi 1.6.0 {flags:?}");
+        }
+    }
+}
+
+/// What the tool flags shut out, an extension's `setActiveTools` cannot
+/// bring back (`-xt`, a plain `-t` list, `-nt`; not `-t -name`), as in pi
+/// 1.6.0 (`tests/ext-node/fixtures/set-active-flags.ts` chooses read,
+/// bash, foo, bar in `session_start`).
+#[test]
+fn set_active_tools_obeys_the_tool_flags_as_pi() {
+    let Some(o) = Oracle::find("set_active_tools_obeys_the_tool_flags_as_pi") else {
+        return;
+    };
+    let fixture = repo().join("tests/ext-node/fixtures/set-active-flags.ts");
+    let cells: [(&[&str], &[&str]); 6] = [
+        (&[], &["read", "bash", "foo", "bar"]),
+        (&["-xt", "foo"], &["read", "bash", "bar"]),
+        (&["-xt", "bash"], &["read", "foo", "bar"]),
+        (&["-t", "read"], &["read"]),
+        (&["-nt"], &[]),
+        (&["-t", "-foo"], &["read", "bash", "foo", "bar"]),
+    ];
+    for (flags, want) in cells {
+        let sb = Sandbox::new();
+        let server = ScriptServer::start(vec![Reply::Sse(sse_text("ok"))]);
+        server.configure(&sb.agent());
+        let mut args: Vec<&str> = flags.to_vec();
+        args.extend(["--no-session", "-p", "hi"]);
+        for pi in [false, true] {
+            let mut c = if pi { o.pi160(&sb) } else { sb.cmd("pi-run") };
+            let out = c
+                .env("PI_NODE", &o.node22)
+                .arg("-e")
+                .arg(&fixture)
+                .args(&args)
+                .output()
+                .unwrap();
+            let who = if pi { "pi 1.6.0" } else { "pi-run" };
+            assert!(out.status.success(), "{who} {flags:?}: {}", stderr(&out));
+            let reqs = server.requests.lock().unwrap();
+            assert_eq!(request_tools(reqs.last().unwrap()), want, "{who} {flags:?}");
+        }
+    }
+}

@@ -204,7 +204,7 @@ async fn gates_approve_the_final_arguments() {
             json!({"text": "done"}),
         ],
     );
-    a.ext.gates = vec![Arc::new(Deny("bash"))];
+    a.ext.limits.gates = vec![Arc::new(Deny("bash"))];
     let out = a.run(user("go"), &mut |_: &Value| {}).await;
     assert_eq!(out.error, None);
     assert!(!t.path().join("marker").exists());
@@ -227,7 +227,7 @@ async fn final_policy_keeps_paths_in_the_workspace() {
             json!({"text": "done"}),
         ],
     );
-    a.ext.policy.workspace_paths = true;
+    a.ext.limits.policy.workspace_paths = true;
     a.run(user("go"), &mut |_: &Value| {}).await;
     assert!(!t.path().join("out.txt").exists());
     assert!(results(&a)[0].1.contains("outside the workspace"));
@@ -265,7 +265,7 @@ async fn an_abort_ends_a_hung_tool_call_wait_and_blocks_the_call() {
             ],
         );
         if gate {
-            a.ext.gates = vec![Arc::new(Hang)];
+            a.ext.limits.gates = vec![Arc::new(Hang)];
         } else {
             a.ext.hooks = Some(Arc::new(Hang));
         }
@@ -345,4 +345,76 @@ async fn an_aborted_run_gives_hung_handlers_one_grace_period_in_all() {
         took >= ABORT_GRACE && took < ABORT_GRACE * 3,
         "{took:?} for {n} events"
     );
+}
+
+/// Records the delegation each approval request carries.
+#[derive(Default)]
+struct Seen(Mutex<Vec<(String, Option<Delegation>)>>);
+impl Gate for Seen {
+    fn approve(&self, req: ApprovalRequest) -> BoxFuture<'_, Approval> {
+        self.0.lock().unwrap().push((req.tool_name, req.delegation));
+        ready(Approval::Allow)
+    }
+}
+
+/// A child built with `for_child` passes its parent's whole gate: the
+/// hooks block, rewrite and patch; every gate and the final policy hold;
+/// the hooks see only the child's tool events, and everything names the
+/// child.
+#[tokio::test]
+async fn a_child_passes_its_parent_s_gate_and_is_named() {
+    let t = tempfile::tempdir().unwrap();
+    let ws = t.path().join("ws");
+    std::fs::create_dir_all(&ws).unwrap();
+    let probe = Arc::new(Probe::default());
+    let seen = Arc::new(Seen::default());
+    let mut parent = AgentExt {
+        hooks: Some(probe.clone()),
+        ..Default::default()
+    };
+    parent.limits.gates = vec![seen.clone(), Arc::new(Deny("write"))];
+    parent.limits.policy.workspace_paths = true;
+    let d = Delegation {
+        session_id: "child-1".into(),
+        profile: "general-purpose".into(),
+        parent_tool_call_id: "call_9".into(),
+    };
+    let mut a = agent(
+        &ws,
+        &[
+            json!({"toolCalls": [
+                {"name": "bash", "arguments": {"command": "touch marker"}},
+                {"name": "write", "arguments": {"path": "w.txt", "content": "x"}},
+                {"name": "bash", "arguments": {"command": "echo hi"}}
+            ]}),
+            json!({"text": "done"}),
+        ],
+    );
+    a.ext = parent.for_child(d.clone());
+    let out = a.run(user("go"), &mut |_: &Value| {}).await;
+    assert_eq!(out.error, None);
+    assert!(!ws.join("marker").exists(), "the hook's block holds");
+    assert!(!ws.join("w.txt").exists(), "the gate's block holds");
+    assert_eq!(
+        results(&a),
+        [
+            (true, "no touching".to_string()),
+            (true, "denied write".to_string()),
+            (false, "patched bash".to_string())
+        ]
+    );
+    // Only tool events reach the parent's hooks (no forced prompt, no
+    // turns of the child's own).
+    let got = probe.seen.lock().unwrap().clone();
+    assert!(got.iter().all(|e| e.starts_with("tool_")), "{got:?}");
+    assert!(got.contains(&"tool_call bash".to_string()));
+    let recorded = serde_json::to_string(&a.store.session.entries).unwrap();
+    assert!(!recorded.contains("FORCED"));
+    let gated = seen.0.lock().unwrap().clone();
+    assert_eq!(gated.len(), 2, "{gated:?}");
+    assert!(gated.iter().all(|(_, x)| x.as_ref() == Some(&d)));
+    // The limits are the parent's, whole; the parent's late tools are not.
+    assert_eq!(a.ext.limits.gates.len(), 2);
+    assert!(a.ext.limits.policy.workspace_paths);
+    assert!(a.ext.late_tools.is_none());
 }

@@ -82,6 +82,40 @@ pub struct BeforeAgentStartOutcome {
     pub options: Option<Value>,
 }
 
+/// Which delegated run an agent is: a subagent child started by its
+/// parent's `Agent` call. The tool events of such an agent reach its
+/// parent's watchers (hooks and gates) with this as their `subagent`
+/// field, so they can tell the child's calls from the parent's (tool call
+/// ids are the model's and may repeat between the two).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Delegation {
+    /// The child's session id.
+    pub session_id: String,
+    /// The profile it runs (`explore`, …).
+    pub profile: String,
+    /// The parent's `Agent` call that started (or resumed) it.
+    pub parent_tool_call_id: String,
+}
+
+impl Delegation {
+    /// The `subagent` field: `{sessionId, profile, parentToolCallId}`.
+    pub fn to_json(&self) -> Value {
+        serde_json::json!({
+            "sessionId": self.session_id,
+            "profile": self.profile,
+            "parentToolCallId": self.parent_tool_call_id,
+        })
+    }
+
+    /// `event` (an object) with the `subagent` field added.
+    pub fn stamp(d: Option<&Delegation>, mut event: Value) -> Value {
+        if let (Some(d), Some(m)) = (d, event.as_object_mut()) {
+            m.insert("subagent".into(), d.to_json());
+        }
+        event
+    }
+}
+
 /// A `tool_call` event.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ToolCallEvent {
@@ -89,6 +123,8 @@ pub struct ToolCallEvent {
     pub tool_call_id: String,
     /// The validated arguments.
     pub input: Value,
+    /// Set when the call is a subagent child's.
+    pub delegation: Option<Delegation>,
 }
 
 /// What the `tool_call` hooks decided.
@@ -108,6 +144,8 @@ pub struct ToolResultEvent {
     pub tool_call_id: String,
     pub input: Value,
     pub output: ToolOutput,
+    /// Set when the call is a subagent child's.
+    pub delegation: Option<Delegation>,
 }
 
 /// The outcome of a boundary event (`turn_end`, `agent_before_settle`):
@@ -343,6 +381,14 @@ pub trait Inquiries: Send + Sync {
     fn serve(&self, agent: &mut super::Agent);
 }
 
+/// Resolves when `h`'s owners asked for changes; never without hooks.
+pub async fn ops_ready(h: &Option<std::sync::Arc<dyn Hooks>>) {
+    match h {
+        Some(h) => h.ops_ready().await,
+        None => std::future::pending().await,
+    }
+}
+
 /// Resolves when `q` has questions; never without one.
 pub async fn inquiry_ready(q: &Option<std::sync::Arc<dyn Inquiries>>) {
     match q {
@@ -351,25 +397,110 @@ pub async fn inquiry_ready(q: &Option<std::sync::Arc<dyn Inquiries>>) {
     }
 }
 
-/// The watchers of one agent: its hooks, its approvers and its final
-/// policy. The default has none of them, and then the loop is exactly the
-/// plain loop.
+/// What limits an agent's tool calls besides its hooks: the approvers and
+/// the final policy. An agent hands this on whole to every agent it
+/// delegates to (see [`AgentExt::for_child`]), so whatever limit is added
+/// here binds subagent children too.
 #[derive(Default, Clone)]
-pub struct AgentExt {
-    pub hooks: Option<std::sync::Arc<dyn Hooks>>,
+pub struct Limits {
     /// Every gate must allow a call (`pi-run --gate`, repeatable).
     pub gates: Vec<std::sync::Arc<dyn Gate>>,
     pub policy: FinalPolicy,
+}
+
+/// The watchers of one agent: its hooks, its limits (approvers and final
+/// policy), and — for a subagent child — which delegated run it is. The
+/// default has none of them, and then the loop is exactly the plain loop.
+#[derive(Default, Clone)]
+pub struct AgentExt {
+    pub hooks: Option<std::sync::Arc<dyn Hooks>>,
+    pub limits: Limits,
     /// Tools loaded while the run goes on (see [`crate::tools::ToolInbox`]).
     pub late_tools: Option<crate::tools::ToolInbox>,
+    /// Set for a subagent child: its tool events carry it to the hooks
+    /// and gates (see [`Delegation`]).
+    pub delegation: Option<Delegation>,
 }
 
 impl AgentExt {
     /// Whether the loop has anything to ask at the tool-call gate.
     pub fn gates_tools(&self) -> bool {
-        !self.gates.is_empty()
-            || self.policy.workspace_paths
+        !self.limits.gates.is_empty()
+            || self.limits.policy.workspace_paths
             || self.hooks.as_ref().is_some_and(|h| h.handles("tool_call"))
+    }
+
+    /// The watchers of an agent this one delegates to (a subagent child):
+    /// the same [`Limits`], whole, and this agent's hooks, asked only at
+    /// the child's tool events; none of this agent's own late tools. The
+    /// child's tool calls pass exactly the gate this agent's calls pass,
+    /// and no setting of the child can take a part of it away.
+    pub fn for_child(&self, delegation: Delegation) -> AgentExt {
+        // Every field is named, so a new one cannot be forgotten here.
+        let AgentExt {
+            hooks,
+            limits,
+            late_tools: _,
+            delegation: _,
+        } = self;
+        AgentExt {
+            hooks: hooks.clone().map(|h| {
+                std::sync::Arc::new(DelegatedHooks { inner: h }) as std::sync::Arc<dyn Hooks>
+            }),
+            limits: limits.clone(),
+            late_tools: None,
+            delegation: Some(delegation),
+        }
+    }
+
+    /// The watchers of the agent that runs the tool call `ctx` belongs to
+    /// (the agent loop hands them to every tool it runs); `None` outside
+    /// an agent's loop.
+    pub fn of_caller(ctx: &crate::tools::ToolContext) -> Option<AgentExt> {
+        ctx.caller
+            .as_ref()
+            .and_then(|c| c.0.downcast_ref::<AgentExt>())
+            .cloned()
+    }
+
+    /// This agent's watchers as the opaque value a tool receives.
+    pub fn as_caller(&self) -> crate::tools::Caller {
+        crate::tools::Caller(std::sync::Arc::new(self.clone()))
+    }
+}
+
+/// The events a delegated agent's hooks are asked about.
+const DELEGATED_EVENTS: [&str; 5] = [
+    "tool_call",
+    "tool_result",
+    "tool_execution_start",
+    "tool_execution_update",
+    "tool_execution_end",
+];
+
+/// The hooks of a subagent child: its parent's, asked only at the tool
+/// gate (`tool_call` may rewrite or block, `tool_result` may patch) and
+/// told of its `tool_execution_*`, each event with its `subagent` field.
+/// Everything else about the child (its prompt, messages, turns, session)
+/// is its own and reaches no hook. The hooks' owner keeps the parent's
+/// state: what a handler asks for meanwhile (records, entries, tool
+/// changes) is applied by the parent's loop, to the parent.
+struct DelegatedHooks {
+    inner: std::sync::Arc<dyn Hooks>,
+}
+
+impl Hooks for DelegatedHooks {
+    fn handles(&self, event: &str) -> bool {
+        DELEGATED_EVENTS.contains(&event) && self.inner.handles(event)
+    }
+    fn tool_call(&self, ev: ToolCallEvent) -> BoxFuture<'_, ToolCallOutcome> {
+        self.inner.tool_call(ev)
+    }
+    fn tool_result(&self, ev: ToolResultEvent) -> BoxFuture<'_, Option<ToolOutput>> {
+        self.inner.tool_result(ev)
+    }
+    fn notify(&self, event: Value) -> BoxFuture<'_, ()> {
+        self.inner.notify(event)
     }
 }
 
@@ -380,6 +511,8 @@ pub struct ApprovalRequest {
     pub tool_call_id: String,
     pub input: Value,
     pub cwd: PathBuf,
+    /// Set when the call is a subagent child's.
+    pub delegation: Option<Delegation>,
 }
 
 /// One approver's answer.

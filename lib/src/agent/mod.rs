@@ -271,6 +271,28 @@ impl Agent {
         }
     }
 
+    /// Awaits `fut` (which must not borrow the agent) while the agent is
+    /// idle between runs, applying what its hooks' owners ask for
+    /// meanwhile and answering the client's commands: a background
+    /// subagent child's `tool_call` handler may read the parent's session
+    /// while the parent waits for that child.
+    pub async fn idle_until<F: std::future::Future>(
+        &mut self,
+        fut: F,
+        emit: Emit<'_>,
+    ) -> F::Output {
+        let h = self.ext.hooks.clone();
+        let q = self.inquiries.clone();
+        tokio::pin!(fut);
+        loop {
+            tokio::select! {
+                out = &mut fut => return out,
+                _ = hooks::ops_ready(&h) => self.settle_hook(emit),
+                _ = hooks::inquiry_ready(&q) => if let Some(q) = &q { q.serve(self) },
+            }
+        }
+    }
+
     /// Applies what the hooks' owners asked for and emits their records
     /// (pending work after the last prompt).
     pub fn apply_pending(&mut self, emit: Emit<'_>) {
@@ -302,6 +324,17 @@ impl Agent {
             self.settle_hook(emit);
         }
         emit(&wire);
+    }
+
+    /// A `tool_execution_*` event: a subagent child's reaches the hooks
+    /// with its `subagent` field (the wire form stays pi's).
+    async fn dispatch_tool_event(&mut self, wire: Value, emit: Emit<'_>) {
+        let for_hooks = self
+            .ext
+            .delegation
+            .as_ref()
+            .map(|d| hooks::Delegation::stamp(Some(d), wire.clone()));
+        self.dispatch(wire, for_hooks, emit).await;
     }
 
     /// `message_start` then `message_end` of a message the loop made; a
@@ -447,6 +480,7 @@ impl Agent {
                 tool_name: call.name.clone(),
                 tool_call_id: call.id.clone(),
                 input: args.clone(),
+                delegation: self.ext.delegation.clone(),
             });
             // Aborted meanwhile: blocked (fail closed), at once.
             let out = self.wait(&h, fut, emit).await;
@@ -458,15 +492,16 @@ impl Agent {
                 None => return Err(ABORTED.into()),
             }
         }
-        if self.ext.gates.is_empty() {
+        if self.ext.limits.gates.is_empty() {
             return Ok((args, None));
         }
-        for g in self.ext.gates.clone() {
+        for g in self.ext.limits.gates.clone() {
             let approve = g.approve(hooks::ApprovalRequest {
                 tool_name: call.name.clone(),
                 tool_call_id: call.id.clone(),
                 input: args.clone(),
                 cwd: self.opts.cwd.clone(),
+                delegation: self.ext.delegation.clone(),
             });
             // An approver is waited for until the run is aborted (then
             // the call is blocked, as a hook's is).
@@ -1316,9 +1351,8 @@ impl Agent {
         )>();
         let mut running = 0usize;
         for (i, call) in calls.iter().enumerate() {
-            self.dispatch(
+            self.dispatch_tool_event(
                 events::tool_start(&call.id, &call.name, &call.arguments),
-                None,
                 emit,
             )
             .await;
@@ -1350,9 +1384,8 @@ impl Agent {
                 Err(text) => {
                     // A call that fails before running ends right after its start.
                     let out = with_empty_details(ToolOutput::error(text));
-                    self.dispatch(
+                    self.dispatch_tool_event(
                         events::tool_end(&call.id, &call.name, &out, None),
-                        None,
                         emit,
                     )
                     .await;
@@ -1368,8 +1401,10 @@ impl Agent {
                 cancel: self.cancel.clone(),
                 auto_resize_images: self.opts.auto_resize_images,
                 tool_call_id: call.id.clone(),
+                // A tool that starts an agent (a subagent) hands it these.
+                caller: Some(self.ext.as_caller()),
             };
-            let policy = gated.then(|| self.ext.policy.clone());
+            let policy = gated.then(|| self.ext.limits.policy.clone());
             let (name, id) = (call.name.clone(), call.id.clone());
             tokio::spawn(async move {
                 let started = Instant::now();
@@ -1413,9 +1448,8 @@ impl Agent {
                 break;
             };
             if let Some(p) = update {
-                self.dispatch(
+                self.dispatch_tool_event(
                     events::tool_update(&calls[i].id, &calls[i].name, &calls[i].arguments, &p),
-                    None,
                     emit,
                 )
                 .await;
@@ -1427,6 +1461,7 @@ impl Agent {
                         tool_call_id: calls[i].id.clone(),
                         input: inputs[i].clone(),
                         output: out.clone(),
+                        delegation: self.ext.delegation.clone(),
                     });
                     let patched = self.wait(&h, fut, emit).await;
                     self.settle_hook(emit);
@@ -1438,9 +1473,8 @@ impl Agent {
                         None => out = ToolOutput::error(ABORTED),
                     }
                 }
-                self.dispatch(
+                self.dispatch_tool_event(
                     events::tool_end(&calls[i].id, &calls[i].name, &out, Some(ms)),
-                    None,
                     emit,
                 )
                 .await;

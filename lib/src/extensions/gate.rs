@@ -1,6 +1,6 @@
 //! `pi-run --gate CMD` (beyond pi): an approval step that runs `sh -c CMD`
 //! once per tool call with `{"toolName","toolCallId","input","cwd"}` on
-//! stdin. Exit 0 allows; exit 1 blocks with the first line of stdout as the
+//! stdin (plus `"subagent"` for a subagent child's call). Exit 0 allows; exit 1 blocks with the first line of stdout as the
 //! reason (else `blocked by --gate`); any other exit, a failure to start,
 //! a signal, a timeout or more than [`MAX_GATE_OUTPUT`] on stdout blocks
 //! too (fail closed), and the gate's whole process group is killed.
@@ -11,7 +11,7 @@ use std::time::Duration;
 use serde_json::json;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-use crate::agent::hooks::{Approval, ApprovalRequest, BoxFuture, Gate};
+use crate::agent::hooks::{Approval, ApprovalRequest, BoxFuture, Delegation, Gate};
 
 /// The most a gate may print on stdout (only its first line is used).
 pub const MAX_GATE_OUTPUT: usize = 1024 * 1024;
@@ -117,7 +117,11 @@ async fn judge(
 
 impl Gate for CommandGate {
     fn approve(&self, req: ApprovalRequest) -> BoxFuture<'_, Approval> {
-        let input = json!({"toolName": req.tool_name, "toolCallId": req.tool_call_id, "input": req.input, "cwd": req.cwd.display().to_string()}).to_string();
+        let input = Delegation::stamp(
+            req.delegation.as_ref(),
+            json!({"toolName": req.tool_name, "toolCallId": req.tool_call_id, "input": req.input, "cwd": req.cwd.display().to_string()}),
+        )
+        .to_string();
         Box::pin(async move { run(&self.command, input, self.timeout, &req.cwd).await })
     }
 }

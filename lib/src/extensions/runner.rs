@@ -21,8 +21,8 @@ use tokio_util::sync::CancellationToken;
 use super::answer::{tool_call_answer, ToolCallAnswer};
 use super::host::{CallHandler, Host, HostError};
 use crate::agent::hooks::{
-    ready, AgentOp, AgentSnapshot, BeforeAgentStart, BeforeAgentStartOutcome, BoxFuture, Hooks,
-    InputEvent, InputOutcome, ToolCallEvent, ToolCallOutcome, ToolResultEvent,
+    ready, AgentOp, AgentSnapshot, BeforeAgentStart, BeforeAgentStartOutcome, BoxFuture,
+    Delegation, Hooks, InputEvent, InputOutcome, ToolCallEvent, ToolCallOutcome, ToolResultEvent,
 };
 use crate::format::extension::{CommandSpec, Ctx, HostRecord, Registration, ToolSpec};
 use crate::format::message::CustomMessage;
@@ -1039,7 +1039,7 @@ fn result_event(ev: &ToolResultEvent, out: &ToolOutput) -> Value {
         m.insert("structuredContent".into(), s.clone());
     }
     m.insert("isError".into(), out.is_error.into());
-    Value::Object(m)
+    Delegation::stamp(ev.delegation.as_ref(), Value::Object(m))
 }
 
 /// A `{customType, content, display, details?}` from an extension as a
@@ -1223,7 +1223,10 @@ impl Hooks for Runner {
             let mut input = ev.input.clone();
             let mut changed = false;
             for e in self.handlers("tool_call", true) {
-                let payload = json!({"type": "tool_call", "toolName": ev.tool_name, "toolCallId": ev.tool_call_id, "input": input});
+                let payload = Delegation::stamp(
+                    ev.delegation.as_ref(),
+                    json!({"type": "tool_call", "toolName": ev.tool_name, "toolCallId": ev.tool_call_id, "input": input}),
+                );
                 let (answer, errors) = self.send(&e, &payload).await;
                 for err in &errors {
                     self.report(&e.path, "tool_call", err);

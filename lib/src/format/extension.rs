@@ -252,7 +252,9 @@ pub enum HostRecord {
         flags: Map<String, Value>,
     },
     /// An event (pi 1.6.0's payload, keys in pi's order); answered by one
-    /// result.
+    /// result. A subagent child's `tool_call`, `tool_result` and
+    /// `tool_execution_*` add `subagent: {sessionId, profile,
+    /// parentToolCallId}` (`ctx` stays the parent's).
     Event {
         id: u64,
         ext: usize,

@@ -474,8 +474,9 @@ impl Mcp {
     }
 }
 
-/// The tools a resolved set declares: the built-ins it names, then the MCP
-/// tools it names (in their order).
+/// The tools a resolved set declares: the built-ins and the other tools
+/// (`mcp_tools`: MCP's, and whatever joins after them) it names, in its
+/// order.
 pub fn declared_tools(names: &[String], mcp_tools: &[Arc<dyn Tool>]) -> Vec<Arc<dyn Tool>> {
     let mut tools = crate::tools::select::builtin_tools(names);
     tools.extend(
@@ -484,6 +485,10 @@ pub fn declared_tools(names: &[String], mcp_tools: &[Arc<dyn Tool>]) -> Vec<Arc<
             .filter(|t| names.contains(&t.definition().name))
             .cloned(),
     );
+    tools.sort_by_key(|t| {
+        let n = t.definition().name;
+        names.iter().position(|x| *x == n)
+    });
     tools
 }
 

@@ -63,6 +63,7 @@ impl UserBash {
             cancel: cancel.clone(),
             auto_resize_images,
             tool_call_id: String::new(),
+            caller: None,
         };
         let sink = Box::new(move |p: ToolOutput| {
             let _ = tx.send(crate::format::message::blocks_text(&p.content, ""));

@@ -63,6 +63,12 @@ pub struct Assembly {
     pub(super) registry: Option<crate::model::ModelRegistry>,
     pub(super) mcp: Option<Arc<Mcp>>,
     pub(super) mcp_select: Arc<McpSelect>,
+    /// The run's tool decision, asked again as extension and subagent
+    /// tools become known.
+    sel: select::Selection,
+    /// The tool set came piped from `pi-resources`: the names it lists
+    /// (its order is kept, and only the subagent tools it names join).
+    piped_tools: Option<Vec<String>>,
     /// The active tools, in order.
     pub(super) tools: Vec<Arc<dyn Tool>>,
     /// A plain `--tools` list to pin in a session that has no pin yet.
@@ -154,6 +160,11 @@ impl Assembly {
             untrusted.default_tools(),
             selection.pinned(),
         );
+        let sel = select::Selection::new(
+            opts.tool_flags.clone(),
+            untrusted.default_tools(),
+            selection.pinned(),
+        );
         Ok(Assembly {
             opts,
             cwd,
@@ -170,6 +181,8 @@ impl Assembly {
             registry: None,
             mcp: None,
             mcp_select,
+            sel,
+            piped_tools: None,
             tools: Vec::new(),
             persist: None,
             chat_only: false,
@@ -229,13 +242,20 @@ impl Assembly {
             }
             None => Vec::new(),
         };
+        // The tool set: one resolver for pi-run, pi-prompt and
+        // pi-resources, asked again as extension and subagent tools become
+        // known (its warnings once they all are).
+        self.sel = select::Selection::new(
+            self.opts.tool_flags.clone(),
+            self.settings.default_tools(),
+            self.selection.pinned(),
+        );
+        self.sel.add(select::builtin_available());
+        self.sel.add(Mcp::available(&mcp_tools));
         match piped_set {
             Some(set) => self.take_piped_tool_set(set, &mcp_tools),
             None => {
-                let set = self.resolve_tools(&mcp_tools).map_err(input_err)?;
-                for w in &set.warnings {
-                    crate::cli::warn(self.opts.prog, w);
-                }
+                let set = self.sel.resolve().map_err(input_err)?;
                 self.chat_only = set.chat_only;
                 self.persist = set.persist;
                 self.tools = crate::mcp::declared_tools(&set.names, &mcp_tools);
@@ -247,6 +267,19 @@ impl Assembly {
         }
         self.second_pass(rt, &loaded_first)?;
         self.start_subagents();
+        match &self.piped_tools {
+            // In the resolver's order; its warnings once every tool is known.
+            None => {
+                for w in self.sel.finish(&mut self.tools) {
+                    crate::cli::warn(self.opts.prog, &w);
+                }
+            }
+            // In the listing's order.
+            Some(names) => self.tools.sort_by_key(|t| {
+                let n = t.definition().name;
+                names.iter().position(|x| *x == n).unwrap_or(usize::MAX)
+            }),
+        }
         self.sections = self.plan_sections()?;
         Ok(())
     }
@@ -338,8 +371,16 @@ impl Assembly {
     /// The piped `tool_set`: every MCP tool is active beside it, as the
     /// resolver has it without tool options.
     fn take_piped_tool_set(&mut self, set: ToolSetRecord, mcp_tools: &[Arc<dyn Tool>]) {
+        // MCP's tools follow the listing's last built-in (the subagent
+        // tools it names join later, from this run's own controller).
         let mut names = set.tools;
-        names.extend(mcp_tools.iter().map(|t| t.definition().name));
+        let at = names
+            .iter()
+            .rposition(|n| crate::tools::BUILTIN_TOOLS.contains(&n.as_str()))
+            .map_or(0, |i| i + 1);
+        let mcp_names: Vec<String> = mcp_tools.iter().map(|t| t.definition().name).collect();
+        names.splice(at..at, mcp_names);
+        self.piped_tools = Some(names.clone());
         self.chat_only = set.chat_only;
         self.tools = crate::mcp::declared_tools(&names, mcp_tools);
     }
@@ -448,7 +489,7 @@ impl Assembly {
         }
         self.has_exts = !self.chat_only && !self.runner.extensions().is_empty();
         if self.has_exts {
-            join_extension_tools(&self.runner, &mut self.tools, false, prog);
+            join_extension_tools(&self.runner, &mut self.tools, false, &mut self.sel, prog);
         }
         // Extension flags, now that the extensions registered theirs.
         let registered: Vec<_> = self
@@ -469,7 +510,7 @@ impl Assembly {
         let (skills, prompts, themes) = rt.block_on(self.runner.session_start());
         // Tools registered in session_start (pi-subagents' supervisor)
         // join; a setActiveTools made there decides the set.
-        join_extension_tools(&self.runner, &mut self.tools, true, prog);
+        join_extension_tools(&self.runner, &mut self.tools, true, &mut self.sel, prog);
         if let Some(active) = self.runner.take_pending_active() {
             self.tools = active;
         }
@@ -518,10 +559,25 @@ impl Assembly {
             retry: self.settings.retry(),
             auto_resize_images: self.settings.auto_resize_images(),
             trusted: self.trusted,
+            tool_ceiling: self.sel.ceiling(),
+            max_turns: self.opts.max_turns,
         });
-        for w in
-            crate::subagents::runtime::join_control_tools(&mut self.tools, c.tools(), &self.runner)
-        {
+        // A piped listing names the subagent tools it keeps.
+        let control: Vec<_> = c
+            .tools()
+            .into_iter()
+            .filter(|t| {
+                self.piped_tools
+                    .as_ref()
+                    .is_none_or(|names| names.contains(&t.definition().name))
+            })
+            .collect();
+        for w in crate::subagents::runtime::join_control_tools(
+            &mut self.tools,
+            control,
+            &self.runner,
+            &mut self.sel,
+        ) {
             crate::cli::note(self.opts.prog, &w);
         }
         self.subagents = Some(c);

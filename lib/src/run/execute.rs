@@ -13,7 +13,7 @@ use tokio::runtime::Runtime;
 
 use super::tools::publish_tools;
 use super::{input, session, Assembly, Mode};
-use crate::agent::hooks::{AgentExt, Gate};
+use crate::agent::hooks::{AgentExt, Gate, Limits};
 use crate::agent::{Agent, AgentOptions, Hooks};
 use crate::cli::CliError;
 use crate::extensions::gate::CommandGate;
@@ -132,7 +132,10 @@ impl Assembly {
             hooks: self
                 .has_exts
                 .then(|| Arc::clone(&self.runner) as Arc<dyn Hooks>),
-            gates,
+            limits: Limits {
+                gates,
+                ..Limits::default()
+            },
             late_tools: self.mcp.as_ref().map(|m| Arc::clone(&m.inbox)),
             ..AgentExt::default()
         };

@@ -86,7 +86,7 @@ pub(super) async fn run(drive: &Drive<'_>, mut agent: Agent) -> Result<i32, CliE
                 // as follow-ups, so wait for them.
                 None => match &asm.subagents {
                     Some(c) if c.has_running_background() => {
-                        c.wait_background().await;
+                        agent.idle_until(c.wait_background(), &mut emit).await;
                         continue;
                     }
                     _ => break,

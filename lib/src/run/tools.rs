@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use crate::extensions::loader;
 use crate::extensions::runner::Runner;
-use crate::tools::select::{self, Pinned, ToolFlags};
+use crate::tools::select::{self, Pinned, Selection, ToolFlags};
 use crate::tools::Tool;
 
 /// Which MCP tools the run's tool selection admits (see
@@ -35,13 +35,16 @@ pub fn mcp_select(
     })
 }
 
-/// Extension tools join the set (one named like a built-in replaces it)
-/// and the pool `setActiveTools` chooses from. `late`: only tools not in
-/// the pool yet (registered after load, e.g. in `session_start`).
+/// Extension tools join the set as the tool flags decide (one named like a
+/// built-in replaces it) and the pool `setActiveTools` chooses from; what
+/// the flags shut out, `setActiveTools` cannot bring back. `late`: only
+/// tools not in the pool yet (registered after load, e.g. in
+/// `session_start`).
 pub fn join_extension_tools(
     runner: &Arc<Runner>,
     tools: &mut Vec<Arc<dyn Tool>>,
     late: bool,
+    sel: &mut Selection,
     prog: &str,
 ) {
     let names: Vec<String> = crate::tools::BUILTIN_TOOLS
@@ -61,11 +64,13 @@ pub fn join_extension_tools(
         }
         pool.retain(|b| b.definition().name != name);
         pool.push(Arc::clone(&t));
-        if active {
+        sel.add([select::AvailableTool::extension(&name, active)]);
+        if sel.is_active(&name) {
             tools.retain(|b| b.definition().name != name);
             tools.push(t);
         }
     }
+    pool.retain(|t| sel.admits(&t.definition().name));
     runner.set_tool_pool(pool);
     // What getActiveTools/getAllTools answer in session_start.
     publish_tools(runner, tools);

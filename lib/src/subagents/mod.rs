@@ -4,12 +4,15 @@
 //! the model-facing control tools' definitions and result texts
 //! ([`tools`]), the `input_files` preparation ([`input`]) and the
 //! suppression of the legacy `pi-subagents` extension ([`legacy`]), the
-//! child runtime ([`runtime`]), reading children back ([`runs`]) and
+//! child runtime ([`runtime`], running each child in `child`), reading
+//! children back ([`runs`]) and
 //! worktree isolation ([`worktree`]). It sits above `agent/`,
 //! `extensions/` and `session/` and writes pi-web-compatible files, so pi-web
 //! and the toolkit can read each other's settings and profiles; the binaries
 //! only parse flags and print what this module decides.
 
+mod child;
+mod control;
 pub mod input;
 pub mod legacy;
 pub mod profiles;

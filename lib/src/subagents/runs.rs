@@ -33,6 +33,86 @@ pub struct PersistedRun {
     pub worktree_path: Option<String>,
     pub worktree_branch: Option<String>,
     pub worktree_cleanup_error: Option<String>,
+    /// Set when the child's branch was deleted with its worktree.
+    pub worktree_branch_removed: bool,
+    /// Who runs it, when its last record is a `queued`/`running` status
+    /// entry that says so.
+    pub owner: Option<Owner>,
+}
+
+impl PersistedRun {
+    /// A `queued` or `running` record whose process has provably ended
+    /// (see [`Owner::ended`]): it will never finish.
+    pub fn stale(&self) -> bool {
+        matches!(
+            self.status,
+            RunStatus::Queued | RunStatus::Running | RunStatus::Starting
+        ) && self.owner.as_ref().is_some_and(Owner::ended)
+    }
+}
+
+/// The process that runs a child, as its `queued`/`running` status entries
+/// name it: `pid` and `host`, the toolkit's addition to pi-web's `{version,
+/// status}` (pi-web reads neither), so a later reader can tell a child
+/// whose process is gone.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Owner {
+    pub pid: u32,
+    pub host: String,
+}
+
+impl Owner {
+    /// This process.
+    pub fn this_process() -> Owner {
+        Owner {
+            pid: std::process::id(),
+            host: hostname(),
+        }
+    }
+
+    /// Adds `pid` and `host` to a status entry's data.
+    pub fn mark(&self, data: &mut Value) {
+        if let Some(m) = data.as_object_mut() {
+            m.insert("pid".into(), self.pid.into());
+            m.insert("host".into(), self.host.clone().into());
+        }
+    }
+
+    fn read(data: &Value) -> Option<Owner> {
+        Some(Owner {
+            pid: u32::try_from(data.get("pid")?.as_u64()?).ok()?,
+            host: data.get("host")?.as_str()?.to_string(),
+        })
+    }
+
+    /// Whether the process has provably ended: it ran on this host and no
+    /// process has its pid now. Anything else (another host, a pid in use
+    /// again, this very process) counts as alive, so a record is never
+    /// closed under a child that still runs.
+    pub fn ended(&self) -> bool {
+        if self.host != hostname() || self.pid == std::process::id() || self.pid == 0 {
+            return false;
+        }
+        let Ok(pid) = i32::try_from(self.pid) else {
+            return false;
+        };
+        // SAFETY: kill(2) with signal 0 sends nothing; it only asks whether
+        // the process exists.
+        let r = unsafe { libc::kill(pid, 0) };
+        r == -1 && std::io::Error::last_os_error().raw_os_error() == Some(libc::ESRCH)
+    }
+}
+
+/// This machine's name (empty when it cannot be read).
+fn hostname() -> String {
+    let mut buf = [0u8; 256];
+    // SAFETY: gethostname(2) writes at most `buf.len()` bytes into `buf`.
+    let r = unsafe { libc::gethostname(buf.as_mut_ptr().cast(), buf.len()) };
+    if r != 0 {
+        return String::new();
+    }
+    let end = buf.iter().position(|b| *b == 0).unwrap_or(buf.len());
+    String::from_utf8_lossy(&buf[..end]).into_owned()
 }
 
 fn custom<'a>(e: &'a Entry, ty: &str) -> Option<&'a Value> {
@@ -75,6 +155,10 @@ pub fn read_run(s: &Session) -> Option<PersistedRun> {
         _ => (RunStatus::Interrupted, None),
     };
     let from_result = |k: &str| result.and_then(|r| string(r, k));
+    let owner = match last {
+        Some((false, v)) => Owner::read(v),
+        _ => None,
+    };
     Some(PersistedRun {
         session_id: s.id().to_string(),
         session_path: s.path.clone(),
@@ -93,6 +177,9 @@ pub fn read_run(s: &Session) -> Option<PersistedRun> {
         worktree_path: string(meta, "worktreePath"),
         worktree_branch: string(meta, "worktreeBranch"),
         worktree_cleanup_error: from_result("worktreeCleanupError"),
+        worktree_branch_removed: result
+            .is_some_and(|r| r.get("worktreeBranchRemoved") == Some(&Value::Bool(true))),
+        owner,
     })
 }
 
@@ -235,6 +322,7 @@ pub fn live_view(r: &PersistedRun, live: bool) -> super::tools::RunInfo {
         worktree_path: r.worktree_path.clone(),
         worktree_branch: r.worktree_branch.clone(),
         worktree_cleanup_error: r.worktree_cleanup_error.clone(),
+        worktree_branch_removed: r.worktree_branch_removed,
     }
 }
 
@@ -283,6 +371,28 @@ pub fn duration_ms(from: &str, to: &str) -> Option<i64> {
     let a = crate::timefmt::parse_iso_ms(from)?;
     let b = crate::timefmt::parse_iso_ms(to)?;
     Some(b - a)
+}
+
+/// A `pi-web:subagent-status` entry's data, naming this process as the
+/// one that runs the child (see [`Owner`]).
+pub(super) fn status_data(status: &str) -> Value {
+    let mut data = serde_json::json!({"version": 1, "status": status});
+    Owner::this_process().mark(&mut data);
+    data
+}
+
+/// Closes the record of a child whose process has ended (it would read
+/// `queued` or `running` for ever): a `pi-web:subagent-result` entry with
+/// status `interrupted`, which pi-web and [`read_run`] read as such.
+pub(super) fn close_stale(session: crate::session::Session) -> crate::session::Session {
+    let mut store = crate::session::store::SessionStore::open(session);
+    let e = store.session.new_custom(
+        store.session.leaf_id(),
+        "pi-web:subagent-result",
+        serde_json::json!({"version": 1, "status": "interrupted", "completedAt": crate::timefmt::now_iso()}),
+    );
+    let _ = store.append_ref(e);
+    store.session
 }
 
 #[cfg(test)]
@@ -389,6 +499,33 @@ mod tests {
             live_view(&r, false).final_text(),
             "Subagent child-session was interrupted before completion."
         );
+        // A record naming a process that has ended is stale; one naming
+        // this process, another host or none is not.
+        let mut dead = status("running");
+        let gone = {
+            let mut c = std::process::Command::new("true").spawn().unwrap();
+            let pid = c.id();
+            c.wait().unwrap();
+            pid
+        };
+        Owner {
+            pid: gone,
+            host: hostname(),
+        }
+        .mark(&mut dead["data"]);
+        let (_d, s) = session(&[meta(), dead.clone()]);
+        let r = read_run(&s).unwrap();
+        assert_eq!(r.status, RunStatus::Running);
+        assert!(r.stale(), "{r:?}");
+        dead["data"]["host"] = serde_json::json!("elsewhere");
+        let (_d, s) = session(&[meta(), dead]);
+        assert!(!read_run(&s).unwrap().stale());
+        let mut mine = status("queued");
+        Owner::this_process().mark(&mut mine["data"]);
+        let (_d, s) = session(&[meta(), mine]);
+        assert!(!read_run(&s).unwrap().stale());
+        let (_d, s) = session(&[meta(), status("running")]);
+        assert!(!read_run(&s).unwrap().stale());
         let (_d, s) = session(&[meta(), status("bogus")]);
         assert_eq!(read_run(&s).unwrap().status, RunStatus::Interrupted);
         let mut v2 = meta();

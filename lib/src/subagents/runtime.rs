@@ -1,18 +1,23 @@
-//! The child runtime of the built-in subagents: the three control tools as
-//! agent [`Tool`]s over one [`Controller`] per parent session. Each `Agent`
-//! call creates a real pi session (header `parentSession`, the
-//! `pi-web:subagent` metadata, `pi-web:subagent-status` and
-//! `pi-web:subagent-result` entries) and runs it in-process with the
-//! parent's model, on its own thread, at most `maxConcurrent` at a time
-//! (FIFO). Foreground calls wait for the child; background calls return at
-//! once and the parent receives the completion as a follow-up custom message.
-//! A child that fails or panics becomes a `failed` run, never a parent crash.
-//! `resume` reopens a finished (or dead) child's file and continues it with
-//! the tools and prompt its `resourceSnapshot` recorded; a `queued` or
-//! `running` record no live run owns reads as `interrupted`. `max_turns` is
-//! pi-web's two-phase limit (a wrap-up steer at N turns, an abort at N+1,
-//! recorded as completed), `isolation: "worktree"` runs the child in a
-//! fresh git worktree ([`super::worktree`]).
+//! The child runtime of the built-in subagents: one [`Controller`] per
+//! parent session behind the three control tools (the tools themselves:
+//! `control`). Each `Agent` call creates a real pi session (header
+//! `parentSession`, the `pi-web:subagent` metadata, `pi-web:subagent-status`
+//! and `pi-web:subagent-result` entries) and runs it in-process with the
+//! parent's model, at most `maxConcurrent` at a time (FIFO; the running
+//! itself: `child`). A child obeys every limit of the agent whose
+//! `Agent` call started it: its tool calls pass that agent's whole gate
+//! (hooks, approvers, final policy; [`AgentExt::for_child`]), its tools
+//! never include one the parent's tool flags shut out, and it never runs
+//! more turns than the parent may. Foreground calls wait for the child;
+//! background calls return at once and the parent receives the completion
+//! as a follow-up custom message. A child that fails or panics becomes a
+//! `failed` run, never a parent crash. `resume` reopens a finished (or
+//! dead) child's file and continues it with the tools and prompt its
+//! `resourceSnapshot` recorded; a `queued` or `running` record no live run
+//! owns reads as `interrupted`, and is written so when its process has
+//! ended. `max_turns` is pi-web's two-phase limit (a wrap-up steer at N
+//! turns, an abort at N+1, recorded as completed), `isolation: "worktree"`
+//! runs the child in a fresh git worktree ([`super::worktree`]).
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -22,18 +27,23 @@ use std::time::Duration;
 use serde_json::{json, Value};
 use tokio_util::sync::CancellationToken;
 
+use super::child::{
+    child_model, child_options, child_setup, parent_context, turn_limit, user_message, Launch,
+};
+use super::control::ControlTool;
+pub use super::control::{described_tools, join_control_tools};
 use super::profiles::{self, Profile};
-use super::runs::{self, Snapshot};
+use super::runs::{self, close_stale, Snapshot};
 use super::settings;
 use super::tools::{self as st, RunInfo, RunStatus};
+use crate::agent::hooks::{AgentExt, Delegation};
 use crate::agent::queue::{DeliverAs, MessageQueue};
-use crate::agent::{Agent, AgentOptions, RetrySettings};
-use crate::format::message::{CustomMessage, UserMessage};
+use crate::agent::RetrySettings;
+use crate::format::message::CustomMessage;
 use crate::format::model::{Model, ThinkingLevel};
-use crate::format::tool::ToolDefinition;
-use crate::format::{AgentMessage, ContentBlock, Num, UserContent};
+use crate::format::{ContentBlock, Num, UserContent};
 use crate::session::store::SessionStore;
-use crate::tools::{Tool, ToolContext, ToolFuture, ToolOutput, UpdateSink};
+use crate::tools::{Tool, ToolContext, ToolOutput, UpdateSink};
 
 /// What a child inherits from its parent run.
 #[derive(Clone)]
@@ -53,34 +63,39 @@ pub struct ParentContext {
     pub auto_resize_images: bool,
     /// Whether the project is trusted (project profiles load only then).
     pub trusted: bool,
+    /// The built-in tools the parent's tool flags allow a child at all: a
+    /// profile's tools outside it are left out.
+    pub tool_ceiling: crate::tools::select::ToolCeiling,
+    /// The parent's own turn limit (`--max-turns`): no child runs longer.
+    pub max_turns: Option<u32>,
 }
 
-struct RunState {
-    info: Mutex<RunInfo>,
+pub(super) struct RunState {
+    pub(super) info: Mutex<RunInfo>,
     /// The child's session file.
-    session_path: Option<PathBuf>,
-    done: tokio::sync::watch::Sender<bool>,
+    pub(super) session_path: Option<PathBuf>,
+    pub(super) done: tokio::sync::watch::Sender<bool>,
     /// Sent after `done` once a background run's report is queued for the
     /// parent (a one-shot run waits for this, not for `done`).
-    settled: tokio::sync::watch::Sender<bool>,
-    queue: Arc<MessageQueue>,
-    cancel: CancellationToken,
+    pub(super) settled: tokio::sync::watch::Sender<bool>,
+    pub(super) queue: Arc<MessageQueue>,
+    pub(super) cancel: CancellationToken,
 }
 
 /// The runs of one parent session.
 pub struct Controller {
-    ctx: ParentContext,
-    profiles: Vec<Profile>,
-    slots: Arc<tokio::sync::Semaphore>,
-    runs: Mutex<HashMap<String, Arc<RunState>>>,
+    pub(super) ctx: ParentContext,
+    pub(super) profiles: Vec<Profile>,
+    pub(super) slots: Arc<tokio::sync::Semaphore>,
+    pub(super) runs: Mutex<HashMap<String, Arc<RunState>>>,
     /// Background results read through `get_subagent_result`: `(session
     /// id, completedAt)`, so a resumed run's report is not dropped.
-    consumed: Mutex<Vec<(String, String)>>,
-    parent_queue: Mutex<Option<Arc<MessageQueue>>>,
-    background: Mutex<Vec<tokio::sync::watch::Receiver<bool>>>,
+    pub(super) consumed: Mutex<Vec<(String, String)>>,
+    pub(super) parent_queue: Mutex<Option<Arc<MessageQueue>>>,
+    pub(super) background: Mutex<Vec<tokio::sync::watch::Receiver<bool>>>,
 }
 
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+pub(super) fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
@@ -90,33 +105,6 @@ fn text_output(text: String, details: Option<Value>, is_error: bool) -> ToolOutp
         details,
         is_error,
         ..Default::default()
-    }
-}
-
-/// A child's agent options: its own model, tools, cwd and prompt sections;
-/// from the parent its idle timeout, image and retry settings; no forced
-/// prompt and no loop turn limit (the tool's two-phase limit steers).
-fn child_options(
-    ctx: &ParentContext,
-    model: Model,
-    api_key: Option<String>,
-    thinking: ThinkingLevel,
-    tools: Vec<Arc<dyn Tool>>,
-    cwd: PathBuf,
-    sections: Vec<(String, String)>,
-) -> AgentOptions {
-    AgentOptions {
-        model,
-        api_key,
-        thinking,
-        tools,
-        cwd,
-        sections,
-        forced_prompt: None,
-        max_turns: None,
-        idle_timeout: ctx.idle_timeout,
-        auto_resize_images: ctx.auto_resize_images,
-        retry: ctx.retry,
     }
 }
 
@@ -159,7 +147,7 @@ impl Controller {
             .map(|spec| {
                 Arc::new(ControlTool {
                     spec,
-                    c: Arc::clone(self),
+                    c: Some(Arc::clone(self)),
                 }) as Arc<dyn Tool>
             })
             .collect()
@@ -192,7 +180,7 @@ impl Controller {
         lock(&self.runs).get(id).cloned()
     }
 
-    async fn agent(
+    pub(super) async fn agent(
         self: &Arc<Self>,
         args: Value,
         tc: ToolContext,
@@ -201,10 +189,15 @@ impl Controller {
         if let Err(e) = st::guard(settings::is_enabled(&settings_path(&self.ctx))) {
             return text_output(e, None, true);
         }
+        // The child obeys whatever limits the calling agent obeys; with
+        // none handed over there is no child (fail closed).
+        let Some(parent) = AgentExt::of_caller(&tc) else {
+            return text_output(NO_CALLER.into(), None, true);
+        };
         let s = |k: &str| args.get(k).and_then(Value::as_str).map(str::to_string);
         let started = match s("resume").filter(|r| !r.trim().is_empty()) {
-            Some(id) => self.resume(id.trim(), &args, &tc),
-            None => self.start(&args, &tc),
+            Some(id) => self.resume(id.trim(), &args, &tc, &parent),
+            None => self.start(&args, &tc, &parent),
         };
         match started {
             Err(e) => text_output(e, None, true),
@@ -248,6 +241,7 @@ impl Controller {
         self: &Arc<Self>,
         args: &Value,
         tc: &ToolContext,
+        parent: &AgentExt,
     ) -> Result<(String, Arc<RunState>, bool), String> {
         let ctx = &self.ctx;
         let parent_path = ctx
@@ -272,14 +266,7 @@ impl Controller {
             .get("inherit_context")
             .and_then(Value::as_bool)
             .unwrap_or(profile.inherit_context);
-        let max_turns = match args.get("max_turns").and_then(Value::as_f64) {
-            Some(n) if !n.is_finite() || n < 0.0 => {
-                return Err("max_turns must be a non-negative number".into())
-            }
-            // 0 means "not given" (the profile's limit applies).
-            Some(n) if n != 0.0 => (n >= 1.0).then(|| n.floor() as u64),
-            _ => profile.max_turns,
-        };
+        let max_turns = turn_limit(args.get("max_turns"), profile.max_turns)?;
         let thinking = match s("thinking")
             .filter(|t| !t.is_empty())
             .or(profile.thinking.clone())
@@ -292,7 +279,7 @@ impl Controller {
             .filter(|m| !m.trim().is_empty())
             .or(profile.model.clone())
         {
-            Some(m) => self.child_model(m.trim())?,
+            Some(m) => child_model(&self.ctx, m.trim())?,
             None => (ctx.model.clone(), ctx.api_key.clone()),
         };
         let task = s("prompt").unwrap_or_default();
@@ -332,11 +319,12 @@ impl Controller {
             .then(|| profile.prompt.clone());
         let snapshot = Snapshot {
             append_system_prompt: append,
-            // The child's tools: its profile's built-ins (never a control tool).
+            // The child's tools: its profile's built-ins (never a control
+            // tool) that the parent's tool flags allow.
             tools: profile
                 .tools
                 .iter()
-                .filter(|t| !super::is_control_tool(t))
+                .filter(|t| !super::is_control_tool(t) && ctx.tool_ceiling.allows(t))
                 .cloned()
                 .collect(),
             load_skills: false,
@@ -351,12 +339,12 @@ impl Controller {
         let cwd = worktree
             .as_ref()
             .map_or(ctx.cwd.clone(), |w| w.path.clone());
-        let built = child_setup(&snapshot, &cwd);
+        let built = child_setup(&snapshot, &cwd, &ctx.tool_ceiling);
         let (tools, sections) = match built {
             Ok(b) => b,
             Err(e) => {
                 if let Some(w) = &worktree {
-                    let _ = super::worktree::remove(w);
+                    let _ = super::worktree::cleanup(w);
                 }
                 return Err(e);
             }
@@ -395,7 +383,7 @@ impl Controller {
         })();
         if let Err(e) = written {
             if let Some(w) = &worktree {
-                let _ = super::worktree::remove(w);
+                let _ = super::worktree::cleanup(w);
             }
             return Err(e);
         }
@@ -412,60 +400,24 @@ impl Controller {
             worktree_path: worktree.as_ref().map(|w| w.path.display().to_string()),
             worktree_branch: worktree.as_ref().map(|w| w.branch.clone()),
             worktree_cleanup_error: None,
+            worktree_branch_removed: false,
         };
         let opts = child_options(ctx, model, api_key, thinking, tools, cwd, sections);
+        let ext = parent.for_child(Delegation {
+            session_id: id.clone(),
+            profile: profile.name.clone(),
+            parent_tool_call_id: tc.tool_call_id.clone(),
+        });
         let state = self.launch(Launch {
             store,
             opts,
+            ext,
             task: delegated,
             info,
             max_turns,
             worktree,
         });
         Ok((id, state, background))
-    }
-
-    /// A model other than the parent's (pi-web's `parseSubagentModel`):
-    /// `provider/id` exactly, or a bare id that names exactly one model.
-    fn child_model(&self, m: &str) -> Result<(Model, Option<String>), String> {
-        let ctx = &self.ctx;
-        let parent = &ctx.model;
-        if m == format!("{}/{}", parent.provider, parent.id) || m == parent.id {
-            return Ok((parent.clone(), ctx.api_key.clone()));
-        }
-        let not_found = || format!("Subagent model not found: {m}");
-        let registry =
-            crate::model::ModelRegistry::load(&ctx.agent_dir).map_err(|e| e.to_string())?;
-        let found = match m.find('/') {
-            Some(i) if i > 0 => {
-                let (p, id) = (&m[..i], &m[i + 1..]);
-                registry
-                    .all()
-                    .iter()
-                    .find(|x| x.provider == p && x.id == id)
-                    .cloned()
-                    .ok_or_else(not_found)?
-            }
-            _ => {
-                let hits: Vec<&Model> = registry.all().iter().filter(|x| x.id == m).collect();
-                match hits.as_slice() {
-                    [one] => (*one).clone(),
-                    [] => return Err(not_found()),
-                    _ => {
-                        return Err(format!(
-                            "Subagent model is ambiguous; use provider/modelId: {m}"
-                        ))
-                    }
-                }
-            }
-        };
-        let key = registry
-            .api_key(&found.provider, None)
-            .map_err(|e| e.to_string())?;
-        let model = registry
-            .resolve_headers(&found, key.as_deref())
-            .map_err(|e| e.to_string())?;
-        Ok((model, key))
     }
 
     /// Continues an existing child (pi-web's resume): same session id and
@@ -476,7 +428,8 @@ impl Controller {
         self: &Arc<Self>,
         id: &str,
         args: &Value,
-        _tc: &ToolContext,
+        tc: &ToolContext,
+        parent: &AgentExt,
     ) -> Result<(String, Arc<RunState>, bool), String> {
         let ctx = &self.ctx;
         let s = |k: &str| args.get(k).and_then(Value::as_str).map(str::to_string);
@@ -501,10 +454,15 @@ impl Controller {
         {
             return Err("Subagent is already running".into());
         }
-        let session = crate::session::Session::load(&path)
+        let mut session = crate::session::Session::load(&path)
             .map_err(|_| format!("Subagent session file not found: {id}"))?;
-        let persisted =
+        let mut persisted =
             runs::read_run(&session).ok_or_else(|| format!("Subagent not found: {id}"))?;
+        if persisted.stale() {
+            session = close_stale(session);
+            persisted =
+                runs::read_run(&session).ok_or_else(|| format!("Subagent not found: {id}"))?;
+        }
         if persisted.parent_session_id != ctx.parent_session_id {
             return Err("Subagent does not belong to this parent session".into());
         }
@@ -523,11 +481,11 @@ impl Controller {
                 exact_system_prompt: None,
             });
         let cwd = PathBuf::from(&session.header.cwd);
-        let (tools, sections) = child_setup(&snapshot, &cwd)?;
+        let (tools, sections) = child_setup(&snapshot, &cwd, &ctx.tool_ceiling)?;
         // The child keeps its own model and thinking level.
         let context = session.context(None);
         let (model, api_key) = match &context.model {
-            Some((p, m)) => self.child_model(&format!("{p}/{m}"))?,
+            Some((p, m)) => child_model(&self.ctx, &format!("{p}/{m}"))?,
             None => (ctx.model.clone(), ctx.api_key.clone()),
         };
         let thinking = ThinkingLevel::parse(&context.thinking_level).unwrap_or(ctx.thinking);
@@ -552,11 +510,18 @@ impl Controller {
             worktree_path: persisted.worktree_path.clone(),
             worktree_branch: persisted.worktree_branch.clone(),
             worktree_cleanup_error: None,
+            worktree_branch_removed: false,
         };
         let opts = child_options(ctx, model, api_key, thinking, tools, cwd, sections);
+        let ext = parent.for_child(Delegation {
+            session_id: id.to_string(),
+            profile: persisted.profile.clone(),
+            parent_tool_call_id: tc.tool_call_id.clone(),
+        });
         let state = self.launch(Launch {
             store: SessionStore::open(session),
             opts,
+            ext,
             task: s("prompt").unwrap_or_default(),
             info,
             max_turns: None,
@@ -565,109 +530,12 @@ impl Controller {
         Ok((id.to_string(), state, background))
     }
 
-    /// Queues a prepared child: the `queued` entry, the run record, then a
-    /// task that waits for a slot (FIFO), writes `running`, runs the child
-    /// on its own thread and records the result.
-    fn launch(self: &Arc<Self>, l: Launch) -> Arc<RunState> {
-        let Launch {
-            mut store,
-            opts,
-            task,
-            info,
-            max_turns,
-            worktree,
-        } = l;
-        let e = store.session.new_custom(
-            store.session.leaf_id(),
-            "pi-web:subagent-status",
-            json!({"version": 1, "status": "queued"}),
-        );
-        let _ = store.append_ref(e);
-        let background = info.run_in_background;
-        let id = info.session_id.clone();
-        let (done, _) = tokio::sync::watch::channel(false);
-        let (settled, rx) = tokio::sync::watch::channel(false);
-        let state = Arc::new(RunState {
-            info: Mutex::new(info),
-            session_path: store.path().map(|p| p.to_path_buf()),
-            done,
-            settled,
-            queue: Arc::new(MessageQueue::default()),
-            cancel: CancellationToken::new(),
-        });
-        lock(&self.runs).insert(id, Arc::clone(&state));
-        if background {
-            lock(&self.background).push(rx);
-        }
-        let me = Arc::clone(self);
-        let st2 = Arc::clone(&state);
-        let slots = Arc::clone(&self.slots);
-        tokio::spawn(async move {
-            // FIFO: tokio's semaphore serves waiters in order.
-            let permit = tokio::select! {
-                p = slots.acquire_owned() => p.ok(),
-                _ = st2.cancel.cancelled() => None,
-            };
-            let end = if permit.is_none() {
-                // Stopped while queued: recorded as aborted, never started.
-                let cleanup = worktree.as_ref().and_then(super::worktree::cleanup);
-                let end = ChildEnd {
-                    status: RunStatus::Aborted,
-                    text: None,
-                    error: None,
-                    cleanup_error: cleanup,
-                    wrapped: false,
-                };
-                write_result(&mut store, &end);
-                end
-            } else {
-                let e = store.session.new_custom(
-                    store.session.leaf_id(),
-                    "pi-web:subagent-status",
-                    json!({"version": 1, "status": "running"}),
-                );
-                let _ = store.append_ref(e);
-                lock(&st2.info).status = RunStatus::Running;
-                let (tx, rx) = tokio::sync::oneshot::channel();
-                let q = Arc::clone(&st2.queue);
-                let cancel = st2.cancel.clone();
-                // The child's future is not `Send`: it runs on a thread of
-                // its own, driven through the parent's runtime, so its HTTP
-                // connections live (and are pooled) where the parent's do.
-                let handle = tokio::runtime::Handle::current();
-                on_child_thread(Box::new(move || {
-                    let out = run_child(&handle, opts, store, q, cancel, task, max_turns, worktree);
-                    let _ = tx.send(out);
-                }));
-                match rx.await {
-                    Ok(r) => r,
-                    Err(_) => ChildEnd::failed("the subagent crashed".into()),
-                }
-            };
-            drop(permit);
-            {
-                let mut info = lock(&st2.info);
-                info.status = end.status;
-                info.result = end.text;
-                info.error = end.error;
-                info.worktree_cleanup_error = end.cleanup_error;
-                info.completed_at = Some(crate::timefmt::now_iso());
-            }
-            st2.done.send_replace(true);
-            if background {
-                me.notify_parent(&st2);
-            }
-            st2.settled.send_replace(true);
-        });
-        state
-    }
-
     /// Queues a finished background run's report for the parent (a
     /// follow-up that starts a turn), unless its result was read already.
     /// The `consumed` lock is held until the report is queued, so a
     /// concurrent [`Controller::consume`] either finds the report queued
     /// (and withdraws it) or leaves its mark first.
-    fn notify_parent(&self, state: &RunState) {
+    pub(super) fn notify_parent(&self, state: &RunState) {
         let info = lock(&state.info).clone();
         let mut consumed = lock(&self.consumed);
         let key = (
@@ -719,7 +587,7 @@ impl Controller {
         }
     }
 
-    async fn get_result(&self, args: Value, tc: ToolContext) -> ToolOutput {
+    pub(super) async fn get_result(&self, args: Value, tc: ToolContext) -> ToolOutput {
         let id = args
             .get("agent_id")
             .and_then(Value::as_str)
@@ -751,11 +619,15 @@ impl Controller {
     fn persisted(&self, id: &str) -> Option<RunInfo> {
         let path = runs::find_in_dir(self.ctx.session_dir.as_deref()?, id)?;
         let s = crate::session::Session::load(&path).ok()?;
-        let r = runs::read_run(&s).filter(|r| r.parent_session_id == self.ctx.parent_session_id)?;
+        let mut r =
+            runs::read_run(&s).filter(|r| r.parent_session_id == self.ctx.parent_session_id)?;
+        if r.stale() {
+            r = runs::read_run(&close_stale(s))?;
+        }
         Some(runs::live_view(&r, false))
     }
 
-    fn steer(&self, args: Value) -> ToolOutput {
+    pub(super) fn steer(&self, args: Value) -> ToolOutput {
         let id = args.get("agent_id").and_then(Value::as_str).unwrap_or("");
         let running = self
             .run(id)
@@ -776,482 +648,19 @@ impl Controller {
     }
 }
 
-fn user_message(text: &str) -> AgentMessage {
-    AgentMessage::User(UserMessage {
-        content: UserContent::Blocks(vec![ContentBlock::text(text)]),
-        timestamp: Num::signed(crate::timefmt::now_ms()),
-        extra: serde_json::Map::new(),
-    })
-}
+/// `Agent` called outside an agent's loop: there are no limits to hand
+/// on, so no child starts.
+pub const NO_CALLER: &str =
+    "Agent can only start a subagent from an agent's tool call (the caller's limits could not be handed on)";
 
 /// `Agent` resume refusals: both are fixed when the child was created.
 pub const RESUME_MODEL: &str = "Agent resume keeps the subagent's model; model cannot be given";
 pub const RESUME_ISOLATION: &str =
     "Agent resume keeps the subagent's isolation; isolation cannot be given";
 
-/// The prefix of inherited parent context and its cap (characters of the
-/// serialized messages, counted as JavaScript counts: UTF-16 units).
-pub const CONTEXT_PREFIX: &str = "The following is the active conversation context from the parent session. Use it only as background for the delegated task:";
-pub const CONTEXT_LIMIT: usize = 50_000;
-
-/// The parent's active context (after compaction) as `inherit_context`
-/// hands it over: the prefix, a newline, the messages as JSON, cut at
-/// [`CONTEXT_LIMIT`] with `\n[Parent context truncated]`.
-pub fn parent_context(parent_path: &std::path::Path) -> Result<String, String> {
-    let session = match crate::session::Session::load(parent_path) {
-        Ok(s) => s,
-        // Not written yet: an empty context.
-        Err(_) if !parent_path.exists() => {
-            return Ok(format!("{CONTEXT_PREFIX}\n[]"));
-        }
-        Err(e) => return Err(format!("cannot read the parent session: {e}")),
-    };
-    let ctx = session.context(None);
-    let msgs: Vec<&crate::format::message::MessageRef> =
-        ctx.messages.iter().map(|(_, m)| m).collect();
-    let json = serde_json::to_string(&msgs).map_err(|e| e.to_string())?;
-    Ok(format!(
-        "{CONTEXT_PREFIX}\n{}",
-        cap_utf16(&json, CONTEXT_LIMIT)
-    ))
-}
-
-/// `text` cut to at most `limit` UTF-16 units (never inside a character),
-/// marked when cut.
-pub fn cap_utf16(text: &str, limit: usize) -> String {
-    let mut units = 0;
-    for (i, c) in text.char_indices() {
-        units += c.len_utf16();
-        if units > limit {
-            return format!("{}\n[Parent context truncated]", &text[..i]);
-        }
-    }
-    text.to_string()
-}
-
-/// A child's whole run, handed to a child thread.
-type ChildJob = Box<dyn FnOnce() + Send>;
-
-/// Child threads waiting for their next child (one sender each).
-static IDLE_CHILD_THREADS: Mutex<Vec<std::sync::mpsc::Sender<ChildJob>>> = Mutex::new(Vec::new());
-
-/// Runs `job` on a child thread: a child's future is not `Send`, so each
-/// running child has a thread of its own, driven through the parent's
-/// runtime. A thread whose child has ended waits for the next one instead
-/// of exiting, so a child after the first costs no thread start (nor the
-/// new stack's page faults). There are never more threads than children
-/// that ran at once; idle ones block on their channel until the process
-/// ends.
-fn on_child_thread(job: ChildJob) {
-    let mut job = job;
-    loop {
-        let idle = lock(&IDLE_CHILD_THREADS).pop();
-        match idle {
-            Some(tx) => match tx.send(job) {
-                Ok(()) => return,
-                // That thread is gone (it panicked): try the next one.
-                Err(back) => job = back.0,
-            },
-            None => break,
-        }
-    }
-    let started = std::thread::Builder::new()
-        .name("pi-subagent".into())
-        .spawn(move || {
-            let (tx, rx) = std::sync::mpsc::channel::<ChildJob>();
-            let mut next = Some(job);
-            while let Some(job) = next.take() {
-                job();
-                lock(&IDLE_CHILD_THREADS).push(tx.clone());
-                next = rx.recv().ok();
-            }
-        });
-    // No thread (out of resources): the job, dropped unrun, drops its
-    // result channel, so the run is reported as crashed.
-    drop(started);
-}
-
-/// A child's tools and system-prompt sections.
-type ChildSetup = (Vec<Arc<dyn Tool>>, Vec<(String, String)>);
-
-/// The child's tools and system-prompt sections from its snapshot: the
-/// exact prompt alone, or pi's prompt for the tools with the append list.
-fn child_setup(snap: &Snapshot, cwd: &std::path::Path) -> Result<ChildSetup, String> {
-    let tools = crate::tools::select::builtin_tools(&snap.tools);
-    let sections = match &snap.exact_system_prompt {
-        Some(p) if p.is_empty() => Vec::new(),
-        Some(p) => vec![("preamble".to_string(), p.clone())],
-        None => {
-            let plan = crate::prompt::plan::PlanOptions {
-                cwd: cwd.display().to_string(),
-                tools: crate::agent::prompt_tools(&tools),
-                system_prompt: None,
-                append: snap
-                    .append_system_prompt
-                    .iter()
-                    .filter(|p| !p.is_empty())
-                    .cloned()
-                    .collect(),
-                docs: None,
-                chat_only: false,
-            };
-            crate::prompt::plan::plan_sections(&plan, &crate::resources::Resources::default())?
-        }
-    };
-    Ok((tools, sections))
-}
-
 fn append_entry(store: &mut SessionStore, e: crate::format::Entry) -> Result<(), String> {
     store
         .append_ref(e)
         .map(|_| ())
         .map_err(|e| format!("cannot write the subagent session: {e}"))
-}
-
-/// A child ready to be queued.
-struct Launch {
-    store: SessionStore,
-    opts: AgentOptions,
-    task: String,
-    info: RunInfo,
-    max_turns: Option<u64>,
-    worktree: Option<super::worktree::Worktree>,
-}
-
-/// How a child run ended.
-struct ChildEnd {
-    status: RunStatus,
-    text: Option<String>,
-    error: Option<String>,
-    cleanup_error: Option<String>,
-    /// Ended by the turn limit (the wrap-up steer was sent).
-    wrapped: bool,
-}
-
-impl ChildEnd {
-    fn failed(error: String) -> ChildEnd {
-        ChildEnd {
-            status: RunStatus::Failed,
-            text: None,
-            error: Some(error),
-            cleanup_error: None,
-            wrapped: false,
-        }
-    }
-}
-
-/// Appends the `pi-web:subagent-result` entry (optional keys omitted).
-fn write_result(store: &mut SessionStore, end: &ChildEnd) {
-    let mut data = serde_json::Map::new();
-    data.insert("version".into(), json!(1));
-    data.insert("status".into(), json!(end.status.as_str()));
-    data.insert("completedAt".into(), json!(crate::timefmt::now_iso()));
-    if let Some(t) = end.text.as_ref().filter(|t| !t.is_empty()) {
-        data.insert("result".into(), json!(t));
-    }
-    if let Some(e) = end.error.as_ref().filter(|e| !e.is_empty()) {
-        data.insert("error".into(), json!(e));
-    }
-    if let Some(e) = &end.cleanup_error {
-        data.insert("worktreeCleanupError".into(), json!(e));
-    }
-    if end.wrapped {
-        data.insert("wrappedAtTurnLimit".into(), json!(true));
-    }
-    let e = store.session.new_custom(
-        store.session.leaf_id(),
-        "pi-web:subagent-result",
-        Value::Object(data),
-    );
-    let _ = store.append_ref(e);
-}
-
-/// Runs one child to its end on the current thread: the turn limiter
-/// (a wrap-up steer when `max_turns` turns have ended, an abort after one
-/// more, recorded as completed), the worktree's removal, the result entry.
-/// A panic inside is caught and reported as `failed`.
-#[allow(clippy::too_many_arguments)]
-fn run_child(
-    rt: &tokio::runtime::Handle,
-    opts: AgentOptions,
-    store: SessionStore,
-    queue: Arc<MessageQueue>,
-    cancel: CancellationToken,
-    task: String,
-    max_turns: Option<u64>,
-    worktree: Option<super::worktree::Worktree>,
-) -> ChildEnd {
-    let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        rt.block_on(async {
-            let mut agent = Agent::new(opts, store, cancel.clone());
-            agent.queue = Arc::clone(&queue);
-            let mut turns = 0u64;
-            let mut wrapped = false;
-            let mut limit_hit = false;
-            let mut last_text: Option<String> = None;
-            let mut emit = |v: &Value| {
-                if v.get("type").and_then(Value::as_str) != Some("turn_end") {
-                    return;
-                }
-                if let Some(m) = v.get("message").filter(|m| m["role"] == "assistant") {
-                    let t: String = m["content"]
-                        .as_array()
-                        .map(|c| {
-                            c.iter()
-                                .filter(|b| b["type"] == "text")
-                                .filter_map(|b| b["text"].as_str())
-                                .collect()
-                        })
-                        .unwrap_or_default();
-                    if !t.trim().is_empty() {
-                        last_text = Some(t.trim().to_string());
-                    }
-                }
-                turns += 1;
-                match max_turns {
-                    Some(n) if turns == n => {
-                        wrapped = true;
-                        queue.steer(user_message(st::TURN_LIMIT_STEER));
-                    }
-                    Some(n) if turns > n && wrapped && !limit_hit => {
-                        limit_hit = true;
-                        cancel.cancel();
-                    }
-                    _ => {}
-                }
-            };
-            if let Err(e) = agent.prepare_session() {
-                return (agent, None, Some(e), false, false);
-            }
-            let out = agent.run(user_message(&task), &mut emit).await;
-            let text = out
-                .last
-                .as_ref()
-                .map(|m| {
-                    AgentMessage::Assistant(Box::new(m.clone()))
-                        .text()
-                        .trim()
-                        .to_string()
-                })
-                .filter(|t| !t.is_empty())
-                .or(if limit_hit { last_text } else { None });
-            let provider_error = out
-                .last
-                .as_ref()
-                .filter(|m| m.stop_reason == "error")
-                .map(|m| {
-                    m.error_message
-                        .clone()
-                        .filter(|e| !e.is_empty())
-                        .unwrap_or_else(|| "Provider returned an error".into())
-                });
-            let aborted = (out.aborted || cancel.is_cancelled()) && !limit_hit;
-            let error = if limit_hit {
-                None
-            } else {
-                out.error.or(provider_error)
-            };
-            (agent, text, error, aborted, wrapped && limit_hit)
-        })
-    }));
-    let Ok((mut agent, text, error, aborted, wrapped)) = outcome else {
-        let mut end = ChildEnd::failed("the subagent crashed".into());
-        end.cleanup_error = worktree.as_ref().and_then(super::worktree::cleanup);
-        return end;
-    };
-    let status = if aborted {
-        RunStatus::Aborted
-    } else if error.is_some() {
-        RunStatus::Failed
-    } else {
-        RunStatus::Completed
-    };
-    let end = ChildEnd {
-        status,
-        text,
-        error: error.filter(|_| status == RunStatus::Failed),
-        cleanup_error: worktree.as_ref().and_then(super::worktree::cleanup),
-        wrapped,
-    };
-    write_result(&mut agent.store, &end);
-    end
-}
-
-/// One of the three control tools.
-struct ControlTool {
-    spec: crate::format::extension::ToolSpec,
-    c: Arc<Controller>,
-}
-
-impl Tool for ControlTool {
-    fn definition(&self) -> ToolDefinition {
-        ToolDefinition {
-            name: self.spec.name.clone(),
-            description: self.spec.description.clone(),
-            parameters: self.spec.parameters.clone(),
-            extra: serde_json::Map::new(),
-        }
-    }
-    fn prompt_snippet(&self) -> Option<String> {
-        self.spec.prompt_snippet.clone()
-    }
-    fn prompt_guidelines(&self) -> Vec<String> {
-        self.spec.prompt_guidelines.clone()
-    }
-    fn execute<'a>(&'a self, args: Value, ctx: ToolContext, up: UpdateSink) -> ToolFuture<'a> {
-        Box::pin(async move {
-            match self.spec.name.as_str() {
-                "Agent" => self.c.agent(args, ctx, up).await,
-                "get_subagent_result" => self.c.get_result(args, ctx).await,
-                _ => self.c.steer(args),
-            }
-        })
-    }
-}
-
-/// Joins the built-in's control tools to a run's tool set: a legacy
-/// `pi-subagents` extension's tools leave it (seed 001 §4); an unrelated
-/// extension that registered a control-tool name keeps it, the built-in's
-/// tool of that name is left out, and the collision is returned as the
-/// same line a file extension's conflict gives (`extension
-/// <inline:pi-web-subagents>: Tool "<name>" conflicts with <path>;
-/// skipped`): the built-in behaves as pi-web's hidden inline extension,
-/// loaded after the file extensions, so its tools come after theirs.
-pub fn join_control_tools(
-    tools: &mut Vec<Arc<dyn Tool>>,
-    control: Vec<Arc<dyn Tool>>,
-    runner: &crate::extensions::runner::Runner,
-) -> Vec<String> {
-    use super::legacy::{legacy_paths, LoadedExtension};
-    if control.is_empty() {
-        return Vec::new();
-    }
-    let mut view: Vec<LoadedExtension> = runner
-        .extensions()
-        .iter()
-        .map(|e| LoadedExtension {
-            path: e.path.clone(),
-            source: String::new(),
-            tools: e.tools().into_iter().map(|t| t.name).collect(),
-        })
-        .collect();
-    view.push(LoadedExtension {
-        path: st::EXTENSION_PATH.into(),
-        source: String::new(),
-        tools: super::CONTROL_TOOL_NAMES
-            .iter()
-            .map(|s| s.to_string())
-            .collect(),
-    });
-    let legacy = legacy_paths(&view);
-    let mut warnings = Vec::new();
-    let mut taken: Vec<String> = Vec::new();
-    for e in view.iter().filter(|e| e.path != st::EXTENSION_PATH) {
-        if legacy.contains(&e.path) {
-            let gone: Vec<&String> = e
-                .tools
-                .iter()
-                .filter(|t| !crate::tools::BUILTIN_TOOLS.contains(&t.as_str()))
-                .collect();
-            tools.retain(|t| !gone.contains(&&t.definition().name));
-            continue;
-        }
-        for name in e.tools.iter().filter(|t| super::is_control_tool(t)) {
-            if !taken.contains(name) {
-                // pi's conflict error lands on the later extension, and
-                // the inline one loads after every file extension.
-                warnings.push(format!(
-                    "extension {}: Tool \"{name}\" conflicts with {}; skipped",
-                    st::EXTENSION_PATH,
-                    e.path
-                ));
-                taken.push(name.clone());
-            }
-        }
-    }
-    let existing: Vec<String> = tools.iter().map(|t| t.definition().name).collect();
-    for t in control {
-        let name = t.definition().name;
-        if !taken.contains(&name) && !existing.contains(&name) {
-            tools.push(t);
-        }
-    }
-    warnings
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn child_threads_run_every_job_at_once_and_are_reused_after() {
-        // Eight jobs that only finish together: each must get a thread of
-        // its own at once (an idle thread is never one still running).
-        let n = 8;
-        let all = Arc::new(std::sync::Barrier::new(n + 1));
-        let (tx, rx) = std::sync::mpsc::channel();
-        for i in 0..n {
-            let (all, tx) = (Arc::clone(&all), tx.clone());
-            on_child_thread(Box::new(move || {
-                all.wait();
-                let _ = tx.send((i, std::thread::current().id()));
-            }));
-        }
-        all.wait();
-        let mut first: Vec<_> = (0..n).map(|_| rx.recv().unwrap()).collect();
-        first.sort_by_key(|(i, _)| *i);
-        let ids: std::collections::HashSet<_> = first.iter().map(|(_, t)| *t).collect();
-        assert_eq!(ids.len(), n, "one thread per running job");
-        // Later jobs, one after another, all run (on threads that are
-        // parked as idle or new ones), none is lost.
-        for i in 0..20 {
-            let tx = tx.clone();
-            on_child_thread(Box::new(move || {
-                let _ = tx.send((i, std::thread::current().id()));
-            }));
-            let (got, _) = rx.recv().unwrap();
-            assert_eq!(got, i);
-        }
-        // A job that panics takes only its own thread with it.
-        on_child_thread(Box::new(|| panic!("child job panicked on purpose")));
-        for i in 0..3 {
-            let tx = tx.clone();
-            on_child_thread(Box::new(move || {
-                let _ = tx.send((i, std::thread::current().id()));
-            }));
-            assert_eq!(rx.recv().unwrap().0, i);
-        }
-    }
-
-    #[test]
-    fn inherited_context_is_capped_in_utf16_units_and_marked() {
-        assert_eq!(cap_utf16("abc", 3), "abc");
-        assert_eq!(cap_utf16("abcd", 3), "abc\n[Parent context truncated]");
-        // "😀" is two UTF-16 units: never split.
-        assert_eq!(cap_utf16("a😀b", 2), "a\n[Parent context truncated]");
-        assert_eq!(cap_utf16("a😀b", 3), "a😀\n[Parent context truncated]");
-        let long = "x".repeat(CONTEXT_LIMIT + 10);
-        let capped = cap_utf16(&long, CONTEXT_LIMIT);
-        assert_eq!(
-            capped.len(),
-            CONTEXT_LIMIT + "\n[Parent context truncated]".len()
-        );
-    }
-
-    #[test]
-    fn parent_context_has_the_prefix_and_the_messages() {
-        let d = tempfile::tempdir().unwrap();
-        let missing = parent_context(&d.path().join("none.jsonl")).unwrap();
-        assert_eq!(missing, format!("{CONTEXT_PREFIX}\n[]"));
-        let p = d.path().join("p.jsonl");
-        std::fs::write(
-            &p,
-            "{\"type\":\"session\",\"version\":3,\"id\":\"s\",\"timestamp\":\"2026-01-01T00:00:00.000Z\",\"cwd\":\"/\"}\n\
-             {\"type\":\"message\",\"id\":\"a1\",\"parentId\":null,\"timestamp\":\"2026-01-01T00:00:01.000Z\",\"message\":{\"role\":\"user\",\"content\":\"MARK\",\"timestamp\":1}}\n",
-        )
-        .unwrap();
-        let c = parent_context(&p).unwrap();
-        assert!(c.starts_with(&format!("{CONTEXT_PREFIX}\n[{{")), "{c}");
-        assert!(c.contains("\"MARK\""), "{c}");
-    }
 }

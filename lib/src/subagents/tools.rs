@@ -251,6 +251,9 @@ pub struct RunInfo {
     pub worktree_path: Option<String>,
     pub worktree_branch: Option<String>,
     pub worktree_cleanup_error: Option<String>,
+    /// The worktree was removed cleanly and its branch, holding nothing
+    /// new, deleted with it.
+    pub worktree_branch_removed: bool,
 }
 
 impl RunInfo {
@@ -275,6 +278,9 @@ impl RunInfo {
             if let Some(v) = v.as_ref().filter(|v| !v.is_empty()) {
                 m.insert(k.into(), json!(v));
             }
+        }
+        if self.worktree_branch_removed {
+            m.insert("worktreeBranchRemoved".into(), json!(true));
         }
         Value::Object(m)
     }
@@ -448,6 +454,7 @@ mod tests {
             worktree_path: None,
             worktree_branch: None,
             worktree_cleanup_error: None,
+            worktree_branch_removed: false,
         }
     }
 

@@ -2,8 +2,10 @@
 //! fresh git worktree on a new branch `pi-web-agent-<uuid>` under
 //! `<main repo root>-worktrees/`, which becomes the child's cwd, and its
 //! removal when the run ends — without `--force`, so a dirty tree is kept and
-//! the reason recorded (`Worktree retained at <path>: <git error>`). The
-//! branch is never deleted: whatever the child committed survives on it.
+//! the reason recorded (`Worktree retained at <path>: <git error>`). A tree
+//! removed cleanly takes its branch with it when the branch holds no commit
+//! the repository's HEAD lacks (`git branch -d`; pi-web keeps every
+//! branch): whatever the child committed survives on its branch.
 //! git runs with `LC_ALL=C`, no stdin and a 5-minute limit. git's own
 //! worktree bookkeeping is not safe against itself: two `git worktree add`
 //! at once can fail with `failed to read .git/worktrees/<other>/commondir`
@@ -243,12 +245,34 @@ pub fn remove(wt: &Worktree) -> Result<(), String> {
     git(&wt.root, &["worktree", "remove", &p]).map(|_| ())
 }
 
-/// Removes the worktree at the end of a run: `None` when it is gone, else
-/// the `worktreeCleanupError` text.
-pub fn cleanup(wt: &Worktree) -> Option<String> {
-    remove(wt)
-        .err()
-        .map(|e| format!("Worktree retained at {}: {e}", wt.path.display()))
+/// What removing a child's worktree did.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Cleanup {
+    /// The tree was kept: the `worktreeCleanupError` text.
+    pub error: Option<String>,
+    /// The branch was deleted with the tree.
+    pub branch_removed: bool,
+}
+
+/// Removes the worktree at the end of a run (or of a start that failed),
+/// and then its branch unless the branch holds commits HEAD lacks.
+pub fn cleanup(wt: &Worktree) -> Cleanup {
+    match remove(wt) {
+        Err(e) => Cleanup {
+            error: Some(format!("Worktree retained at {}: {e}", wt.path.display())),
+            branch_removed: false,
+        },
+        Ok(()) => Cleanup {
+            error: None,
+            branch_removed: delete_merged_branch(wt).is_ok(),
+        },
+    }
+}
+
+/// `git branch -d`: refused for a branch with commits not in HEAD.
+fn delete_merged_branch(wt: &Worktree) -> Result<(), String> {
+    let _serial = serial(&wt.root)?;
+    git(&wt.root, &["branch", "-d", &wt.branch]).map(|_| ())
 }
 
 #[cfg(test)]
@@ -307,18 +331,43 @@ mod tests {
         );
         assert!(wt.branch.starts_with("pi-web-agent-"));
         assert!(wt.path.join("a.txt").is_file());
-        assert_eq!(cleanup(&wt), None);
+        let has_branch =
+            |b: &str| git(&root, &["show-ref", "--verify", &format!("refs/heads/{b}")]).is_ok();
+        assert_eq!(
+            cleanup(&wt),
+            Cleanup {
+                error: None,
+                branch_removed: true
+            }
+        );
         assert!(!wt.path.exists());
-        // The branch stays.
-        assert!(git(
-            &root,
-            &["show-ref", "--verify", &format!("refs/heads/{}", wt.branch)]
+        // A branch holding nothing new goes with its tree.
+        assert!(!has_branch(&wt.branch));
+
+        // One with a commit of the child's stays (the tree was clean).
+        let wt = create(&r).unwrap();
+        std::fs::write(wt.path.join("b.txt"), "b").unwrap();
+        git(&wt.path, &["add", "b.txt"]).unwrap();
+        git(
+            &wt.path,
+            &[
+                "-c",
+                "user.email=t@t",
+                "-c",
+                "user.name=t",
+                "commit",
+                "-qm",
+                "child",
+            ],
         )
-        .is_ok());
+        .unwrap();
+        assert_eq!(cleanup(&wt), Cleanup::default());
+        assert!(!wt.path.exists());
+        assert!(has_branch(&wt.branch));
 
         let wt = create(&r).unwrap();
         std::fs::write(wt.path.join("a.txt"), "changed").unwrap();
-        let err = cleanup(&wt).unwrap();
+        let err = cleanup(&wt).error.unwrap();
         assert!(
             err.starts_with(&format!("Worktree retained at {}: ", wt.path.display())),
             "{err}"
@@ -366,7 +415,7 @@ mod tests {
                 let r = r.clone();
                 std::thread::spawn(move || {
                     let wt = create(&r)?;
-                    cleanup(&wt).map_or(Ok(()), Err)
+                    cleanup(&wt).error.map_or(Ok(()), Err)
                 })
             })
             .collect();
@@ -399,7 +448,7 @@ mod tests {
         other.unlock().unwrap();
         let wt = t.join().unwrap().unwrap();
         assert!(wt.path.is_dir());
-        assert_eq!(cleanup(&wt), None);
+        assert_eq!(cleanup(&wt).error, None);
         // Nothing is left in the git directory.
         assert!(!r
             .join(".git/worktrees")

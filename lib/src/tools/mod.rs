@@ -52,6 +52,20 @@ pub struct ToolContext {
     /// The model's id for this call (empty outside the agent loop); an
     /// extension's tool receives it as pi's `execute(toolCallId, …)`.
     pub tool_call_id: String,
+    /// The calling agent's watchers and limits, for a tool that starts an
+    /// agent of its own (a subagent): that agent must obey them. Opaque at
+    /// this layer; `crate::agent::hooks::AgentExt::of_caller` reads it.
+    pub caller: Option<Caller>,
+}
+
+/// See [`ToolContext::caller`].
+#[derive(Clone)]
+pub struct Caller(pub std::sync::Arc<dyn std::any::Any + Send + Sync>);
+
+impl std::fmt::Debug for Caller {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Caller(..)")
+    }
 }
 
 /// Receives partial results while a tool runs (bash's growing output):

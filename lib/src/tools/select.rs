@@ -5,22 +5,26 @@
 //! selection (seed 000), applied to the tools that exist, exactly as pi
 //! 1.6.0 applies them (every rule was observed by running pi against the
 //! mock LLM and reading the `tools` it declared; `tests/oracle/FINDINGS.md`
-//! §5). Tools carry their kind, so extension and MCP tools plug in:
-//! `-nbt` drops only built-ins, a plain `--tools` list is an allowlist for
-//! every kind (MCP tools included, as pi 1.6.0 does; FINDINGS §13), and
-//! `-xt` applies to all.
+//! §5). Tools carry their kind, so extension, MCP and subagent tools plug
+//! in: pi registers them after its built-ins, and treats them alike.
 //!
 //! The order of the rules:
 //! 1. A pinned selection (subagent snapshot, else the session's latest
-//!    valid `pi-web:tool-selection`) wins over every flag and setting.
+//!    valid `pi-web:tool-selection`) chooses the built-ins and wins over
+//!    every flag and setting; extension and subagent tools still join by
+//!    their default (not under Chat only).
 //! 2. `--chat-only`: no tools (and the Chat-only resource policy).
-//! 3. A plain `--tools` list is an allowlist: each entry in order, an exact
-//!    name or a `*` pattern (matches in registry order), de-duplicated.
+//! 3. A plain `--tools` list is an allowlist for every kind: exact names in
+//!    the list's order, a `*` pattern expands over the built-ins (registry
+//!    order), and the later tools a pattern matches follow the list.
 //! 4. Otherwise the defaults: built-ins from `defaultTools` (or read, bash,
-//!    edit, write) unless `-nt` / `-nbt`, plus extension and MCP tools that
-//!    are active by default unless `-nt`; then `--tools` `+name` / `-name`
-//!    entries in order.
+//!    edit, write) unless `-nt` / `-nbt`; then `--tools` `+name` / `-name`
+//!    entries in order; then the later tools active by default unless
+//!    `-nt` (so `-name` never removes one of those, as in pi).
 //! 5. `-xt` patterns remove tools last.
+//!
+//! [`Selection`] keeps one run's decision while its tools become known;
+//! [`ToolCeiling`] is what it allows the agents the run delegates to.
 
 use std::sync::Arc;
 
@@ -49,6 +53,18 @@ pub struct AvailableTool {
     /// Active when nothing selects otherwise: pi's four default built-ins;
     /// extension tools registered active; directly exposed MCP tools.
     pub active_by_default: bool,
+}
+
+impl AvailableTool {
+    /// An extension's tool (also a subagent control tool: pi-web's
+    /// subagents are an extension).
+    pub fn extension(name: &str, active_by_default: bool) -> AvailableTool {
+        AvailableTool {
+            name: name.to_string(),
+            kind: ToolKind::Extension,
+            active_by_default,
+        }
+    }
 }
 
 /// The built-in tools in pi's registry order; read, bash, edit and write
@@ -345,44 +361,57 @@ pub fn resolve(
     let mut source = ToolSource::Default;
     let mut persist = None;
     let mut names: Vec<String> = Vec::new();
+    let exists = |n: &str| available.iter().any(|t| t.name == n);
+    let later = || available.iter().filter(|t| t.kind != ToolKind::Builtin);
     if flags.chat_only {
         source = ToolSource::Request;
         persist = Some(Vec::new());
     } else if let Some(ToolsArg::Plain(entries)) = &tools_arg {
         source = ToolSource::Request;
-        // An allowlist for every kind, MCP tools included (observed with
-        // pi 1.6.0: `--tools read,bash` declares no MCP tool).
+        // An allowlist for every kind (observed with pi 1.6.0: `--tools
+        // read,bash` declares no extension or MCP tool). An exact name
+        // keeps its place in the list; a pattern expands over the
+        // built-ins, and the tools that register later (extension, MCP,
+        // subagent tools) it matches follow the list, in registry order.
         for e in entries {
-            let mut hit = false;
-            for t in available {
-                if pattern_matches(e, &t.name) {
-                    push_unique(&mut names, &t.name);
-                    hit = true;
+            if e.contains('*') {
+                for t in available.iter().filter(|t| t.kind == ToolKind::Builtin) {
+                    if pattern_matches(e, &t.name) {
+                        push_unique(&mut names, &t.name);
+                    }
                 }
-            }
-            if !hit && !e.contains('*') {
+            } else if exists(e) {
+                push_unique(&mut names, e);
+            } else {
                 warnings.push(unknown("--tools", e, available));
+            }
+        }
+        for t in later() {
+            if entries
+                .iter()
+                .any(|e| e.contains('*') && pattern_matches(e, &t.name))
+            {
+                push_unique(&mut names, &t.name);
             }
         }
     } else {
         if !flags.no_tools && !flags.no_builtin_tools {
             names = default_builtins(setting, available, &mut warnings);
         }
-        if !flags.no_tools {
-            for t in available {
-                if t.kind != ToolKind::Builtin && t.active_by_default {
-                    push_unique(&mut names, &t.name);
-                }
-            }
-        }
+        // `+name` / `-name` change the built-in start (a `+name` of any
+        // kind lands here, in order); the tools that register later and
+        // are active by default follow unless `-nt`, so `-name` does not
+        // remove one of them (pi 1.6.0).
         if let Some(ToolsArg::Delta(deltas)) = &tools_arg {
             apply_deltas(&mut names, deltas, available, "--tools", &mut warnings);
         }
+        if !flags.no_tools {
+            for t in later().filter(|t| t.active_by_default) {
+                push_unique(&mut names, &t.name);
+            }
+        }
     }
-    if let Some(x) = &flags.exclude {
-        let patterns = cli_entries(x);
-        names.retain(|n| !patterns.iter().any(|p| pattern_matches(p, n)));
-    }
+    names.retain(|n| !excluded(flags, n));
     if source == ToolSource::Request && !flags.chat_only {
         let builtins: Vec<String> = names
             .iter()
@@ -407,8 +436,14 @@ pub fn resolve(
     let Some(pin) = pinned else {
         return Ok(unpinned);
     };
+    let is_builtin = |n: &String| {
+        available
+            .iter()
+            .any(|t| &t.name == n && t.kind == ToolKind::Builtin)
+    };
     let mut warnings = Vec::new();
-    if flags.any() && unpinned.names != pin.tools {
+    let flag_builtins: Vec<&String> = unpinned.names.iter().filter(|n| is_builtin(n)).collect();
+    if flags.any() && flag_builtins != pin.tools.iter().collect::<Vec<_>>() {
         let what = if pin.chat_only {
             "Chat only".to_string()
         } else {
@@ -423,8 +458,19 @@ pub fn resolve(
             ),
         });
     }
+    // A pin chooses the built-in tools. Extension and subagent tools still
+    // join by their default (Chat only has none); MCP tools do not.
+    let mut names = pin.tools.clone();
+    if !pin.chat_only {
+        for t in available
+            .iter()
+            .filter(|t| t.kind == ToolKind::Extension && t.active_by_default)
+        {
+            push_unique(&mut names, &t.name);
+        }
+    }
     Ok(ToolSet {
-        names: pin.tools.clone(),
+        names,
         chat_only: pin.chat_only,
         source: match pin.source {
             PinSource::Session => ToolSource::Session,
@@ -433,6 +479,163 @@ pub fn resolve(
         persist: None,
         warnings,
     })
+}
+
+/// One run's tool decision, kept while its tools become known: the
+/// built-ins and MCP tools first, then each extension's tools as it
+/// registers them, then the subagent control tools. Every question —
+/// which tools start active, in which order, what to warn about — is
+/// answered by [`resolve`] over the tools known so far, so an extension
+/// tool or `Agent` obeys `-nt`, `-t` and `-xt` exactly as pi 1.6.0 treats
+/// an extension's tool, and a name is only "not here" when no tool of that
+/// name exists at all.
+#[derive(Debug, Clone)]
+pub struct Selection {
+    pub flags: ToolFlags,
+    pub setting: DefaultTools,
+    pub pinned: Option<Pinned>,
+    known: Vec<AvailableTool>,
+}
+
+impl Selection {
+    pub fn new(flags: ToolFlags, setting: DefaultTools, pinned: Option<Pinned>) -> Selection {
+        Selection {
+            flags,
+            setting,
+            pinned,
+            known: Vec::new(),
+        }
+    }
+
+    /// Tools that exist from now on, after those known (registry order).
+    /// A name known already keeps its place (an extension tool named like
+    /// a built-in replaces its object, not its place).
+    pub fn add(&mut self, tools: impl IntoIterator<Item = AvailableTool>) {
+        for t in tools {
+            if !self.known.iter().any(|k| k.name == t.name) {
+                self.known.push(t);
+            }
+        }
+    }
+
+    /// The decision over the tools known so far.
+    pub fn resolve(&self) -> Result<ToolSet, SelectError> {
+        resolve(
+            &self.flags,
+            &self.setting,
+            self.pinned.as_ref(),
+            &self.known,
+        )
+    }
+
+    /// Whether `name` starts active (a flag error: nothing does).
+    pub fn is_active(&self, name: &str) -> bool {
+        self.resolve()
+            .is_ok_and(|s| s.names.iter().any(|n| n == name))
+    }
+
+    /// Whether the flags let `name` be active at all: pi 1.6.0 filters the
+    /// tools an extension activates (`setActiveTools`) through `-xt`, a
+    /// plain `--tools` list and `-nt` (only `+name` entries pass), never
+    /// through `-nbt` or `-name`. Under a pin the flags are ignored.
+    pub fn admits(&self, name: &str) -> bool {
+        if self.flags.chat_only || self.pinned.as_ref().is_some_and(|p| p.chat_only) {
+            return false;
+        }
+        if self.pinned.is_some() {
+            return true;
+        }
+        let Ok(arg) = self.flags.tools.as_deref().map(parse_tools).transpose() else {
+            return false;
+        };
+        if excluded(&self.flags, name) {
+            return false;
+        }
+        match arg {
+            Some(ToolsArg::Plain(entries)) => entries.iter().any(|e| pattern_matches(e, name)),
+            Some(ToolsArg::Delta(d)) if self.flags.no_tools => {
+                d.iter().any(|e| e.strip_prefix('+') == Some(name))
+            }
+            _ => !self.flags.no_tools,
+        }
+    }
+
+    /// The limit this run's tool choice sets for the agents it delegates
+    /// to (see [`ToolCeiling`]).
+    pub fn ceiling(&self) -> ToolCeiling {
+        ToolCeiling {
+            flags: self.flags.clone(),
+            pinned: self.pinned.clone(),
+        }
+    }
+
+    /// Once every tool is known: puts `tools` in the resolver's order when
+    /// they are the resolver's set (an extension's `setActiveTools` keeps
+    /// its own), and gives the warnings to print.
+    pub fn finish(&self, tools: &mut [std::sync::Arc<dyn Tool>]) -> Vec<String> {
+        let Ok(set) = self.resolve() else {
+            return Vec::new();
+        };
+        let mut now: Vec<String> = tools.iter().map(|t| t.definition().name).collect();
+        let mut want = set.names.clone();
+        now.sort();
+        want.sort();
+        if now == want {
+            tools.sort_by_key(|t| {
+                let n = t.definition().name;
+                set.names.iter().position(|x| *x == n)
+            });
+        }
+        set.warnings
+    }
+}
+
+/// Whether an `-xt` pattern matches `name`.
+fn excluded(flags: &ToolFlags, name: &str) -> bool {
+    flags
+        .exclude
+        .as_deref()
+        .is_some_and(|x| cli_entries(x).iter().any(|p| pattern_matches(p, name)))
+}
+
+/// What a run's tool choice allows the agents it delegates to (subagent
+/// children): a child never gets a built-in tool its parent's user shut
+/// out. Shut out are: everything under `--chat-only`; what `-xt` matches;
+/// what a plain `--tools` list does not name or match; a `-name` entry;
+/// with `-nt` or `-nbt`, every built-in not added by a `+name` entry; under
+/// a pinned session selection, every built-in outside the pin (the flags
+/// are ignored there, as for the parent). `defaultTools` in settings.json
+/// is a default, not a limit: it shuts nothing out.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ToolCeiling {
+    flags: ToolFlags,
+    pinned: Option<Pinned>,
+}
+
+impl ToolCeiling {
+    /// Whether a delegated agent may have the built-in tool `name`.
+    pub fn allows(&self, name: &str) -> bool {
+        if let Some(p) = &self.pinned {
+            return !p.chat_only && p.tools.iter().any(|t| t == name);
+        }
+        if self.flags.chat_only || excluded(&self.flags, name) {
+            return false;
+        }
+        let Ok(arg) = self.flags.tools.as_deref().map(parse_tools).transpose() else {
+            return false;
+        };
+        match arg {
+            Some(ToolsArg::Plain(entries)) => entries.iter().any(|e| pattern_matches(e, name)),
+            Some(ToolsArg::Delta(d)) => {
+                if d.iter().any(|e| e.strip_prefix('-') == Some(name)) {
+                    return false;
+                }
+                d.iter().any(|e| e.strip_prefix('+') == Some(name))
+                    || !(self.flags.no_tools || self.flags.no_builtin_tools)
+            }
+            None => !(self.flags.no_tools || self.flags.no_builtin_tools),
+        }
+    }
 }
 
 impl ToolSet {
@@ -672,11 +875,236 @@ mod tests {
             names(&flags(None, Some("mcp__*,todo"), false, false)),
             ["read", "bash", "edit", "write"]
         );
-        // An inactive extension tool can be added by name.
+        // An inactive extension tool can be added by name; a `+name` lands
+        // before the later tools that are active by default (pi 1.6.0:
+        // `-nbt -t +grep` gives grep first, `-t +steer_subagent` puts it
+        // before `Agent`).
         assert_eq!(
             names(&flags(Some("+codemode"), None, false, true)),
-            ["todo", "mcp__gh__issues", "codemode"]
+            ["codemode", "todo", "mcp__gh__issues"]
         );
+        // `-name` never removes a later tool that is active by default.
+        assert_eq!(
+            names(&flags(Some("-todo,-mcp__gh__issues"), None, false, false)),
+            ["read", "bash", "edit", "write", "todo", "mcp__gh__issues"]
+        );
+        // An exact name keeps its place in a plain list; a pattern's later
+        // tools follow the list.
+        assert_eq!(
+            names(&flags(Some("todo,read"), None, false, false)),
+            ["todo", "read"]
+        );
+        assert_eq!(
+            names(&flags(Some("*o*,read"), None, false, false)),
+            ["read", "todo", "codemode"]
+        );
+    }
+
+    fn ext(name: &str, active: bool) -> AvailableTool {
+        AvailableTool {
+            name: name.into(),
+            kind: ToolKind::Extension,
+            active_by_default: active,
+        }
+    }
+
+    /// pi 1.6.0 with an extension registering `Agent`,
+    /// `get_subagent_result` and `steer_subagent` (observed through the
+    /// mock LLM; `tests/integration/tool_set.rs` replays these against pi).
+    #[test]
+    fn later_tools_as_pi_treats_an_extension_s_tools() {
+        let sel = |t: Option<&str>, x: Option<&str>, nt: bool, nbt: bool| {
+            let mut s = Selection::new(flags(t, x, nt, nbt), DefaultTools::Unset, None);
+            s.add(builtin_available());
+            s.add(["Agent", "get_subagent_result", "steer_subagent"].map(|n| ext(n, true)));
+            s
+        };
+        let names = |s: &Selection| s.resolve().unwrap().names;
+        let all = ["Agent", "get_subagent_result", "steer_subagent"];
+        let cells: Vec<(Selection, Vec<&str>)> = vec![
+            (sel(None, None, true, false), vec![]),
+            (sel(None, None, false, true), all.to_vec()),
+            (
+                sel(None, Some("Agent"), false, false),
+                vec![
+                    "read",
+                    "bash",
+                    "edit",
+                    "write",
+                    "get_subagent_result",
+                    "steer_subagent",
+                ],
+            ),
+            (
+                sel(None, Some("*agent*"), false, false),
+                vec!["read", "bash", "edit", "write", "Agent"],
+            ),
+            (sel(Some("read"), None, false, false), vec!["read"]),
+            (
+                sel(Some("Agent,read"), None, false, false),
+                vec!["Agent", "read"],
+            ),
+            (
+                sel(Some("*_*,read"), None, false, false),
+                vec!["read", "get_subagent_result", "steer_subagent"],
+            ),
+            (
+                sel(Some("-Agent"), None, false, false),
+                vec![
+                    "read",
+                    "bash",
+                    "edit",
+                    "write",
+                    "Agent",
+                    "get_subagent_result",
+                    "steer_subagent",
+                ],
+            ),
+            (
+                sel(Some("+steer_subagent"), None, false, false),
+                vec![
+                    "read",
+                    "bash",
+                    "edit",
+                    "write",
+                    "steer_subagent",
+                    "Agent",
+                    "get_subagent_result",
+                ],
+            ),
+            (sel(Some("+Agent"), None, true, false), vec!["Agent"]),
+        ];
+        for (s, want) in cells {
+            assert_eq!(names(&s), want, "{:?}", s.flags);
+            assert!(s.resolve().unwrap().warnings.is_empty(), "{:?}", s.flags);
+            for n in all {
+                assert_eq!(s.is_active(n), want.contains(&n), "{n} {:?}", s.flags);
+            }
+        }
+        // Before the control tools are known their names are "not here";
+        // once they are, nothing is said.
+        let mut s = Selection::new(
+            flags(Some("read,Agent"), None, false, false),
+            DefaultTools::Unset,
+            None,
+        );
+        s.add(builtin_available());
+        assert!(s.resolve().unwrap().warnings[0].contains("no tool \"Agent\""));
+        s.add([ext("Agent", true)]);
+        assert!(s.resolve().unwrap().warnings.is_empty());
+    }
+
+    #[test]
+    fn admits_is_pi_s_filter_for_tools_an_extension_activates() {
+        let sel = |t: Option<&str>, x: Option<&str>, nt: bool, nbt: bool| {
+            Selection::new(flags(t, x, nt, nbt), DefaultTools::Unset, None)
+        };
+        // pi 1.6.0 with setActiveTools(["read","bash","foo","bar"]) in
+        // session_start: -xt foo drops foo, -t read keeps read, -nt drops
+        // all, -nbt and -t -foo drop nothing.
+        assert!(!sel(None, Some("foo"), false, false).admits("foo"));
+        assert!(sel(None, Some("foo"), false, false).admits("bar"));
+        assert!(sel(Some("read"), None, false, false).admits("read"));
+        assert!(!sel(Some("read"), None, false, false).admits("foo"));
+        assert!(!sel(None, None, true, false).admits("read"));
+        assert!(sel(Some("+foo"), None, true, false).admits("foo"));
+        assert!(sel(None, None, false, true).admits("read"));
+        assert!(sel(Some("-foo"), None, false, false).admits("foo"));
+        let chat = ToolFlags {
+            chat_only: true,
+            ..Default::default()
+        };
+        assert!(!Selection::new(chat, DefaultTools::Unset, None).admits("read"));
+    }
+
+    #[test]
+    fn ceiling_shuts_out_what_the_user_excluded() {
+        let c = |t: Option<&str>, x: Option<&str>, nt: bool, nbt: bool| {
+            Selection::new(flags(t, x, nt, nbt), list(&["read"]), None).ceiling()
+        };
+        let allowed = |c: &ToolCeiling| -> Vec<&str> {
+            crate::tools::BUILTIN_TOOLS
+                .iter()
+                .copied()
+                .filter(|n| c.allows(n))
+                .collect()
+        };
+        let all = crate::tools::BUILTIN_TOOLS.to_vec();
+        // No flags: every built-in (defaultTools is not a limit).
+        assert_eq!(allowed(&c(None, None, false, false)), all);
+        assert_eq!(
+            allowed(&c(None, Some("b*,w*"), false, false)),
+            ["read", "edit", "grep", "find", "ls"]
+        );
+        assert_eq!(
+            allowed(&c(Some("read,Agent"), None, false, false)),
+            ["read"]
+        );
+        assert_eq!(
+            allowed(&c(Some("*e*"), None, false, false)),
+            ["read", "edit", "write", "grep"]
+        );
+        assert!(allowed(&c(None, None, false, true)).is_empty());
+        assert!(allowed(&c(None, None, true, false)).is_empty());
+        assert_eq!(allowed(&c(Some("+ls"), None, false, true)), ["ls"]);
+        assert_eq!(
+            allowed(&c(Some("-bash,+ls"), None, false, false)),
+            ["read", "edit", "write", "grep", "find", "ls"]
+        );
+        let pin = Pinned {
+            tools: vec!["read".into(), "ls".into()],
+            chat_only: false,
+            source: PinSource::Session,
+        };
+        let pinned = Selection::new(
+            flags(None, Some("read"), false, false),
+            DefaultTools::Unset,
+            Some(pin),
+        )
+        .ceiling();
+        assert_eq!(allowed(&pinned), ["read", "ls"]);
+        assert!(allowed(&ToolCeiling {
+            flags: ToolFlags {
+                chat_only: true,
+                ..Default::default()
+            },
+            pinned: None
+        })
+        .is_empty());
+    }
+
+    #[test]
+    fn pins_keep_extension_tools_by_their_default() {
+        let pin = Pinned {
+            tools: vec!["read".into()],
+            chat_only: false,
+            source: PinSource::Session,
+        };
+        let mut s = Selection::new(
+            flags(Some("bash"), None, false, false),
+            DefaultTools::Unset,
+            Some(pin.clone()),
+        );
+        s.add(builtin_available());
+        s.add([
+            AvailableTool {
+                name: "mcp__x__y".into(),
+                kind: ToolKind::Mcp,
+                active_by_default: true,
+            },
+            ext("Agent", true),
+            ext("codemode", false),
+        ]);
+        assert_eq!(s.resolve().unwrap().names, ["read", "Agent"]);
+        let chat = Pinned {
+            tools: Vec::new(),
+            chat_only: true,
+            ..pin
+        };
+        let mut s = Selection::new(ToolFlags::default(), DefaultTools::Unset, Some(chat));
+        s.add([ext("Agent", true)]);
+        assert!(s.resolve().unwrap().names.is_empty());
+        assert!(!s.admits("Agent"));
     }
 
     #[test]

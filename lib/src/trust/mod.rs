@@ -22,7 +22,9 @@ pub use decide::{
     ask_on, decide_with, default_project_trust, is_interactive, terminal_prompt, trust_choices,
     DecideInput, TrustChoice, TrustPrompt, TrustPrompter, PROMPT_MESSAGE, PROMPT_TITLE,
 };
-pub use protected::{canonicalize_dir, protected_paths, CONFIG_DIR, PROTECTED_PI_ENTRIES};
+pub use protected::{
+    canonicalize_dir, protected_paths, CONFIG_DIR, PROFILE_DIRS, PROTECTED_PI_ENTRIES,
+};
 pub use store::{SavedDecision, TrustEntries, TrustStore, TrustUpdate, TRUST_FILE};
 
 use serde::Serialize;

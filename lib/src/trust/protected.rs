@@ -1,10 +1,15 @@
-//! Which paths make a project need a trust decision (pi 1.6.0's rule), and
-//! the canonical form of a directory that every trust lookup keys on.
+//! Which paths make a project need a trust decision (pi 1.6.0's rule, plus
+//! the toolkit's subagent profiles), and the canonical form of a directory
+//! that every trust lookup keys on.
 //!
 //! The rule is deliberately narrow and cheap: existence checks only, the
 //! `.pi/` entries in the cwd alone, `.agents/skills` in the cwd and every
 //! ancestor except the user's own `$HOME/.agents/skills`. A bare `.pi/`
-//! (or one holding anything else) needs nothing.
+//! (or one holding anything else) needs nothing. pi has no subagent
+//! profiles; ours define a child's tools, prompt and model, so a profile
+//! folder of the cwd (`.pi/agents`, `.agents/agents`) holding a `*.md` file
+//! needs a decision too (listed after pi's paths; a project without
+//! profiles is decided exactly as pi decides it).
 
 use std::path::{Path, PathBuf};
 
@@ -21,6 +26,10 @@ pub const PROTECTED_PI_ENTRIES: [&str; 8] = [
     "SYSTEM.md",
     "APPEND_SYSTEM.md",
 ];
+
+/// The cwd's subagent profile folders (the toolkit's own protected
+/// resources; the profile loader reads `*.md` files from exactly these).
+pub const PROFILE_DIRS: [&str; 2] = [".agents/agents", ".pi/agents"];
 
 /// pi's config folder name (`piConfig.configDir`).
 pub const CONFIG_DIR: &str = ".pi";
@@ -67,7 +76,25 @@ pub fn protected_paths(cwd: &Path, home: &Path) -> Vec<PathBuf> {
             found.push(p);
         }
     }
+    for rel in PROFILE_DIRS {
+        let dir = cwd.join(rel);
+        if holds_profiles(&dir) {
+            found.push(dir);
+        }
+    }
     found
+}
+
+/// Whether `dir` holds a `*.md` file (symlinks followed: it is enough that
+/// a profile might load).
+fn holds_profiles(dir: &Path) -> bool {
+    let Ok(rd) = std::fs::read_dir(dir) else {
+        return false;
+    };
+    rd.flatten().any(|e| {
+        let p = e.path();
+        p.extension().is_some_and(|x| x == "md") && p.is_file()
+    })
 }
 
 #[cfg(test)]
@@ -143,6 +170,35 @@ mod tests {
         let other = root.join("o");
         fs::create_dir_all(other.join(".agents/x")).unwrap();
         assert!(protected_paths(&other, &home).is_empty());
+    }
+
+    #[test]
+    fn profile_folders_with_profiles_count_after_pi_s_paths() {
+        let (_t, root) = tmp();
+        let cwd = root.join("p");
+        let home = root.join("home");
+        // Empty folders, or ones without a profile, need nothing.
+        fs::create_dir_all(cwd.join(".pi/agents/sub")).unwrap();
+        fs::create_dir_all(cwd.join(".agents/agents")).unwrap();
+        fs::write(cwd.join(".pi/agents/notes.txt"), "x").unwrap();
+        fs::write(cwd.join(".pi/agents/sub/deep.md"), "x").unwrap();
+        assert!(protected_paths(&cwd, &home).is_empty());
+        fs::write(cwd.join(".pi/agents/explore.md"), "---\n---\n").unwrap();
+        assert_eq!(protected_paths(&cwd, &home), vec![cwd.join(".pi/agents")]);
+        fs::write(cwd.join(".agents/agents/x.md"), "").unwrap();
+        fs::create_dir_all(cwd.join(".pi/skills")).unwrap();
+        assert_eq!(
+            protected_paths(&cwd, &home),
+            vec![
+                cwd.join(".pi/skills"),
+                cwd.join(".agents/agents"),
+                cwd.join(".pi/agents")
+            ]
+        );
+        // Only the cwd's own folders: an ancestor's profiles never load.
+        let sub = cwd.join("sub");
+        fs::create_dir_all(&sub).unwrap();
+        assert!(protected_paths(&sub, &home).is_empty());
     }
 
     #[test]
