@@ -143,7 +143,7 @@ fn plan(c: &Common, cwd: PathBuf, session: Option<String>) -> Result<Plan, CliEr
     opts.append_system_prompt = c.append_system_prompt.clone();
     opts.no_mcp = c.no_mcp;
     if !c.no_stdin {
-        opts.resource_records = pi_lib::run::input::piped_records()?;
+        opts.resource_records = pi_lib::run::input::piped_records(PROG)?;
     }
     pi_lib::run::plan(opts)
 }

@@ -674,3 +674,59 @@ fn rpc_drain_lets_a_running_bash_command_finish() {
     assert_eq!(r["data"]["output"], "finished\n");
     assert_eq!(r["data"]["cancelled"], false);
 }
+
+/// `pi-prompt system` reads piped `pi-resources` records like pi-run reads
+/// a piped prompt: an open pipe nobody feeds is ignored after the grace
+/// period instead of hanging the pipeline step.
+#[test]
+fn pi_prompt_does_not_hang_on_an_idle_open_pipe() {
+    let sb = Sandbox::new();
+    let mut child = sb
+        .cmd("pi-prompt")
+        .env("CI", "true")
+        .args(["system", "--format", "jsonl", "--no-mcp"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let held = child.stdin.take();
+    let t = Instant::now();
+    let out = wait_within(child, Duration::from_secs(20), "idle pipe");
+    assert!(t.elapsed() < Duration::from_secs(10), "{:?}", t.elapsed());
+    drop(held);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(jsonl(&out).iter().any(|r| r["type"] == "section"));
+}
+
+/// `--system-from` is bounded like every outside input: a FIFO is refused
+/// at once with a line naming it (exit 2), not waited on.
+#[test]
+fn system_from_a_fifo_is_refused_at_once() {
+    let sb = Sandbox::new();
+    let fifo = sb.cwd().join("prompt.fifo");
+    assert!(std::process::Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .unwrap()
+        .success());
+    let child = sb
+        .cmd("pi-run")
+        .args([
+            "--provider",
+            "faux",
+            "--model",
+            "none.jsonl",
+            "--system-from",
+        ])
+        .arg(&fifo)
+        .args(["-p", "hi"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let out = wait_within(child, Duration::from_secs(20), "--system-from FIFO");
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(stderr(&out).contains("prompt.fifo"), "{}", stderr(&out));
+}

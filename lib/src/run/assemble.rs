@@ -596,7 +596,7 @@ impl Assembly {
             });
         }
         if let Some(src) = &self.opts.system_from {
-            return super::input::sections_from(src);
+            return super::input::sections_from(src, self.opts.prog);
         }
         let plan = PlanOptions {
             cwd: self.cwd.display().to_string(),

@@ -3,7 +3,6 @@
 //! message as its own prompt. Piped stdin is read to its end as pi does;
 //! an open pipe nobody feeds never blocks the run ([`crate::piped`]).
 
-use std::io::{IsTerminal, Read};
 use std::path::Path;
 
 use serde_json::Map;
@@ -90,14 +89,16 @@ pub fn check_rpc_args(messages: &[String], then: &[String]) -> Result<(), CliErr
 
 /// Sections from `--system-from`: `pi-prompt system` JSONL, or plain text
 /// as the whole prompt.
-pub fn sections_from(src: &str) -> Result<Vec<(String, String)>, CliError> {
+pub fn sections_from(src: &str, prog: &str) -> Result<Vec<(String, String)>, CliError> {
+    // Bounded like every outside input: a FIFO or /dev/zero is refused,
+    // and stdin is read as piped prompt text is (never hanging on a pipe
+    // nobody feeds).
     let text = if src == "-" {
-        let mut s = String::new();
-        std::io::Read::read_to_string(&mut std::io::stdin(), &mut s)
-            .map_err(|e| CliError::input(format!("stdin: {e}")))?;
-        s
+        crate::piped::read_for_prompt(prog, AT_FILE_MAX_BYTES)?.unwrap_or_default()
     } else {
-        std::fs::read_to_string(src).map_err(|e| CliError::input(format!("{src}: {e}")))?
+        let bytes = crate::regular_file::read_capped(Path::new(src), AT_FILE_MAX_BYTES, None)
+            .map_err(|e| CliError::input(format!("{src}: {e}")))?;
+        String::from_utf8(bytes).map_err(|_| CliError::input(format!("{src}: not UTF-8 text")))?
     };
     let mut sections = Vec::new();
     for (i, line) in text.lines().enumerate() {
@@ -129,19 +130,15 @@ pub fn sections_from(src: &str) -> Result<Vec<(String, String)>, CliError> {
     Ok(sections)
 }
 
-/// `pi-resources` records piped on stdin (`None` when stdin is a terminal
-/// or carries nothing); a line that is not a record is an input error
-/// naming it.
-pub fn piped_records() -> Result<Option<Vec<crate::format::resources::ResourceRecord>>, CliError> {
-    let stdin = std::io::stdin();
-    if stdin.is_terminal() {
+/// `pi-resources` records piped on stdin (`None` when stdin is a terminal,
+/// carries nothing, or is a pipe nobody feeds; at most 16 MiB); a line
+/// that is not a record is an input error naming it.
+pub fn piped_records(
+    prog: &str,
+) -> Result<Option<Vec<crate::format::resources::ResourceRecord>>, CliError> {
+    let Some(text) = crate::piped::read_for_prompt(prog, AT_FILE_MAX_BYTES)? else {
         return Ok(None);
-    }
-    let mut text = String::new();
-    stdin
-        .lock()
-        .read_to_string(&mut text)
-        .map_err(|e| CliError::input(format!("stdin: {e}")))?;
+    };
     if text.trim().is_empty() {
         return Ok(None);
     }
