@@ -320,7 +320,7 @@ pub fn tools(runner: &Arc<Runner>, prog: &str) -> Vec<(Arc<dyn Tool>, bool)> {
                 ext: e.ext,
                 path: e.path.clone(),
                 spec: spec.clone(),
-                runner: Arc::clone(runner),
+                context: Arc::clone(runner) as Arc<dyn super::tool::ContextSource>,
             });
             out.push((tool, spec.default_active != Some(false)));
         }
