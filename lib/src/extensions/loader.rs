@@ -1,4 +1,4 @@
-//! Starting a run's extensions, pass by pass (seed 002): the first pass
+//! Starting a run's extensions, pass by pass, around trust: the first pass
 //! starts only CLI and user extensions (they alone may answer
 //! `project_trust`); once the project is trusted, the second pass starts
 //! the project's. A project extension is never started while the project

@@ -323,7 +323,7 @@ fn scope_candidates(
     }
 }
 
-/// What a Chat-only run (seed 000) loads: the context files only — no
+/// What a Chat-only run (an explicitly empty tool selection) loads: the context files only — no
 /// extensions, skills, prompt templates, themes, SYSTEM.md or
 /// APPEND_SYSTEM.md, explicit paths included. The same for pi-run,
 /// pi-prompt and pi-resources.
@@ -393,8 +393,8 @@ pub fn discover(opts: &DiscoverOptions, trusted: bool) -> Result<Resources, Sett
                 });
             }
         }
-        // CLI paths first for every kind (seed 002: "CLI > project > user >
-        // packages"; pi 1.6.0 puts --skill/--prompt-template/--theme last).
+        // CLI paths first for every kind (precedence CLI > project > user >
+        // packages; pi 1.6.0 puts --skill/--prompt-template/--theme last).
         let mut cands = Vec::new();
         cands.append(&mut cli_cands);
         if !off {

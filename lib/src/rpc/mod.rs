@@ -1,4 +1,4 @@
-//! `pi-run --mode rpc`: pi 1.6.0's RPC protocol (reference §2) over the
+//! `pi-run --mode rpc`: pi 1.6.0's RPC protocol over the
 //! agent loop. A client writes JSON commands on stdin and reads responses
 //! and the same events `--mode json` writes on stdout. This module is the
 //! dispatcher: it keeps reading commands while a run streams (steer and

@@ -244,7 +244,7 @@ pub async fn bearer(
 /// expired login sends nothing, as pi does when the refresh fails), else its
 /// API key in pi's order (`auth.json`, `models.json` `apiKey`, environment;
 /// `!command` and `$VAR` resolved). A provider the model registry does not
-/// know sends nothing, as in pi 1.6.0 (FINDINGS §14). `Err`: a broken
+/// know sends nothing, as in pi 1.6.0. `Err`: a broken
 /// `auth.json` or a key that does not resolve.
 pub fn provider_token(agent_dir: &Path, provider: &str) -> Result<Option<String>, String> {
     use crate::model::{auth::AuthEntry, auth::AuthFile, ModelError, ModelRegistry};
