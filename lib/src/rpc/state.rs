@@ -372,6 +372,6 @@ pub fn persist_setting(
         .map_err(|e| format!("{}: {e}", file.display()))?;
     text.push('\n');
     std::fs::create_dir_all(agent_dir).map_err(|e| format!("{}: {e}", agent_dir.display()))?;
-    crate::session::write::write_atomic(&file, text.as_bytes(), true)
+    crate::atomic_file::write_atomic(&file, text.as_bytes(), true)
         .map_err(|e| format!("{}: {e}", file.display()))
 }
