@@ -215,16 +215,7 @@ pub(crate) fn expand_path(kind: Kind, p: &Path, how: Reached) -> Vec<PathBuf> {
 
 /// Reads one settings file's string array for `key`.
 fn strings(settings: &Map<String, Value>, key: &str) -> Vec<String> {
-    settings
-        .get(key)
-        .and_then(Value::as_array)
-        .map(|a| {
-            a.iter()
-                .filter_map(Value::as_str)
-                .map(str::to_string)
-                .collect()
-        })
-        .unwrap_or_default()
+    crate::format::string_list(settings.get(key))
 }
 
 /// The auto-discovery folders of one scope for `kind`.

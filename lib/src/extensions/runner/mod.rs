@@ -397,17 +397,7 @@ impl Runner {
         let mut out = (Vec::new(), Vec::new(), Vec::new());
         for e in self.handlers("resources_discover", false) {
             if let Some(v) = self.send_reported(&e, &ev).await {
-                let strs = |k: &str| -> Vec<String> {
-                    v.get(k)
-                        .and_then(Value::as_array)
-                        .map(|a| {
-                            a.iter()
-                                .filter_map(Value::as_str)
-                                .map(str::to_string)
-                                .collect()
-                        })
-                        .unwrap_or_default()
-                };
+                let strs = |k: &str| crate::format::string_list(v.get(k));
                 out.0.extend(strs("skillPaths"));
                 out.1.extend(strs("promptPaths"));
                 out.2.extend(strs("themePaths"));
