@@ -221,7 +221,7 @@ mod tests {
     }
 
     /// pi 1.6.0's merge of `defaultTools` (user, project → merged), as
-    /// observed with the real pi (FINDINGS.md §5).
+    /// observed with the real pi (tests/oracle/FINDINGS.md).
     #[test]
     fn default_tools_merge_as_pi() {
         use crate::tools::select::DefaultTools;

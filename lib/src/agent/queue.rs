@@ -1,6 +1,6 @@
 //! Messages waiting for the agent: steering, follow-up and next-turn
 //! queues, plus what arrives while the agent is idle — with pi 1.6.0's
-//! delivery rules (reference §1.2 and §2.5). Extensions (`sendMessage`,
+//! delivery rules. Extensions (`sendMessage`,
 //! `sendUserMessage`) and, later, an RPC client put messages here from any
 //! task; the loop takes them at its delivery points:
 //!

@@ -1,4 +1,4 @@
-//! Starting a run's extensions, pass by pass (seed 002): the first pass
+//! Starting a run's extensions, pass by pass, around trust: the first pass
 //! starts only CLI and user extensions (they alone may answer
 //! `project_trust`); once the project is trusted, the second pass starts
 //! the project's. A project extension is never started while the project
@@ -320,7 +320,7 @@ pub fn tools(runner: &Arc<Runner>, prog: &str) -> Vec<(Arc<dyn Tool>, bool)> {
                 ext: e.ext,
                 path: e.path.clone(),
                 spec: spec.clone(),
-                runner: Arc::clone(runner),
+                context: Arc::clone(runner) as Arc<dyn super::tool::ContextSource>,
             });
             out.push((tool, spec.default_active != Some(false)));
         }

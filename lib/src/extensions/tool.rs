@@ -9,18 +9,24 @@ use std::sync::Arc;
 use serde_json::Value;
 
 use super::host::{Host, HostError};
-use super::runner::Runner;
-use crate::format::extension::{HostRecord, ToolSpec};
+use crate::format::extension::{Ctx, HostRecord, ToolSpec};
 use crate::format::tool::ToolDefinition;
 use crate::format::ContentBlock;
 use crate::tools::{Tool, ToolContext, ToolFuture, ToolOutput, UpdateSink};
+
+/// Where an execution's context snapshot comes from (the extensions'
+/// runner, which knows the agent's state).
+pub trait ContextSource: Send + Sync {
+    /// The snapshot an `execute` request carries.
+    fn ctx(&self) -> Ctx;
+}
 
 pub struct ExtensionTool {
     pub host: Arc<Host>,
     pub ext: usize,
     pub path: String,
     pub spec: ToolSpec,
-    pub runner: Arc<Runner>,
+    pub context: Arc<dyn ContextSource>,
 }
 
 /// `{content, details?, isError?, structuredContent?}` as a tool output.
@@ -66,7 +72,7 @@ impl Tool for ExtensionTool {
     ) -> ToolFuture<'a> {
         Box::pin(async move {
             let (utx, mut urx) = tokio::sync::mpsc::unbounded_channel::<Value>();
-            let snapshot = self.runner.ctx();
+            let snapshot = self.context.ctx();
             let req = self.host.request(
                 |id| HostRecord::Execute {
                     id,

@@ -2,7 +2,7 @@
 //! fire-and-forget `notify`, `setStatus`, …) go when the run has a client
 //! that can answer: in `pi-run --mode rpc`, pi 1.6.0's
 //! `extension_ui_request` / `extension_ui_response` sub-protocol
-//! (reference §1.8). Without one, the runner answers pi's no-UI defaults.
+//! (dialogs as request/response records). Without one, the runner answers pi's no-UI defaults.
 
 use serde_json::Value;
 

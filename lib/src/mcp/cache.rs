@@ -108,7 +108,7 @@ impl Cache {
             None => file.servers.remove(key),
         };
         if let Ok(bytes) = serde_json::to_vec(&file) {
-            let _ = crate::session::write::write_atomic(&self.path, &bytes, true);
+            let _ = crate::atomic_file::write_atomic(&self.path, &bytes, true);
         }
     }
 }

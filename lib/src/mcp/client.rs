@@ -231,7 +231,7 @@ impl rmcp::ClientHandler for Client {
     // pi 1.6.0's client offers neither sampling nor elicitation (it
     // declares only `roots`) and answers those requests, like any other it
     // does not know, with JSON-RPC "Method not found: <method>"; so do we
-    // (FINDINGS §14), instead of the SDK's silent decline, unless the entry
+    // (pi 1.6.0 answers so), instead of the SDK's silent decline, unless the entry
     // opts in to elicitation (`"elicitation": "defaults"`, super::elicit).
     fn create_message(
         &self,

@@ -668,7 +668,7 @@ mod tests {
     }
 
     /// `--models` picks the start model as pi 1.6.0 does (cells observed
-    /// with the real pi: FINDINGS.md §6).
+    /// with the real pi, listed in tests/oracle/FINDINGS.md).
     #[test]
     fn model_scope_picks_the_start_model() {
         let r = reg(&["ANTHROPIC_API_KEY"]);

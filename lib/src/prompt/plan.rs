@@ -3,7 +3,7 @@
 //! `pi-prompt diff`, so the pipeline and the single binary agree byte for
 //! byte.
 //!
-//! Chat only (seed 000): an explicitly empty tool selection is a resource
+//! Chat only: an explicitly empty tool selection is a resource
 //! policy. No skills, templates, extensions or base prompt: the exact system
 //! prompt is the context files' contents joined by a blank line, in
 //! discovery order, with no prefix, suffix or cwd. It is recorded as the

@@ -1,7 +1,7 @@
 //! Anthropic Messages (`anthropic-messages`): Anthropic and compatible
 //! endpoints (Kimi coding, MiniMax, gateways).
 //!
-//! Follows providers.md §2.2: system prompt as cached text blocks, budget or
+//! The request carries the system prompt as cached text blocks, budget or
 //! adaptive thinking by model, prompt-cache markers on the system prompt, the
 //! last tool and the last user turn, consecutive tool results merged into
 //! one user message; the stream is tracked by the server's block `index`.
@@ -115,7 +115,7 @@ fn budget_for(level: ThinkingLevel) -> u64 {
     }
 }
 
-/// The request body (providers.md §2.2).
+/// The request body, as pi 1.6.0 sends it to the Messages API.
 pub fn build_body(req: &Request) -> Value {
     let model = &req.model;
     let cc = cache_control(model);

@@ -4,8 +4,8 @@
 //! so it lives here, below both.
 //!
 //! pi 1.6.0 decides with a regular expression over the error text, so a
-//! `400` whose message happens to contain `429` is retried (tests/oracle/
-//! FINDINGS.md §7). Here the provider says what kind of failure it was
+//! `400` whose message happens to contain `429` is retried (observed with
+//! the real pi, tests/oracle/FINDINGS.md). Here the provider says what kind of failure it was
 //! ([`FailureInfo`]): an HTTP answer is judged by its status, a broken
 //! transport (connection, idle timeout, cut-off or corrupted stream) is
 //! always retried, and only errors a provider reported inside a well-formed

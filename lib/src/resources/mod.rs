@@ -215,16 +215,7 @@ pub(crate) fn expand_path(kind: Kind, p: &Path, how: Reached) -> Vec<PathBuf> {
 
 /// Reads one settings file's string array for `key`.
 fn strings(settings: &Map<String, Value>, key: &str) -> Vec<String> {
-    settings
-        .get(key)
-        .and_then(Value::as_array)
-        .map(|a| {
-            a.iter()
-                .filter_map(Value::as_str)
-                .map(str::to_string)
-                .collect()
-        })
-        .unwrap_or_default()
+    crate::format::string_list(settings.get(key))
 }
 
 /// The auto-discovery folders of one scope for `kind`.
@@ -323,7 +314,7 @@ fn scope_candidates(
     }
 }
 
-/// What a Chat-only run (seed 000) loads: the context files only — no
+/// What a Chat-only run (an explicitly empty tool selection) loads: the context files only — no
 /// extensions, skills, prompt templates, themes, SYSTEM.md or
 /// APPEND_SYSTEM.md, explicit paths included. The same for pi-run,
 /// pi-prompt and pi-resources.
@@ -393,8 +384,8 @@ pub fn discover(opts: &DiscoverOptions, trusted: bool) -> Result<Resources, Sett
                 });
             }
         }
-        // CLI paths first for every kind (seed 002: "CLI > project > user >
-        // packages"; pi 1.6.0 puts --skill/--prompt-template/--theme last).
+        // CLI paths first for every kind (precedence CLI > project > user >
+        // packages; pi 1.6.0 puts --skill/--prompt-template/--theme last).
         let mut cands = Vec::new();
         cands.append(&mut cli_cands);
         if !off {

@@ -173,14 +173,7 @@ fn manifest(root: &Path) -> Option<Map<String, Value>> {
 }
 
 fn string_list(v: &Value) -> Vec<String> {
-    v.as_array()
-        .map(|a| {
-            a.iter()
-                .filter_map(Value::as_str)
-                .map(str::to_string)
-                .collect()
-        })
-        .unwrap_or_default()
+    crate::format::string_list(Some(v))
 }
 
 /// Appends the package's files of `kind` to `out`.

@@ -121,7 +121,7 @@ pub fn files_flat(dir: &Path, want: &dyn Fn(&str) -> bool) -> Vec<PathBuf> {
 }
 
 /// The two ways pi 1.6.0 lays out a skills folder (observed with the
-/// oracle; tests/oracle/FINDINGS.md §9). In both, a folder holding a
+/// oracle, tests/oracle/FINDINGS.md). In both, a folder holding a
 /// `SKILL.md` is one skill (its other files and subfolders are not
 /// searched), folders without one are searched deeper, and entries are
 /// visited in sorted order, files and folders interleaved.

@@ -1,5 +1,5 @@
 //! Session replacement in RPC mode (`new_session`, `switch_session`,
-//! `fork`, `clone`; reference §2.8) and `export_html`. A replacement asks
+//! `fork`, `clone`) and `export_html`. A replacement asks
 //! the extensions first (`session_before_switch` / `session_before_fork`,
 //! either may cancel), then tells the old session goodbye
 //! (`session_shutdown` with the reason and `targetSessionFile`), puts the

@@ -1,4 +1,4 @@
-//! pi 1.6.0's extension UI sub-protocol (reference §1.8): an extension's
+//! pi 1.6.0's extension UI sub-protocol: an extension's
 //! dialog becomes an `extension_ui_request` record with a fresh UUID, the
 //! client answers with `extension_ui_response` on stdin, and the dialog
 //! resolves with the answer — or pi's default when the client cancels,

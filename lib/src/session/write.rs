@@ -30,7 +30,7 @@ use crate::timefmt::now_iso;
 
 use crate::atomic_file::temp_path;
 /// The crate's one atomic writer, still reachable here for older callers.
-pub use crate::atomic_file::write_atomic;
+use crate::atomic_file::write_atomic;
 
 use super::file::open_regular;
 use super::file::HeldFile;

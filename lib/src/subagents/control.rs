@@ -71,7 +71,7 @@ impl Tool for ControlTool {
 /// Joins the built-in's control tools to a run's tool set as the tool
 /// flags decide (`sel`: they are an extension's tools to `-t`, `-xt` and
 /// `-nt`, as pi-web's subagents are an extension): a legacy
-/// `pi-subagents` extension's tools leave it (seed 001 §4); an unrelated
+/// `pi-subagents` extension's tools leave it (the built-in replaces it); an unrelated
 /// extension that registered a control-tool name keeps it, the built-in's
 /// tool of that name is left out, and the collision is returned as the
 /// same line a file extension's conflict gives (`extension

@@ -1,5 +1,5 @@
 //! Suppression of the legacy `pi-subagents` extension while the built-in is
-//! on (seed 001 §4): an extension *recognised* as `pi-subagents` — its
+//! on (the two would declare the same tools): an extension *recognised* as `pi-subagents` — its
 //! package source is `pi-subagents` (`npm:` and a version stripped), or a
 //! path segment is exactly `pi-subagents` — that registers any reserved
 //! control tool is removed from the loaded set, with its errors and the

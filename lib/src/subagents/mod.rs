@@ -1,4 +1,4 @@
-//! Built-in subagents (pi-web's "built-in sub-agents", seed 001): the
+//! Built-in subagents (pi-web's "built-in sub-agents"): the
 //! fail-closed global switch in `<agentDir>/agents/settings.json`
 //! ([`settings`]), the agent profiles a parent may delegate to ([`profiles`]),
 //! the model-facing control tools' definitions and result texts

@@ -90,7 +90,7 @@ pub struct Profile {
 }
 
 impl Profile {
-    /// Chat-only: no tools and neither skills nor extensions (seed 000 §4).
+    /// Chat-only: no tools and neither skills nor extensions.
     pub fn is_chat_only(&self) -> bool {
         self.tools.is_empty()
             && self.extension_tools.is_empty()

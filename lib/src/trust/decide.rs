@@ -1,7 +1,7 @@
 //! The trust decision itself, in pi 1.6.0's order, and the interactive
 //! prompt with pi's wording and its five choices.
 //!
-//! Order (reference §1.5): CLI override (never saved) → no protected
+//! Order: CLI override (never saved) → no protected
 //! resources ⇒ nearest saved decision, else trusted → an extension hook
 //! (first yes/no wins; `remember` saves cwd → decision) → nearest saved
 //! decision → global `defaultProjectTrust` (`always` / `never`; anything

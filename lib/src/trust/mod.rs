@@ -1,7 +1,6 @@
-//! Project trust, exactly as pi 1.6.0 decides it (`reference/pi-v1x.md`
-//! §1): a project folder can carry executable extensions and settings, so
-//! nothing project-level may load before this module says the folder is
-//! trusted.
+//! Project trust, exactly as pi 1.6.0 decides it: a project folder can
+//! carry executable extensions and settings, so nothing project-level
+//! may load before this module says the folder is trusted.
 //!
 //! * [`protected_paths`] — which resources make a decision necessary.
 //! * [`TrustStore`] — `<agentDir>/trust.json`, shared with the real pi

@@ -1,4 +1,4 @@
-// pi 1.6.0's extension API (`pi.*`, §1.2) and contexts (`ctx.*`, §1.3) for one extension, over
+// pi 1.6.0's extension API (`pi.*`) and contexts (`ctx.*`) for one extension, over
 // the pi-ext/1 protocol. Registrations are recorded on the extension and announced to the
 // toolkit (in `register`, later in `register_more`); actions that change the run are `call`s to
 // the toolkit; `pi.exec` and the `pi.events` bus are local. pi's synchronous getters

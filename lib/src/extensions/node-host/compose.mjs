@@ -1,5 +1,5 @@
 // How several handlers of ONE extension for the same event combine into that extension's one
-// answer, following pi 1.6.0's rules (§1.4 of the behaviour notes); the toolkit's runner then
+// answer, following pi 1.6.0's rules; the toolkit's runner then
 // combines the answers of all extensions by the same rules. Handlers run in registration
 // order, awaited one by one; each later handler sees what the earlier ones changed (a
 // transformed input, a mutated tool `input`, patched tool results, replaced messages).
