@@ -76,6 +76,13 @@ pub struct Setup<'a> {
     pub probe: &'a Path,
 }
 
+impl Default for Sandbox {
+    /// No sandbox.
+    fn default() -> Self {
+        Sandbox::none()
+    }
+}
+
 impl Sandbox {
     /// No sandbox (`danger-full-access`): nothing is confined or checked.
     pub fn none() -> Sandbox {
