@@ -321,10 +321,10 @@ pub struct Cli {
     #[arg(long, value_enum, value_name = "MODE")]
     pub sandbox: Option<SandboxMode>,
 
-    /// Let sandboxed commands open network sockets (`on`, the value when
-    /// none is given) or not (`off`, the sandbox's default). Overrides
-    /// settings `sandbox.network`.
-    #[arg(long, value_name = "on|off", num_args = 0..=1, default_missing_value = "on", value_parser = parse_on_off)]
+    /// Let sandboxed commands open network sockets (`--sandbox-network`
+    /// or `=on`) or not (`=off`, the sandbox's default). Overrides settings
+    /// `sandbox.network`.
+    #[arg(long, value_name = "on|off", num_args = 0..=1, require_equals = true, default_missing_value = "on", value_parser = parse_on_off)]
     pub sandbox_network: Option<bool>,
 
     /// Pass this variable to sandboxed commands although its name looks
