@@ -876,3 +876,72 @@ fn setup_failure_exits_5_before_any_model_request() {
     ok(&run("workspace-write", None));
     assert_eq!(server.requests.lock().unwrap().len(), 1);
 }
+#[test]
+fn a_subagent_child_is_confined_like_its_parent() {
+    let w = World::new();
+    ok(&w
+        .sb
+        .cmd("pi-resources")
+        .args(["agents", "--enable", "--format", "jsonl"])
+        .output()
+        .unwrap());
+    let out = w.out().display().to_string();
+    let ssh = w.credential_files()[0].display().to_string();
+    let child_calls = vec![
+        ("bash", json!({"command": format!("echo pwn > {out}/child-bash.txt; cat '{ssh}'; env; exec 3<>/dev/tcp/127.0.0.1/9 && echo tcp-connected")}).to_string()),
+        ("write", json!({"path": format!("{out}/child-write.txt"), "content": "pwn"}).to_string()),
+        ("write", json!({"path": ".git/hooks/pre-commit", "content": "pwn"}).to_string()),
+        ("read", json!({ "path": ssh }).to_string()),
+    ];
+    let run = |mode: &str| {
+        let agent_call = json!({"subagent_type": "general-purpose", "prompt": "try things", "description": "Try"}).to_string();
+        let child: Vec<(&str, &str)> = child_calls.iter().map(|(n, a)| (*n, a.as_str())).collect();
+        let server = ScriptServer::start(vec![
+            Reply::Sse(sse_tools(&[("Agent", &agent_call)])),
+            Reply::Sse(sse_tools(&child)),
+            Reply::Sse(sse_text("child done")),
+            Reply::Sse(sse_text("parent done")),
+        ]);
+        server.configure(&w.sb.agent());
+        let o =
+            w.sb.cmd("pi-run")
+                .env("TMPDIR", w.root.join("tmp"))
+                .env("MY_SECRET_TOKEN", format!("{SECRET}env-token"))
+                .args(["--sandbox", mode, "-p", "delegate"])
+                .output()
+                .unwrap();
+        ok(&o);
+        let reqs = server.requests.lock().unwrap().clone();
+        assert_eq!(reqs.len(), 4, "{reqs:#?}");
+        // The child's second request carries its tool results.
+        reqs[2]["messages"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|m| m["role"] == "tool")
+            .map(|m| m["content"].to_string())
+            .collect::<Vec<_>>()
+            .join("\n")
+    };
+    let seen = run("workspace-write");
+    assert!(!seen.contains(SECRET), "{seen}");
+    assert!(!seen.contains("tcp-connected"), "{seen}");
+    assert!(
+        seen.contains("outside the writable roots")
+            && seen.contains("is read-only in the workspace-write sandbox"),
+        "{seen}"
+    );
+    for f in ["child-bash.txt", "child-write.txt"] {
+        assert!(!w.out().join(f).exists(), "{f}: {seen}");
+    }
+    assert!(!w.ws().join(".git/hooks/pre-commit").exists(), "{seen}");
+    let seen = run("danger-full-access");
+    assert!(
+        seen.contains(&format!("{SECRET}0")) && seen.contains("env-token"),
+        "{seen}"
+    );
+    for f in ["child-bash.txt", "child-write.txt"] {
+        assert!(w.out().join(f).exists(), "control {f}: {seen}");
+    }
+    assert!(w.ws().join(".git/hooks/pre-commit").exists());
+}
