@@ -165,7 +165,11 @@ impl RunOptions {
 pub fn run(opts: RunOptions) -> Result<i32, CliError> {
     let rt = runtime()?;
     let asm = Assembly::new(opts, &rt)?;
-    asm.execute(&rt)
+    let (sandbox, prog) = (std::sync::Arc::clone(&asm.sandbox), asm.opts.prog);
+    let code = asm.execute(&rt);
+    // Nothing confined outlives the run, nor what it planted.
+    sandbox.end(&|line| crate::cli::warn(prog, line));
+    code
 }
 
 /// The system-prompt sections and declared tools a run with `opts` would

@@ -61,6 +61,12 @@ impl Sandbox {
                 h.display()
             ));
         }
+        if self.absent.iter().any(|a| r.starts_with(a)) {
+            return Err(format!(
+                "Permission denied: {p} cannot be created in the {} sandbox: it would move git's config and hooks out of the sandbox's protection",
+                self.mode.name()
+            ));
+        }
         if !self.writable.iter().any(|w| r.starts_with(w)) {
             return Err(format!(
                 "Permission denied: {p} is outside the writable roots of the {} sandbox",

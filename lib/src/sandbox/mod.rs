@@ -12,6 +12,7 @@
 
 mod checks;
 mod child;
+mod cleanup;
 pub mod config;
 mod env;
 pub mod kernel;
@@ -51,6 +52,9 @@ pub struct Sandbox {
     pub read_only: Vec<(PathBuf, Protected)>,
     /// The hidden credential stores, resolved.
     pub hidden: Vec<PathBuf>,
+    /// Files no command may create (a git dir's `commondir`): removed
+    /// when one appears ([`Sandbox::sweep`]).
+    pub absent: Vec<PathBuf>,
     /// Provider key variables (withheld whatever their name).
     provider_keys: Vec<String>,
     /// Variables passed although they look secret.
@@ -93,6 +97,7 @@ impl Sandbox {
             writable: Vec::new(),
             read_only: Vec::new(),
             hidden: Vec::new(),
+            absent: Vec::new(),
             provider_keys: Vec::new(),
             env_keep: Vec::new(),
             home: PathBuf::new(),
@@ -131,6 +136,7 @@ impl Sandbox {
         let hidden = paths::hidden_paths(&home, &paths::resolve(setup.agent_dir), &deny);
         let mut writable = Vec::new();
         let mut read_only = Vec::new();
+        let mut absent = Vec::new();
         if c.mode == Mode::WorkspaceWrite {
             writable.push(workspace.clone());
             writable.push(paths::resolve(setup.temp));
@@ -165,6 +171,13 @@ impl Sandbox {
                     read_only.push((h.clone(), Protected::Hidden));
                 }
             }
+            absent = git
+                .as_ref()
+                .map(paths::absent_paths)
+                .unwrap_or_default()
+                .into_iter()
+                .filter(|p| writable.iter().any(|w| p.starts_with(w)))
+                .collect();
         }
         let landlock = kernel::landlock(&hidden, &writable).map_err(err)?;
         let bpf = kernel::seccomp(c.network).map_err(err)?;
@@ -185,6 +198,7 @@ impl Sandbox {
             writable,
             read_only,
             hidden,
+            absent,
             provider_keys: setup.provider_keys.clone(),
             env_keep: c.env_keep.clone(),
             home,

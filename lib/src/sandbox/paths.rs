@@ -254,10 +254,29 @@ pub fn protected_paths(
         if let Some(h) = hooks_path {
             push(resolve(&workspace.join(h)), Protected::GitHooks);
         }
+        // A linked worktree's `commondir` names where its config and
+        // hooks live.
+        let commondir = g.git_dir.join("commondir");
+        if commondir.is_file() {
+            push(commondir, Protected::GitFile);
+        }
     }
     push(workspace.join(".pi"), Protected::ProjectPi);
     push(resolve(cwd).join(".pi"), Protected::ProjectPi);
     out
+}
+
+/// The `commondir` files that must not appear: one in the repository's
+/// own git dir or a submodule's would move the git dir's config and hooks
+/// to wherever it points, out of the sandbox's protection (git reads it in
+/// any git dir). Listed for the git dirs that have none now.
+pub fn absent_paths(git: &GitLayout) -> Vec<PathBuf> {
+    let mut dirs = vec![git.common_dir.clone()];
+    dirs.extend(submodule_git_dirs(&git.common_dir.join("modules")));
+    dirs.into_iter()
+        .map(|d| d.join("commondir"))
+        .filter(|p| std::fs::symlink_metadata(p).is_err())
+        .collect()
 }
 
 /// The git dirs of submodules under `modules` (each holds a `HEAD`),

@@ -141,6 +141,44 @@ fn workspace_write_keeps_hooks_config_and_pi_read_only() {
 }
 
 #[test]
+fn a_commondir_in_the_git_dir_is_refused_and_swept() {
+    let w = World::new();
+    let s = w.sandbox(Mode::WorkspaceWrite, false);
+    let commondir = w.root.join("ws/.git/commondir");
+    assert_eq!(s.absent, vec![commondir.clone()]);
+    let e = s.check_write(&commondir).unwrap_err();
+    assert!(
+        e.contains("cannot be created in the workspace-write sandbox"),
+        "{e}"
+    );
+    assert!(s.sweep().is_empty(), "nothing to sweep yet");
+    // A command can create it (the git dir is writable) ...
+    w.ok(&s, "echo ../elsewhere > ../.git/commondir");
+    assert!(commondir.exists());
+    // ... and pi-run removes it after the call, saying so.
+    let said = s.sweep();
+    assert_eq!(said.len(), 1, "{said:?}");
+    assert!(said[0].contains("was removed"), "{said:?}");
+    assert!(!commondir.exists());
+    // A process left running in the namespace is killed at the end.
+    let mut cmd = Command::new("/bin/sh");
+    cmd.arg("-c").arg("sleep 30");
+    s.confine(&mut cmd, &w.root.join("ws")).unwrap();
+    let mut child = cmd.spawn().unwrap();
+    s.end(&|_| {});
+    let t = std::time::Instant::now();
+    let status = loop {
+        if let Some(st) = child.try_wait().unwrap() {
+            break st;
+        }
+        assert!(t.elapsed().as_secs() < 5, "still running after the end");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
+    use std::os::unix::process::ExitStatusExt;
+    assert_eq!(status.signal(), Some(libc::SIGKILL));
+}
+
+#[test]
 fn network_off_refuses_inet_sockets_but_not_unix_ones() {
     let w = World::new();
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
@@ -181,11 +219,6 @@ fn secret_variables_are_withheld_unless_kept() {
 #[test]
 fn forced_failures_name_the_step() {
     let w = World::new();
-    let config = Config {
-        mode: Mode::WorkspaceWrite,
-        network: false,
-        ..Config::default()
-    };
     // The namespace's own steps fail while it is built.
     for step in [kernel::Step::Userns, kernel::Step::Mount] {
         let plan = kernel::ns_plan(&[w.root.join("ws/.git/hooks")], &[w.root.join("ws")]).unwrap();
@@ -210,7 +243,6 @@ fn forced_failures_name_the_step() {
             "{step:?}: {e}"
         );
     }
-    let _ = config;
 }
 
 /// Spawn cost of each mode (run by hand: `cargo test --release -p pi-lib

@@ -404,7 +404,11 @@ async fn bash(args: &Value, ctx: &ToolContext, mut on_update: UpdateSink) -> Too
         let _ = tokio::time::timeout(Duration::from_secs(1), child.wait()).await;
     }
     let raw = out.raw_text();
-    let (text, details) = out.render().await;
+    let (mut text, details) = out.render().await;
+    // What the sandbox undid after the command (a planted git `commondir`).
+    for line in ctx.sandbox.sweep() {
+        text.push_str(&format!("\n\n{line}"));
+    }
     match end {
         End::Exited(Some(0)) => ToolOutput {
             structured: Some(structured(&text, details.is_some(), Some(0), started)),
