@@ -402,10 +402,77 @@ fn git_hooks_git_config_and_pi_stay_read_only_while_commits_work() {
     );
 }
 
+/// A `commondir` in the repository's git dir moves its config and hooks
+/// wherever it points: git would run a planted `core.fsmonitor` or hook
+/// unconfined. The write tool refuses it, one a command makes is removed
+/// after the call, and a command left running in the background to make
+/// one later is killed with the run.
+#[test]
+fn a_planted_git_commondir_is_refused_removed_and_outlived() {
+    let w = World::new();
+    let commondir = w.ws().join(".git/commondir");
+    let calls = [
+        bash(
+            "plant",
+            "cp -r .git planted-git && echo ../planted-git > .git/commondir && echo planted".into(),
+        ),
+        (
+            "write",
+            "write",
+            json!({"path": ".git/commondir", "content": "../planted-git"}),
+        ),
+        bash(
+            "later",
+            "setsid sh -c 'sleep 2; echo ../planted-git > .git/commondir' </dev/null >/dev/null 2>&1 & echo started".into(),
+        ),
+    ];
+    let r = w.calls("workspace-write", &calls, &[]);
+    assert!(r["plant"].0.contains("planted"), "{:?}", r["plant"]);
+    assert!(
+        r["plant"].0.contains(&format!(
+            "Permission denied: {} was removed",
+            commondir.display()
+        )),
+        "{:?}",
+        r["plant"]
+    );
+    let (text, is_error) = &r["write"];
+    assert!(
+        *is_error && text.contains("cannot be created in the workspace-write sandbox"),
+        "{text}"
+    );
+    std::thread::sleep(std::time::Duration::from_millis(3500));
+    assert!(!commondir.exists(), "a commondir outlived the run: {r:#?}");
+    let status = std::process::Command::new("git")
+        .args(["status", "--short"])
+        .current_dir(w.ws())
+        .output()
+        .unwrap();
+    assert!(status.status.success(), "{status:?}");
+    // Without a sandbox both land.
+    std::fs::remove_dir_all(w.ws().join("planted-git")).unwrap();
+    let r = w.calls("danger-full-access", &calls[..1], &[]);
+    assert!(commondir.exists(), "control: {r:#?}");
+    std::fs::remove_file(&commondir).unwrap();
+    w.calls("danger-full-access", &calls[2..], &[]);
+    std::thread::sleep(std::time::Duration::from_millis(3500));
+    assert!(commondir.exists(), "control: the background one lands");
+}
+
 #[test]
 fn credentials_are_hidden_from_bash_read_grep_and_proc() {
     let w = World::new();
-    let files = w.credential_files();
+    // The user's settings hide one more path (`denyRead`).
+    let private = w.home().join("private/notes.txt");
+    std::fs::create_dir_all(private.parent().unwrap()).unwrap();
+    std::fs::write(
+        w.sb.agent().join("settings.json"),
+        json!({"sandbox": {"denyRead": ["~/private"]}}).to_string(),
+    )
+    .unwrap();
+    let mut files = w.credential_files();
+    files.push(private.clone());
+    std::fs::write(&private, format!("{SECRET}{}\n", files.len() - 1)).unwrap();
     let mut calls = Vec::new();
     for (i, f) in files.iter().enumerate() {
         calls.push(bash(
@@ -885,13 +952,65 @@ fn a_subagent_child_is_confined_like_its_parent() {
         .args(["agents", "--enable", "--format", "jsonl"])
         .output()
         .unwrap());
+    let tcp = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    tcp.set_nonblocking(true).unwrap();
+    let udp = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    udp.set_nonblocking(true).unwrap();
+    let (tp, up) = (
+        tcp.local_addr().unwrap().port(),
+        udp.local_addr().unwrap().port(),
+    );
+    let count = |l: &std::net::TcpListener| std::iter::from_fn(|| l.accept().ok()).count();
+    let datagrams = |u: &std::net::UdpSocket| {
+        let mut buf = [0u8; 64];
+        std::iter::from_fn(|| u.recv(&mut buf).ok()).count()
+    };
     let out = w.out().display().to_string();
     let ssh = w.credential_files()[0].display().to_string();
+    let script = [
+        format!("echo pwn > {out}/child-bash.txt"),
+        "echo pwn > link/child-sym.txt".into(),
+        "echo pwn > src/../../out/child-dotdot.txt".into(),
+        "echo pwn > .git/hooks/pre-push".into(),
+        "echo pwn > .pi/extensions/child.ts".into(),
+        format!("cat '{ssh}'"),
+        "env".into(),
+    ]
+    .join("; ");
+    let tcp_call = format!("exec 3<>/dev/tcp/127.0.0.1/{tp} && echo tcp-connected");
+    let udp_call = format!("echo datagram > /dev/udp/127.0.0.1/{up} && echo udp-sent");
     let child_calls = vec![
-        ("bash", json!({"command": format!("echo pwn > {out}/child-bash.txt; cat '{ssh}'; env; exec 3<>/dev/tcp/127.0.0.1/9 && echo tcp-connected")}).to_string()),
-        ("write", json!({"path": format!("{out}/child-write.txt"), "content": "pwn"}).to_string()),
-        ("write", json!({"path": ".git/hooks/pre-commit", "content": "pwn"}).to_string()),
+        ("bash", json!({ "command": script }).to_string()),
+        ("bash", json!({ "command": tcp_call }).to_string()),
+        ("bash", json!({ "command": udp_call }).to_string()),
+        (
+            "write",
+            json!({"path": format!("{out}/child-write.txt"), "content": "pwn"}).to_string(),
+        ),
+        (
+            "edit",
+            json!({"path": format!("{out}/edit.txt"), "oldText": "old", "newText": "pwn"})
+                .to_string(),
+        ),
+        (
+            "write",
+            json!({"path": ".git/hooks/pre-commit", "content": "pwn"}).to_string(),
+        ),
+        (
+            "write",
+            json!({"path": ".pi/extensions/child-write.ts", "content": "pwn"}).to_string(),
+        ),
         ("read", json!({ "path": ssh }).to_string()),
+    ];
+    let created = [
+        "out/child-bash.txt",
+        "out/child-sym.txt",
+        "out/child-dotdot.txt",
+        "out/child-write.txt",
+        "cwd/.git/hooks/pre-push",
+        "cwd/.git/hooks/pre-commit",
+        "cwd/.pi/extensions/child.ts",
+        "cwd/.pi/extensions/child-write.ts",
     ];
     let run = |mode: &str| {
         let agent_call = json!({"subagent_type": "general-purpose", "prompt": "try things", "description": "Try"}).to_string();
@@ -907,6 +1026,7 @@ fn a_subagent_child_is_confined_like_its_parent() {
             w.sb.cmd("pi-run")
                 .env("TMPDIR", w.root.join("tmp"))
                 .env("MY_SECRET_TOKEN", format!("{SECRET}env-token"))
+                .env("PLAIN_VAR", "plain-visible")
                 .args(["--sandbox", mode, "-p", "delegate"])
                 .output()
                 .unwrap();
@@ -925,23 +1045,38 @@ fn a_subagent_child_is_confined_like_its_parent() {
     };
     let seen = run("workspace-write");
     assert!(!seen.contains(SECRET), "{seen}");
-    assert!(!seen.contains("tcp-connected"), "{seen}");
+    assert!(seen.contains("PLAIN_VAR=plain-visible"), "{seen}");
+    assert_eq!(count(&tcp), 0, "a TCP connection from the child: {seen}");
+    assert_eq!(datagrams(&udp), 0, "a datagram from the child: {seen}");
+    assert!(
+        !seen.contains("tcp-connected") && !seen.contains("udp-sent"),
+        "{seen}"
+    );
     assert!(
         seen.contains("outside the writable roots")
             && seen.contains("is read-only in the workspace-write sandbox"),
         "{seen}"
     );
-    for f in ["child-bash.txt", "child-write.txt"] {
-        assert!(!w.out().join(f).exists(), "{f}: {seen}");
+    for f in created {
+        assert!(!w.root.join(f).exists(), "{f}: {seen}");
     }
-    assert!(!w.ws().join(".git/hooks/pre-commit").exists(), "{seen}");
+    assert_eq!(
+        std::fs::read_to_string(w.out().join("edit.txt")).unwrap(),
+        "old text\n"
+    );
+    // The control run: the same child, no sandbox, every escape lands.
     let seen = run("danger-full-access");
     assert!(
         seen.contains(&format!("{SECRET}0")) && seen.contains("env-token"),
         "{seen}"
     );
-    for f in ["child-bash.txt", "child-write.txt"] {
-        assert!(w.out().join(f).exists(), "control {f}: {seen}");
+    assert_eq!(count(&tcp), 1, "control: {seen}");
+    assert_eq!(datagrams(&udp), 1, "control: {seen}");
+    for f in created {
+        assert!(w.root.join(f).exists(), "control {f}: {seen}");
     }
-    assert!(w.ws().join(".git/hooks/pre-commit").exists());
+    assert_eq!(
+        std::fs::read_to_string(w.out().join("edit.txt")).unwrap(),
+        "pwn text\n"
+    );
 }
