@@ -979,7 +979,7 @@ fn a_subagent_child_is_confined_like_its_parent() {
     .join("; ");
     let tcp_call = format!("exec 3<>/dev/tcp/127.0.0.1/{tp} && echo tcp-connected");
     let udp_call = format!("echo datagram > /dev/udp/127.0.0.1/{up} && echo udp-sent");
-    let child_calls = vec![
+    let child_calls = [
         ("bash", json!({ "command": script }).to_string()),
         ("bash", json!({ "command": tcp_call }).to_string()),
         ("bash", json!({ "command": udp_call }).to_string()),
