@@ -28,6 +28,19 @@ header that pi's stream does not have: {\"type\":\"trust\", \"decision\",
 \"trusted\", \"reason\", \"protectedPaths\", \"savedPath\"?}, the record
 `pi-resources` prints.
 
+Sandbox (beyond pi; docs/sandbox.md): --sandbox read-only|workspace-write
+confines the bash tool, RPC bash, subagent children's commands and the
+file tools: no writes outside the workspace (none in read-only; git hooks
+and config and .pi/ stay read-only), no reads of ~/.ssh, ~/.aws, auth.json
+and the other credential stores, no secret-looking variables, no network
+(--sandbox-network turns it on). Landlock and seccomp, plus a user
+namespace for workspace-write; Linux only. Extensions, MCP servers and
+pi-run itself are not confined. Never silent: one stderr line says what is
+confined, --mode json adds {\"type\":\"sandbox\", \"mode\", \"network\",
+\"workspace\", \"writableRoots\", \"readOnly\", \"hidden\", \"envHidden\",
+\"mechanism\"} after the session header (and the trust record), and RPC
+get_state has a \"sandbox\" field. It fails closed: exit 5.
+
 Extensions: pi's TS/JS extensions run in the bundled Node host ($PI_NODE or
 node on PATH); any executable that speaks the JSONL protocol pi-ext/1 on
 stdin and stdout (or fd 3, $PI_EXT_RECORDS_FD) is a process extension
@@ -76,6 +89,10 @@ Exit status:
        --flag no extension registered), an interactive-only
        flag, a missing --export file, an @file that is missing,
        not a regular file or over 16 MiB, piped stdin over 16 MiB)
+  5    the --sandbox (or settings `sandbox`) asked for cannot be set up
+       (no Landlock ABI 3, seccomp refused, no user namespaces for
+       workspace-write, a writableRoots entry that is no directory): one
+       line names what is missing; nothing was sent to the model
   129  hung up (SIGHUP)
   130  interrupted (SIGINT)
   141  stdout was closed (the reader went away, `| head`): the run stops,
@@ -294,6 +311,27 @@ pub struct Cli {
     #[arg(long, value_name = "SECS", value_parser = clap::value_parser!(u64).range(1..))]
     pub extension_timeout: Option<u64>,
 
+    /// Confine the model's commands and file tools (beyond pi):
+    /// `read-only` (no writes), `workspace-write` (writes to the workspace,
+    /// the temp dir and settings `writableRoots`; git hooks and config and
+    /// .pi/ stay read-only) or `danger-full-access` (no sandbox, the
+    /// default). Sandboxed, commands cannot read ~/.ssh and the other
+    /// credential stores, see secret-looking variables or open network
+    /// sockets. Overrides settings `sandbox` (docs/sandbox.md).
+    #[arg(long, value_enum, value_name = "MODE")]
+    pub sandbox: Option<SandboxMode>,
+
+    /// Let sandboxed commands open network sockets (`--sandbox-network`
+    /// or `=on`) or not (`=off`, the sandbox's default). Overrides settings
+    /// `sandbox.network`.
+    #[arg(long, value_name = "on|off", num_args = 0..=1, require_equals = true, default_missing_value = "on", value_parser = parse_on_off)]
+    pub sandbox_network: Option<bool>,
+
+    /// Pass this variable to sandboxed commands although its name looks
+    /// secret (repeatable; settings `sandbox.envKeep`).
+    #[arg(long, value_name = "NAME")]
+    pub env_keep: Vec<String>,
+
     /// Print the version.
     #[arg(short = 'v', long, action = clap::ArgAction::Version)]
     pub version: (),
@@ -325,6 +363,37 @@ impl Cli {
         } else {
             None
         }
+    }
+}
+
+/// `--sandbox` values.
+#[derive(ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SandboxMode {
+    /// Reads everywhere but the credential stores; no writes.
+    ReadOnly,
+    /// Writes to the workspace, the temp dir and writableRoots.
+    WorkspaceWrite,
+    /// No sandbox (the default).
+    DangerFullAccess,
+}
+
+impl SandboxMode {
+    /// The library's mode.
+    pub fn mode(self) -> pi_lib::sandbox::Mode {
+        match self {
+            SandboxMode::ReadOnly => pi_lib::sandbox::Mode::ReadOnly,
+            SandboxMode::WorkspaceWrite => pi_lib::sandbox::Mode::WorkspaceWrite,
+            SandboxMode::DangerFullAccess => pi_lib::sandbox::Mode::DangerFullAccess,
+        }
+    }
+}
+
+/// `on` / `off` (also `true` / `false`).
+fn parse_on_off(s: &str) -> Result<bool, String> {
+    match s {
+        "on" | "true" => Ok(true),
+        "off" | "false" => Ok(false),
+        _ => Err(format!("expected on or off, got {s:?}")),
     }
 }
 

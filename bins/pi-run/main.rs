@@ -97,6 +97,11 @@ fn start(
     opts.messages = cli.messages;
     opts.then = cli.then;
     opts.drain = cli.drain;
+    opts.sandbox = pi_lib::sandbox::CliSandbox {
+        mode: cli.sandbox.map(cli::SandboxMode::mode),
+        network: cli.sandbox_network,
+        env_keep: cli.env_keep,
+    };
     opts.ext_flags = ext_flags;
     run::run(opts)
 }

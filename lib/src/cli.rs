@@ -14,6 +14,9 @@ pub const EXIT_OK: i32 = 0;
 pub const EXIT_FAILED: i32 = 1;
 /// Exit status: usage, configuration or input error.
 pub const EXIT_USAGE: i32 = 2;
+/// Exit status: the requested sandbox could not be set up (pi-run fails
+/// closed before any model request).
+pub const EXIT_SANDBOX: i32 = 5;
 /// Exit status: interrupted (SIGINT).
 pub const EXIT_INTERRUPTED: i32 = 130;
 /// Exit status: hung up (SIGHUP), 128 + 1.
@@ -209,6 +212,15 @@ impl CliError {
             message: message.into(),
             hint: None,
             code: EXIT_FAILED,
+        }
+    }
+
+    /// The sandbox could not be set up (exit 5).
+    pub fn sandbox(message: impl Into<String>) -> Self {
+        CliError {
+            message: message.into(),
+            hint: None,
+            code: EXIT_SANDBOX,
         }
     }
 

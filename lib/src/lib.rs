@@ -26,6 +26,7 @@ pub mod regular_file;
 pub mod resources;
 pub mod rpc;
 pub mod run;
+pub mod sandbox;
 pub mod session;
 pub mod settings;
 pub mod sizefmt;

@@ -15,6 +15,7 @@ fn ctx(cwd: &Path, cancel: &CancellationToken) -> ToolContext {
     ToolContext {
         tool_call_id: String::new(),
         caller: None,
+        sandbox: Default::default(),
         cwd: cwd.to_path_buf(),
         cancel: cancel.clone(),
         auto_resize_images: true,

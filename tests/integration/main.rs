@@ -22,6 +22,7 @@ mod roundtrip;
 mod rpc;
 mod run;
 mod run_vs_pi;
+mod sandbox;
 mod session_cmds;
 mod session_store;
 mod stdio;

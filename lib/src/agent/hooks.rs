@@ -397,8 +397,8 @@ pub async fn inquiry_ready(q: &Option<std::sync::Arc<dyn Inquiries>>) {
     }
 }
 
-/// What limits an agent's tool calls besides its hooks: the approvers and
-/// the final policy. An agent hands this on whole to every agent it
+/// What limits an agent's tool calls besides its hooks: the approvers, the
+/// final policy and the sandbox. An agent hands this on whole to every agent it
 /// delegates to (see [`AgentExt::for_child`]), so whatever limit is added
 /// here binds subagent children too.
 #[derive(Default, Clone)]
@@ -406,6 +406,9 @@ pub struct Limits {
     /// Every gate must allow a call (`pi-run --gate`, repeatable).
     pub gates: Vec<std::sync::Arc<dyn Gate>>,
     pub policy: FinalPolicy,
+    /// The sandbox every tool call runs in (unconfined by default): the
+    /// bash tool's processes and the file tools' paths.
+    pub sandbox: std::sync::Arc<crate::sandbox::Sandbox>,
 }
 
 /// The watchers of one agent: its hooks, its limits (approvers and final

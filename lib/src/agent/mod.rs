@@ -1403,6 +1403,7 @@ impl Agent {
                 tool_call_id: call.id.clone(),
                 // A tool that starts an agent (a subagent) hands it these.
                 caller: Some(self.ext.as_caller()),
+                sandbox: std::sync::Arc::clone(&self.ext.limits.sandbox),
             };
             let policy = gated.then(|| self.ext.limits.policy.clone());
             let (name, id) = (call.name.clone(), call.id.clone());

@@ -202,6 +202,9 @@ pub struct RpcState {
     pub message_count: usize,
     #[serde(rename = "pendingMessageCount")]
     pub pending_message_count: usize,
+    /// The run's sandbox (beyond pi; absent without one, as pi has none).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sandbox: Option<Value>,
 }
 
 /// `get_session_stats`' token totals.

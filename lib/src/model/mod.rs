@@ -143,6 +143,57 @@ pub const BUILTIN_ENV_KEYS: &[(&str, &[&str])] = &[
     ("mistral", &["MISTRAL_API_KEY"]),
 ];
 
+/// Every environment variable that may hold a provider key: the built-in
+/// providers' variables and the `$NAME` / `${NAME}` references in
+/// models.json (`apiKey`, header values) and auth.json (`key`) of
+/// `agent_dir`. The sandbox withholds them from commands whatever their
+/// name. Unreadable files add nothing.
+pub fn key_variables(agent_dir: &Path) -> Vec<String> {
+    let mut out: Vec<String> = BUILTIN_ENV_KEYS
+        .iter()
+        .flat_map(|(_, vars)| vars.iter().map(|v| v.to_string()))
+        .collect();
+    let read = |name: &str| -> Value {
+        std::fs::read_to_string(agent_dir.join(name))
+            .ok()
+            .and_then(|t| serde_json::from_str(&t).ok())
+            .unwrap_or(Value::Null)
+    };
+    let mut values: Vec<String> = Vec::new();
+    if let Some(Value::Object(providers)) = read("models.json").get("providers") {
+        for p in providers.values() {
+            if let Some(k) = p.get("apiKey").and_then(Value::as_str) {
+                values.push(k.to_string());
+            }
+            if let Some(Value::Object(h)) = p.get("headers") {
+                values.extend(h.values().filter_map(Value::as_str).map(str::to_string));
+            }
+        }
+    }
+    if let Value::Object(auth) = read("auth.json") {
+        values.extend(
+            auth.values()
+                .filter_map(|e| e.get("key").and_then(Value::as_str))
+                .map(str::to_string),
+        );
+    }
+    static VAR: std::sync::OnceLock<Option<regex::Regex>> = std::sync::OnceLock::new();
+    if let Some(re) = VAR
+        .get_or_init(|| regex::Regex::new(r"\$\{?([A-Za-z_][A-Za-z0-9_]*)\}?").ok())
+        .as_ref()
+    {
+        for v in &values {
+            for c in re.captures_iter(v) {
+                let name = c[1].to_string();
+                if !out.contains(&name) {
+                    out.push(name);
+                }
+            }
+        }
+    }
+    out
+}
+
 pub use builtin::BUILTIN_MODELS_JSON;
 
 /// pi's JSON object for one model: built lazily from the compiled-in

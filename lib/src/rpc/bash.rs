@@ -48,10 +48,15 @@ pub(super) enum Step {
     Done(ToolOutput),
 }
 
+/// Where the agent runs a command: its cwd, its image setting and its
+/// sandbox.
+pub(super) type Where = (PathBuf, bool, std::sync::Arc<crate::sandbox::Sandbox>);
+
 impl UserBash {
-    /// Starts `command` in `cwd` (the agent's).
+    /// Starts `command` in `cwd` (the agent's), confined by the agent's
+    /// sandbox.
     pub(super) fn start(
-        (cwd, auto_resize_images): (PathBuf, bool),
+        (cwd, auto_resize_images, sandbox): Where,
         id: Option<Value>,
         command: &str,
         exclude: Option<bool>,
@@ -64,6 +69,7 @@ impl UserBash {
             auto_resize_images,
             tool_call_id: String::new(),
             caller: None,
+            sandbox,
         };
         let sink = Box::new(move |p: ToolOutput| {
             let _ = tx.send(crate::format::message::blocks_text(&p.content, ""));
@@ -158,7 +164,7 @@ pub(super) struct Asked {
 
 impl Asked {
     /// Runs it here.
-    pub(super) fn start(self, at: (PathBuf, bool)) -> UserBash {
+    pub(super) fn start(self, at: Where) -> UserBash {
         UserBash::start(at, self.id, &self.command, self.exclude)
     }
 }
@@ -206,8 +212,12 @@ fn handler_result(r: &Value) -> RpcBashResult {
 }
 
 /// Where the agent's user commands run (cwd, image resizing).
-pub(super) fn where_(agent: &Agent) -> (PathBuf, bool) {
-    (agent.opts.cwd.clone(), agent.opts.auto_resize_images)
+pub(super) fn where_(agent: &Agent) -> Where {
+    (
+        agent.opts.cwd.clone(),
+        agent.opts.auto_resize_images,
+        std::sync::Arc::clone(&agent.ext.limits.sandbox),
+    )
 }
 
 /// Resolves with the running command's next step; never without one.
@@ -272,7 +282,7 @@ impl Ctl {
         &mut self,
         asked: Option<Asked>,
         answer: Result<Option<Value>, String>,
-        at: (PathBuf, bool),
+        at: Where,
         hooks: Option<&dyn Hooks>,
         bashed: &mut Vec<AgentMessage>,
     ) -> Option<UserBash> {

@@ -425,6 +425,12 @@ impl Ctl {
             auto_compaction_enabled: self.opts.auto_compaction,
             message_count: agent.store.session.context(None).messages.len(),
             pending_message_count: agent.queue.pending_count(),
+            sandbox: agent
+                .ext
+                .limits
+                .sandbox
+                .is_on()
+                .then(|| agent.ext.limits.sandbox.state()),
         }
     }
 

@@ -55,6 +55,11 @@ pub struct Assembly {
     /// The `trust` record for `--mode json`, when the project has
     /// protected resources.
     pub(super) trust_record: Option<Value>,
+    /// The sandbox every tool of the run (and of its subagent children)
+    /// runs in.
+    pub(super) sandbox: Arc<crate::sandbox::Sandbox>,
+    /// The `sandbox` record for `--mode json`, when a sandbox is on.
+    pub(super) sandbox_record: Option<Value>,
     /// Settings as the trust decision allows them.
     pub(super) settings: Settings,
     /// The model (`None` in a plan, which needs none; taken by the agent).
@@ -176,6 +181,8 @@ impl Assembly {
             discover,
             trusted: false,
             trust_record: None,
+            sandbox: Default::default(),
+            sandbox_record: None,
             settings: untrusted,
             resolved: None,
             registry: None,
@@ -209,6 +216,12 @@ impl Assembly {
         let chat_only_first = chat_only_first || piped_set.as_ref().is_some_and(|s| s.chat_only);
         self.settings =
             Settings::load(&self.opts.agent_dir, &self.cwd, self.trusted).map_err(input_err)?;
+        // The sandbox is set up (and proved) before anything else starts:
+        // a refusal ends the run with exit 5 before any model request.
+        if self.opts.mode != Mode::Plan {
+            (self.sandbox, self.sandbox_record) =
+                super::sandbox::prepare(&self.opts, &self.cwd, self.trusted)?;
+        }
         self.mcp_select = mcp_select(
             self.opts.tool_flags.clone(),
             self.settings.default_tools(),

@@ -134,6 +134,7 @@ impl Assembly {
                 .then(|| Arc::clone(&self.runner) as Arc<dyn Hooks>),
             limits: Limits {
                 gates,
+                sandbox: Arc::clone(&self.sandbox),
                 ..Limits::default()
             },
             late_tools: self.mcp.as_ref().map(|m| Arc::clone(&m.inbox)),

@@ -20,6 +20,7 @@ pub mod model;
 mod oneshot;
 pub mod preflight;
 mod rpc;
+mod sandbox;
 pub mod session;
 pub mod tools;
 
@@ -120,6 +121,8 @@ pub struct RunOptions {
     pub then: Vec<String>,
     /// `--drain` (RPC): at stdin EOF the work asked for finishes first.
     pub drain: bool,
+    /// `--sandbox`, `--sandbox-network`, `--env-keep`.
+    pub sandbox: crate::sandbox::CliSandbox,
     /// Options no built-in flag knows: extension flags, resolved once the
     /// extensions registered theirs.
     pub ext_flags: Vec<extflags::Pending>,
@@ -151,6 +154,7 @@ impl RunOptions {
             message_positions: Vec::new(),
             then: Vec::new(),
             drain: false,
+            sandbox: Default::default(),
             ext_flags: Vec::new(),
         }
     }
@@ -161,7 +165,11 @@ impl RunOptions {
 pub fn run(opts: RunOptions) -> Result<i32, CliError> {
     let rt = runtime()?;
     let asm = Assembly::new(opts, &rt)?;
-    asm.execute(&rt)
+    let (sandbox, prog) = (std::sync::Arc::clone(&asm.sandbox), asm.opts.prog);
+    let code = asm.execute(&rt);
+    // Nothing confined outlives the run, nor what it planted.
+    sandbox.end(&|line| crate::cli::warn(prog, line));
+    code
 }
 
 /// The system-prompt sections and declared tools a run with `opts` would

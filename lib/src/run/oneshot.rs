@@ -1,8 +1,8 @@
 //! Text and JSON mode: the prompts run one after the other, then what
 //! extensions asked to run while the agent was idle, then the reports of
 //! background subagents; `--then` follow-ups are queued behind the last
-//! prompt. JSON mode streams pi's events (after the session header and the
-//! `trust` record); text mode prints the final answer. SIGINT, SIGTERM,
+//! prompt. JSON mode streams pi's events (after the session header, the
+//! `trust` record and the `sandbox` record); text mode prints the final answer. SIGINT, SIGTERM,
 //! SIGHUP and a stdout nobody reads stop the run the same way: the request
 //! is aborted, tools are killed, the partial message is saved.
 
@@ -52,6 +52,9 @@ pub(super) async fn run(drive: &Drive<'_>, mut agent: Agent) -> Result<i32, CliE
         emit(&serde_json::from_str(&header).unwrap_or(Value::Null));
         if let Some(t) = &asm.trust_record {
             emit(t);
+        }
+        if let Some(s) = &asm.sandbox_record {
+            emit(s);
         }
     }
     if asm.continued {

@@ -1,7 +1,9 @@
 //! `bash`: runs `bash -c <command>` in the session cwd in its own process
 //! group, stdout and stderr interleaved in one pipe, streaming the growing
 //! tail to the UI; tail-truncated at 2000 lines / 50 KiB with the full output
-//! saved to `<tmp>/pi-bash-<16 hex>.log`.
+//! saved to `<tmp>/pi-bash-<16 hex>.log`. Under a sandbox the shell (and
+//! everything it starts) is confined by the run's
+//! [`crate::sandbox::Sandbox`], and loses the secret-looking variables.
 
 use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
@@ -210,7 +212,7 @@ impl Output {
 }
 
 /// The shell pi uses: `/bin/bash`, else `bash` on PATH, else `sh`.
-fn shell() -> PathBuf {
+pub fn shell() -> PathBuf {
     if Path::new("/bin/bash").exists() {
         return PathBuf::from("/bin/bash");
     }
@@ -320,9 +322,18 @@ async fn bash(args: &Value, ctx: &ToolContext, mut on_update: UpdateSink) -> Too
             cmd.env("PATH", joined);
         }
     }
+    // The run's sandbox, installed in the child between fork and exec.
+    if let Err(e) = ctx.sandbox.confine(cmd.as_std_mut(), &ctx.cwd) {
+        return thrown(format!("Failed to start shell: sandbox: {e}"));
+    }
     let mut child = match cmd.spawn() {
         Ok(c) => c,
-        Err(e) => return thrown(format!("Failed to start shell: {e}")),
+        Err(e) => {
+            return thrown(format!(
+                "Failed to start shell: {}",
+                ctx.sandbox.spawn_error(&e)
+            ))
+        }
     };
     // The Command still holds the write ends; drop it so EOF can arrive.
     drop(cmd);
@@ -393,7 +404,11 @@ async fn bash(args: &Value, ctx: &ToolContext, mut on_update: UpdateSink) -> Too
         let _ = tokio::time::timeout(Duration::from_secs(1), child.wait()).await;
     }
     let raw = out.raw_text();
-    let (text, details) = out.render().await;
+    let (mut text, details) = out.render().await;
+    // What the sandbox undid after the command (a planted git `commondir`).
+    for line in ctx.sandbox.sweep() {
+        text.push_str(&format!("\n\n{line}"));
+    }
     match end {
         End::Exited(Some(0)) => ToolOutput {
             structured: Some(structured(&text, details.is_some(), Some(0), started)),

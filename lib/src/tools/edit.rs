@@ -178,6 +178,9 @@ async fn edit(args: &Value, ctx: &ToolContext) -> ToolOutput {
         return thrown("Edit tool input is invalid. edits must contain at least one replacement.");
     }
     let abs = resolve_path(path, &ctx.cwd);
+    if let Err(denied) = ctx.sandbox.check_write(&abs) {
+        return thrown(denied);
+    }
     let target = abs.clone();
     let cancel = ctx.cancel.clone();
     let read = tokio::task::spawn_blocking(move || {

@@ -48,11 +48,14 @@ impl Tool for FindTool {
     }
 }
 
-fn find(args: &Value, cwd: &std::path::Path) -> ToolOutput {
+fn find(args: &Value, ctx: &ToolContext) -> ToolOutput {
     let Some(pattern) = str_arg(args, "pattern") else {
         return invalid_args(&FindTool.definition(), args);
     };
-    let root = resolve_path(str_arg(args, "path").unwrap_or("."), cwd);
+    let root = resolve_path(str_arg(args, "path").unwrap_or("."), &ctx.cwd);
+    if let Err(denied) = ctx.sandbox.check_read(&root) {
+        return thrown(denied);
+    }
     if !root.is_dir() {
         return thrown(format!(
             "[fd error]: Search path '{}' is not a directory.\n[fd error]: No valid search paths given.",
@@ -68,7 +71,7 @@ fn find(args: &Value, cwd: &std::path::Path) -> ToolOutput {
         Ok(g) => g.compile_matcher(),
         Err(e) => return thrown(format!("[fd error]: {e}")),
     };
-    let entries = match walk(&root, false, None) {
+    let entries = match walk(&root, false, None, &ctx.sandbox) {
         Ok(e) => e,
         Err(e) => return thrown(e),
     };

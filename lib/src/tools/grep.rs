@@ -57,11 +57,14 @@ impl Tool for GrepTool {
     }
 }
 
-fn grep(args: &Value, cwd: &std::path::Path) -> ToolOutput {
+fn grep(args: &Value, ctx: &ToolContext) -> ToolOutput {
     let Some(pattern) = str_arg(args, "pattern") else {
         return invalid_args(&GrepTool.definition(), args);
     };
-    let root = resolve_path(str_arg(args, "path").unwrap_or("."), cwd);
+    let root = resolve_path(str_arg(args, "path").unwrap_or("."), &ctx.cwd);
+    if let Err(denied) = ctx.sandbox.check_read(&root) {
+        return thrown(denied);
+    }
     let meta = match std::fs::metadata(&root) {
         Ok(m) => m,
         Err(_) => return thrown(format!("Path not found: {}", root.display())),
@@ -91,7 +94,7 @@ fn grep(args: &Value, cwd: &std::path::Path) -> ToolOutput {
     let limit = num_arg(args, "limit").map_or(DEFAULT_LIMIT, |l| (l as usize).max(1));
 
     let files: Vec<(std::path::PathBuf, String)> = if meta.is_dir() {
-        match walk(&root, true, str_arg(args, "glob")) {
+        match walk(&root, true, str_arg(args, "glob"), &ctx.sandbox) {
             Ok(entries) => entries
                 .into_iter()
                 .filter(|(_, d)| !d)

@@ -66,8 +66,11 @@ pub fn locale_cmp(a: &str, b: &str) -> Ordering {
     a.chars().map(weight).cmp(b.chars().map(weight))
 }
 
-fn ls(args: &Value, cwd: &std::path::Path) -> ToolOutput {
-    let dir = resolve_path(str_arg(args, "path").unwrap_or("."), cwd);
+fn ls(args: &Value, ctx: &ToolContext) -> ToolOutput {
+    let dir = resolve_path(str_arg(args, "path").unwrap_or("."), &ctx.cwd);
+    if let Err(denied) = ctx.sandbox.check_read(&dir) {
+        return thrown(denied);
+    }
     let meta = match std::fs::metadata(&dir) {
         Ok(m) => m,
         Err(_) => return thrown(format!("Path not found: {}", dir.display())),

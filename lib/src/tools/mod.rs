@@ -56,6 +56,10 @@ pub struct ToolContext {
     /// agent of its own (a subagent): that agent must obey them. Opaque at
     /// this layer; `crate::agent::hooks::AgentExt::of_caller` reads it.
     pub caller: Option<Caller>,
+    /// The run's sandbox: the bash tool confines its shell with it, the
+    /// file tools check their paths against it (unconfined:
+    /// [`crate::sandbox::Sandbox::none`]).
+    pub sandbox: std::sync::Arc<crate::sandbox::Sandbox>,
 }
 
 /// See [`ToolContext::caller`].

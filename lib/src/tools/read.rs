@@ -106,6 +106,9 @@ async fn read(args: &Value, ctx: &ToolContext) -> ToolOutput {
         return invalid_args(&ReadTool.definition(), args);
     };
     let abs = resolve_path(path_arg, &ctx.cwd);
+    if let Err(denied) = ctx.sandbox.check_read(&abs) {
+        return thrown(denied);
+    }
     if let Err(e) = tokio::fs::metadata(&abs).await {
         return thrown(node_fs_error(&e, "access", &abs));
     }

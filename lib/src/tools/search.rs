@@ -10,13 +10,32 @@ use ignore::WalkBuilder;
 /// Walks `root` like `rg --hidden` (`require_git = true`, .gitignore only
 /// inside a git repository) or `fd --hidden --no-require-git`
 /// (`require_git = false`), optionally filtered by an rg-style `--glob`.
-/// Yields (path, is_dir) for everything below `root`.
+/// Yields (path, is_dir) for everything below `root`, except what the
+/// sandbox hides (a hidden directory is not entered; a symlink is judged by
+/// what it reaches).
 pub fn walk(
     root: &Path,
     require_git: bool,
     glob: Option<&str>,
+    sandbox: &std::sync::Arc<crate::sandbox::Sandbox>,
 ) -> Result<Vec<(PathBuf, bool)>, String> {
     let mut b = WalkBuilder::new(root);
+    if sandbox.is_on() {
+        let sandbox = std::sync::Arc::clone(sandbox);
+        let root = root.to_path_buf();
+        let real_root = crate::sandbox::paths::resolve(&root);
+        b.filter_entry(move |e| {
+            let real = if e.path_is_symlink() {
+                crate::sandbox::paths::resolve(e.path())
+            } else {
+                match e.path().strip_prefix(&root) {
+                    Ok(rel) => real_root.join(rel),
+                    Err(_) => crate::sandbox::paths::resolve(e.path()),
+                }
+            };
+            !sandbox.hides(&real)
+        });
+    }
     b.hidden(false)
         .require_git(require_git)
         .follow_links(false)

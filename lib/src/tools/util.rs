@@ -126,14 +126,14 @@ pub fn run_blocking<'a>(
     name: &'static str,
     args: Value,
     ctx: super::ToolContext,
-    body: fn(&Value, &Path) -> super::ToolOutput,
+    body: fn(&Value, &super::ToolContext) -> super::ToolOutput,
 ) -> super::ToolFuture<'a> {
     Box::pin(async move {
-        let cwd = ctx.cwd.clone();
-        let task = tokio::task::spawn_blocking(move || body(&args, &cwd));
+        let cancel = ctx.cancel.clone();
+        let task = tokio::task::spawn_blocking(move || body(&args, &ctx));
         tokio::select! {
             r = task => r.unwrap_or_else(|e| thrown(format!("{name} failed: {e}"))),
-            _ = ctx.cancel.cancelled() => thrown("Operation aborted"),
+            _ = cancel.cancelled() => thrown("Operation aborted"),
         }
     })
 }

@@ -51,6 +51,9 @@ async fn write(args: &Value, ctx: &ToolContext) -> ToolOutput {
         );
     };
     let abs = resolve_path(path_arg, &ctx.cwd);
+    if let Err(denied) = ctx.sandbox.check_write(&abs) {
+        return thrown(denied);
+    }
     if let Some(parent) = abs.parent() {
         if let Err(e) = tokio::fs::create_dir_all(parent).await {
             return thrown(node_fs_error(&e, "mkdir", parent));
