@@ -56,6 +56,9 @@ pub struct ToolContext {
     /// agent of its own (a subagent): that agent must obey them. Opaque at
     /// this layer; `crate::agent::hooks::AgentExt::of_caller` reads it.
     pub caller: Option<Caller>,
+    /// The way back into the agent loop (nested calls through its gate,
+    /// the session's custom entries); `None` outside the loop.
+    pub host: Option<crate::agent::nested::Host>,
 }
 
 /// See [`ToolContext::caller`].
@@ -96,6 +99,11 @@ pub trait Tool: Send + Sync {
     /// becomes one `edits` entry. The default leaves them as they are.
     fn prepare_arguments(&self, args: Value) -> Value {
         args
+    }
+    /// The JSON Schema of the value a script's call resolves to (pi's
+    /// `outputSchema`): `None` means the text output (a string).
+    fn output_schema(&self) -> Option<Value> {
+        None
     }
     /// Runs the tool on already-validated arguments.
     fn execute<'a>(
