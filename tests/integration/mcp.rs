@@ -21,7 +21,7 @@ fn stdio(mode: &str, exposure: &str) -> Value {
 
 /// The real servers' cache (tests/mcp/install.sh); `None` (a SKIP, or a
 /// failure under CI=true) when absent.
-fn servers(test: &str) -> Option<PathBuf> {
+pub(crate) fn servers(test: &str) -> Option<PathBuf> {
     let root = std::env::var_os("PI_MCP_CACHE")
         .map(PathBuf::from)
         .unwrap_or_else(|| {

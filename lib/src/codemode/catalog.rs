@@ -58,12 +58,16 @@ pub fn entries(
             continue;
         }
         let id = declare::identifier(&d.name);
+        let output = t.output_schema();
+        // A declared tool's description without its `Codemode:` line.
+        let line = declare::codemode_line(&id, output.as_ref());
+        let own = d.description.strip_suffix(&line).unwrap_or(&d.description);
         let description = declare::script_description(
             &id,
-            &d.description,
+            own,
             &t.prompt_guidelines(),
             &d.parameters,
-            t.output_schema().as_ref(),
+            output.as_ref(),
         );
         out.push(Entry {
             namespace: catalog.and_then(|c| c.namespace_of(&d.name)),
@@ -225,7 +229,12 @@ mod tests {
 
     #[test]
     fn namespaces_match_in_every_spelling() {
-        for n in ["mcp__dev-radius", "mcp__dev_radius", "dev-radius", "dev_radius"] {
+        for n in [
+            "mcp__dev-radius",
+            "mcp__dev_radius",
+            "dev-radius",
+            "dev_radius",
+        ] {
             assert!(same_namespace("mcp__dev_radius", n), "{n}");
         }
         assert!(!same_namespace("mcp__dev_radius", "radius"));

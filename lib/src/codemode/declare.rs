@@ -45,6 +45,9 @@ struct Renderer<'a> {
     refs: Vec<String>,
 }
 
+/// Defaults longer than this (as JSON) are not shown.
+const DEFAULT_MAX: usize = 60;
+
 fn tags(s: &Map<String, Value>) -> Vec<String> {
     let mut t = Vec::new();
     if s.get("type").and_then(Value::as_str) == Some("integer") {
@@ -70,7 +73,12 @@ fn tags(s: &Map<String, Value>) -> Vec<String> {
             t.push(format!("@{k} {v}"));
         }
     }
-    if let Some(d) = s.get("default") {
+    // A long default (a URL, a document) says little and is left out.
+    if let Some(d) = s
+        .get("default")
+        .map(Value::to_string)
+        .filter(|d| d.len() <= DEFAULT_MAX)
+    {
         t.push(format!("@default {d}"));
     }
     t
@@ -127,7 +135,11 @@ impl Renderer<'_> {
             return c.to_string();
         }
         if let Some(Value::Array(e)) = m.get("enum") {
-            return e.iter().map(Value::to_string).collect::<Vec<_>>().join(" | ");
+            return e
+                .iter()
+                .map(Value::to_string)
+                .collect::<Vec<_>>()
+                .join(" | ");
         }
         for k in ["anyOf", "oneOf"] {
             if let Some(Value::Array(v)) = m.get(k) {
@@ -192,7 +204,9 @@ impl Renderer<'_> {
         };
         let mut keys: Vec<&String> = props.keys().collect();
         keys.sort();
-        let multiline = keys.iter().any(|k| !comments(&props[k.as_str()]).is_empty());
+        let multiline = keys
+            .iter()
+            .any(|k| !comments(&props[k.as_str()]).is_empty());
         let inner = if multiline { indent + 2 } else { indent };
         let mut items: Vec<(Vec<String>, String)> = Vec::new();
         for k in keys {
@@ -202,7 +216,11 @@ impl Renderer<'_> {
             } else {
                 Value::String(k.clone()).to_string()
             };
-            let opt = if required.contains(&k.as_str()) { "" } else { "?" };
+            let opt = if required.contains(&k.as_str()) {
+                ""
+            } else {
+                "?"
+            };
             items.push((comments(s), format!("{key}{opt}: {};", self.ty(s, inner))));
         }
         if let Some(t) = extra {
@@ -292,7 +310,11 @@ pub fn codemode_line(id: &str, output: Option<&Value>) -> String {
                 let names: Vec<String> = p
                     .keys()
                     .map(|k| {
-                        let opt = if required.contains(&k.as_str()) { "" } else { "?" };
+                        let opt = if required.contains(&k.as_str()) {
+                            ""
+                        } else {
+                            "?"
+                        };
                         format!("{k}{opt}")
                     })
                     .collect();
@@ -330,7 +352,10 @@ mod tests {
             ts_type(&union, 0),
             "{ contents: Array<{ text: string; uri: string; } | {\n  // base64\n  blob: string;\n}>; }"
         );
-        assert_eq!(identifier("mcp__dev-radius__search"), "mcp__dev_radius__search");
+        assert_eq!(
+            identifier("mcp__dev-radius__search"),
+            "mcp__dev_radius__search"
+        );
         assert_eq!(
             codemode_line("edit", None),
             "\n\nCodemode: `tools.edit(args)` resolves to a string."

@@ -63,7 +63,11 @@ pub struct Outcome {
 #[derive(Debug)]
 pub enum ToHost {
     /// A tool call: the script's id for it, the tool and its JSON args.
-    Call { id: u32, name: String, args: String },
+    Call {
+        id: u32,
+        name: String,
+        args: String,
+    },
     Done(Outcome),
 }
 
@@ -71,7 +75,11 @@ pub enum ToHost {
 #[derive(Debug)]
 pub enum ToJs {
     /// A call's answer: its JSON value, or an error text (`ok: false`).
-    Reply { id: u32, ok: bool, payload: String },
+    Reply {
+        id: u32,
+        ok: bool,
+        payload: String,
+    },
     Cancel,
 }
 

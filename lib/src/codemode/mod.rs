@@ -155,7 +155,15 @@ impl Tool for CodemodeTool {
     fn prompt_guidelines(&self) -> Vec<String> {
         vec!["Use codemode to batch independent tool calls (Promise.allSettled), chain them, or filter large output, instead of many separate calls.".into()]
     }
-    fn execute<'a>(&'a self, args: Value, ctx: ToolContext, on_update: UpdateSink) -> ToolFuture<'a> {
+    fn prepare_loadout(&self, declared: Vec<Arc<dyn Tool>>) -> Vec<Arc<dyn Tool>> {
+        loadout(declared, self)
+    }
+    fn execute<'a>(
+        &'a self,
+        args: Value,
+        ctx: ToolContext,
+        on_update: UpdateSink,
+    ) -> ToolFuture<'a> {
         Box::pin(run::execute(self, args, ctx, on_update))
     }
 }
@@ -184,7 +192,12 @@ impl Tool for Noted {
     fn output_schema(&self) -> Option<Value> {
         self.inner.output_schema()
     }
-    fn execute<'a>(&'a self, args: Value, ctx: ToolContext, on_update: UpdateSink) -> ToolFuture<'a> {
+    fn execute<'a>(
+        &'a self,
+        args: Value,
+        ctx: ToolContext,
+        on_update: UpdateSink,
+    ) -> ToolFuture<'a> {
         self.inner.execute(args, ctx, on_update)
     }
 }
@@ -193,7 +206,7 @@ impl Tool for Noted {
 /// other tool gets its `Codemode:` line; with `only` they leave the
 /// declarations and the codemode description lists them. Without
 /// `codemode` the tools are returned as they are.
-pub fn loadout(tools: Vec<Arc<dyn Tool>>, codemode: &Arc<CodemodeTool>) -> Vec<Arc<dyn Tool>> {
+pub fn loadout(tools: Vec<Arc<dyn Tool>>, codemode: &CodemodeTool) -> Vec<Arc<dyn Tool>> {
     if !tools.iter().any(|t| t.definition().name == NAME) {
         return tools;
     }
@@ -212,7 +225,8 @@ pub fn loadout(tools: Vec<Arc<dyn Tool>>, codemode: &Arc<CodemodeTool>) -> Vec<A
             if name == NAME {
                 return t;
             }
-            let note = declare::codemode_line(&declare::identifier(&name), t.output_schema().as_ref());
+            let note =
+                declare::codemode_line(&declare::identifier(&name), t.output_schema().as_ref());
             Arc::new(Noted { inner: t, note }) as Arc<dyn Tool>
         })
         .collect()

@@ -58,7 +58,10 @@ pub fn details(calls: &[CallRecord]) -> Value {
 /// `/tmp/pi-codemode-<hex>.<ext>` with `bytes`, private to the user.
 fn save(bytes: &[u8], ext: &str) -> Option<std::path::PathBuf> {
     let u = uuid::Uuid::new_v4();
-    let hex: String = u.as_bytes()[..8].iter().map(|b| format!("{b:02x}")).collect();
+    let hex: String = u.as_bytes()[..8]
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
     let path = std::env::temp_dir().join(format!("pi-codemode-{hex}.{ext}"));
     let mut o = std::fs::OpenOptions::new();
     o.write(true).create_new(true);
@@ -275,7 +278,10 @@ mod tests {
         let r = result(&long, &[], Duration::ZERO, 10, None);
         let t = &texts(&r)[1];
         assert!(t.starts_with("Warning: truncated output (original token count: 50)\nTotal output lines: 1\n\nxxxxxxxxxxxxxxxxxxxx…40 tokens truncated…xxxxxxxxxxxxxxxxxxxx\n\n[Full output: "), "{t}");
-        let path = r.details.unwrap()["fullOutputPath"].as_str().unwrap().to_string();
+        let path = r.details.unwrap()["fullOutputPath"]
+            .as_str()
+            .unwrap()
+            .to_string();
         assert_eq!(std::fs::read_to_string(&path).unwrap(), "x".repeat(200));
         let _ = std::fs::remove_file(path);
     }

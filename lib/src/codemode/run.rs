@@ -233,10 +233,18 @@ pub(super) async fn execute(
             if let Ok(v) = serde_json::from_str::<Value>(w) {
                 if let Err(e) = host.append(STORE_ENTRY, v).await {
                     let failed = Outcome {
-                        failure: Some(Failure::Sandbox(format!("cannot keep the stored values: {e}"))),
+                        failure: Some(Failure::Sandbox(format!(
+                            "cannot keep the stored values: {e}"
+                        ))),
                         ..outcome
                     };
-                    return output::result(&failed, &calls, started.elapsed(), src.max_output_tokens, src.timeout_ms);
+                    return output::result(
+                        &failed,
+                        &calls,
+                        started.elapsed(),
+                        src.max_output_tokens,
+                        src.timeout_ms,
+                    );
                 }
             }
         }
@@ -271,7 +279,10 @@ mod tests {
             structured: Some(json!({"output": "x", "exit_code": 3})),
             ..Default::default()
         };
-        assert_eq!(answer(true, &bash), (true, r#"{"output":"x","exit_code":3}"#.into()));
+        assert_eq!(
+            answer(true, &bash),
+            (true, r#"{"output":"x","exit_code":3}"#.into())
+        );
         assert_eq!(answer(false, &bash), (false, "x".into()));
         let edit = ToolOutput {
             content: vec![ContentBlock::text("done")],

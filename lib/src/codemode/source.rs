@@ -65,7 +65,9 @@ pub fn parse(input: &str) -> Result<Source, String> {
             ("max_output_tokens", Some(n)) => src.max_output_tokens = n as u64,
             ("timeout_ms", Some(n)) => src.timeout_ms = Some(n as u64),
             ("max_output_tokens" | "timeout_ms", None) => {
-                return Err(format!("@options field `{k}` must be a non-negative number"))
+                return Err(format!(
+                    "@options field `{k}` must be a non-negative number"
+                ))
             }
             _ => {
                 return Err(format!(
@@ -88,7 +90,9 @@ mod tests {
         assert_eq!(s.timeout_ms, Some(300));
         assert_eq!(s.max_output_tokens, 10_000);
         assert_eq!(s.code, "\nwhile (true) {}");
-        assert!(parse("  \n").unwrap_err().starts_with("Expected JavaScript source text"));
+        assert!(parse("  \n")
+            .unwrap_err()
+            .starts_with("Expected JavaScript source text"));
         assert_eq!(
             parse("text('a');\n// @options: {\"timeout_ms\": 5}\n").unwrap_err(),
             "The // @options: line must be the first line of the input; found one on line 2"

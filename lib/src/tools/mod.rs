@@ -105,6 +105,15 @@ pub trait Tool: Send + Sync {
     fn output_schema(&self) -> Option<Value> {
         None
     }
+    /// What the model sees while this tool is declared (pi's
+    /// `prepareLoadout`): a tool that runs other tools may change the other
+    /// declarations. The default leaves them as they are.
+    fn prepare_loadout(
+        &self,
+        declared: Vec<std::sync::Arc<dyn Tool>>,
+    ) -> Vec<std::sync::Arc<dyn Tool>> {
+        declared
+    }
     /// Runs the tool on already-validated arguments.
     fn execute<'a>(
         &'a self,
