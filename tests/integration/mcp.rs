@@ -1173,7 +1173,12 @@ fn mcp_pi_prompt_shows_what_pi_run_sends() {
     server.configure(&sb.agent());
     let mut described = stdio("ok", "deferred");
     described["description"] = json!("Deferred fixture");
-    let mcp = json!({"mcpServers": {"fx": stdio("ok", "direct"), "dx": described}});
+    // A codemode server (pi's default exposure) too: the codemode tool and
+    // every other tool's `Codemode:` line.
+    // (Described, so its line does not depend on whether it connected yet.)
+    let mut code = stdio("ok", "codemode");
+    code["description"] = json!("Codemode fixture");
+    let mcp = json!({"mcpServers": {"fx": stdio("ok", "direct"), "dx": described, "cx": code}});
     std::fs::write(sb.agent().join("mcp.json"), mcp.to_string()).unwrap();
     let out = sb.cmd("pi-run").args(["-p", "go"]).output().unwrap();
     assert!(out.status.success(), "{}", stderr(&out));
@@ -1204,6 +1209,14 @@ fn mcp_pi_prompt_shows_what_pi_run_sends() {
     assert!(
         shown_tools.iter().any(|t| t["name"] == "mcp__fx__add"),
         "{shown_tools:?}"
+    );
+    assert!(shown_tools.iter().any(|t| t["name"] == "codemode"));
+    let bash = shown_tools.iter().find(|t| t["name"] == "bash").unwrap();
+    assert!(
+        bash["description"].as_str().unwrap().ends_with(
+            "\n\nCodemode: `tools.bash(args)` resolves to `{ output, truncated, full_output_path?, exit_code, wall_time_seconds }`."
+        ),
+        "{bash}"
     );
     let text: Vec<&str> = records
         .iter()

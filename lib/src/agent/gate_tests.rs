@@ -12,6 +12,7 @@ use super::*;
 use crate::format::message::UserMessage;
 use crate::format::model::{Model, ModelCost, ThinkingLevel};
 use crate::format::UserContent;
+use crate::tools::ToolOutput;
 
 fn model(script: &std::path::Path) -> Model {
     Model {

@@ -676,12 +676,12 @@ async fn release(s: &Server, state: State) {
 mod tests {
     use super::*;
 
-    /// A `codemode` server (pi's default exposure) is one diagnostic and is
-    /// treated as deferred: it gets a `tool_search` line in the section and
-    /// `tool_search` is declared; a server that cannot start is one more
-    /// diagnostic, and nothing else is declared.
+    /// A `codemode` server (pi's default exposure) brings the `codemode`
+    /// tool and a `codemode` line in the section; a server that cannot
+    /// start is one diagnostic; `autoEnableCodemode: false` keeps the tool
+    /// away.
     #[tokio::test]
-    async fn codemode_falls_back_to_deferred_and_failures_are_diagnostics() {
+    async fn codemode_servers_bring_the_codemode_tool_and_failures_are_diagnostics() {
         let t = tempfile::tempdir().unwrap();
         std::fs::write(
             t.path().join("mcp.json"),
@@ -692,21 +692,28 @@ mod tests {
         let mcp = Mcp::start(cfg, t.path());
         mcp.wait_all(Duration::from_secs(30)).await;
         let d = mcp.diagnostics();
-        assert_eq!(d.len(), 2, "{d:?}");
-        assert!(d[0].contains("\"codemode\" is not supported"), "{d:?}");
+        assert_eq!(d.len(), 1, "{d:?}");
         assert!(
-            d[1].starts_with("MCP server \"cm\" failed: cannot start /nonexistent/mcp-server"),
+            d[0].starts_with("MCP server \"cm\" failed: cannot start /nonexistent/mcp-server"),
             "{d:?}"
         );
         assert_eq!(
             mcp.servers_section().as_deref(),
-            Some("<mcp_servers>\nMCP servers whose tools are not declared to you. Load the tools of `tool_search` servers with `tool_search`.\n- mcp__cm (tool_search): Code tools\n</mcp_servers>")
+            Some("<mcp_servers>\nMCP servers whose tools are not declared to you. Call the tools of `codemode` servers from codemode scripts.\n- mcp__cm (codemode): Code tools\n</mcp_servers>")
         );
         let names: Vec<String> = mcp
             .direct_tools()
             .iter()
             .map(|t| t.definition().name)
             .collect();
-        assert_eq!(names, ["tool_search"]);
+        assert_eq!(names, ["codemode"]);
+        std::fs::write(
+            t.path().join("mcp.json"),
+            r#"{"autoEnableCodemode":false,"mcpServers":{"cm":{"command":"/nonexistent/mcp-server"}}}"#,
+        )
+        .unwrap();
+        let mcp = Mcp::start(config::load(t.path(), t.path(), false), t.path());
+        mcp.wait_all(Duration::from_secs(30)).await;
+        assert!(mcp.direct_tools().is_empty());
     }
 }
