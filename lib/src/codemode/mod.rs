@@ -99,7 +99,7 @@ impl CodemodeTool {
         CodemodeTool {
             catalog,
             settings,
-            docs: "`man pi-run` (CODEMODE)".into(),
+            docs: "`man pi-run` (Codemode)".into(),
             listed: Mutex::new(Vec::new()),
         }
     }
