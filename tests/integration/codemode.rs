@@ -452,6 +452,35 @@ fn codemode_cancellation_ends_scripts_and_their_calls() {
     assert!(!marker.exists(), "the nested bash call was not killed");
 }
 
+/// An RPC `abort` ends a spinning script at once, like a signal.
+#[test]
+fn codemode_rpc_abort_ends_a_running_script() {
+    let sb = Sandbox::new();
+    std::fs::write(sb.agent().join("mcp.json"), fixture_mcp(&sb).to_string()).unwrap();
+    let mut cmd = sb.cmd("pi-run");
+    cmd.args(["--no-session", "--provider", "faux", "--model"])
+        .arg(faux(
+            &sb,
+            &[faux_cm("while (true) {}"), json!({"text": "done"})],
+        ))
+        .args(["--mode", "rpc"]);
+    let mut rpc = crate::mcp::Rpc::spawn(cmd);
+    rpc.send(json!({"id": "1", "type": "prompt", "message": "go"}));
+    rpc.wait("the codemode call", &|v| {
+        v["type"] == "tool_execution_update" && v["toolName"] == "codemode"
+    });
+    std::thread::sleep(Duration::from_millis(300));
+    let t = Instant::now();
+    rpc.send(json!({"id": "2", "type": "abort"}));
+    let end = rpc.wait("its end", &|v| {
+        v["type"] == "tool_execution_end" && v["toolName"] == "codemode"
+    });
+    assert!(t.elapsed() < Duration::from_secs(3), "{:?}", t.elapsed());
+    let text = end["result"]["content"][1]["text"].as_str().unwrap_or("");
+    assert!(text.contains("Script aborted"), "{end}");
+    assert!(rpc.finish().success());
+}
+
 /// `--gate` judges nested calls exactly as calls of the model: a blocked
 /// nested call rejects inside the script with the gate's reason.
 #[test]

@@ -879,14 +879,14 @@ fn mcp_progress_is_forwarded_as_tool_execution_update_like_pi() {
 
 /// A child on piped stdin/stdout whose stdout lines are collected by a
 /// thread.
-struct Rpc {
+pub(crate) struct Rpc {
     child: std::process::Child,
     lines: std::sync::mpsc::Receiver<Value>,
     seen: Vec<Value>,
 }
 
 impl Rpc {
-    fn spawn(mut cmd: Command) -> Rpc {
+    pub(crate) fn spawn(mut cmd: Command) -> Rpc {
         use std::io::BufRead;
         let mut child = cmd
             .stdin(std::process::Stdio::piped())
@@ -912,7 +912,7 @@ impl Rpc {
         }
     }
 
-    fn send(&mut self, v: Value) {
+    pub(crate) fn send(&mut self, v: Value) {
         use std::io::Write;
         let stdin = self.child.stdin.as_mut().unwrap();
         writeln!(stdin, "{v}").unwrap();
@@ -920,7 +920,7 @@ impl Rpc {
     }
 
     /// Waits (at most 60 s) for a record matching `pred`.
-    fn wait(&mut self, what: &str, pred: &dyn Fn(&Value) -> bool) -> Value {
+    pub(crate) fn wait(&mut self, what: &str, pred: &dyn Fn(&Value) -> bool) -> Value {
         let t0 = Instant::now();
         loop {
             if let Some(v) = self.seen.iter().find(|v| pred(v)) {
@@ -934,7 +934,7 @@ impl Rpc {
         }
     }
 
-    fn finish(mut self) -> std::process::ExitStatus {
+    pub(crate) fn finish(mut self) -> std::process::ExitStatus {
         drop(self.child.stdin.take());
         self.child.wait().unwrap()
     }
