@@ -403,3 +403,102 @@ fn install_host<'js>(
     ctx.globals().set("__host", host)?;
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    struct NoQueries;
+    impl Queries for NoQueries {
+        fn query(&self, _: &str, _: &str, _: &str) -> String {
+            String::new()
+        }
+    }
+
+    fn start(code: &str, deadline: Option<Instant>) -> (Running, mpsc::UnboundedReceiver<ToHost>) {
+        let (tx, rx) = mpsc::unbounded_channel();
+        let script = Script {
+            code: code.into(),
+            init: r#"{"tools":[{"name":"t","description":"d"}],"aliases":[],"store":{}}"#.into(),
+            deadline,
+            memory_limit: 64 << 20,
+        };
+        (spawn(script, Box::new(NoQueries), tx).unwrap(), rx)
+    }
+
+    fn done(rx: &mut mpsc::UnboundedReceiver<ToHost>) -> Outcome {
+        loop {
+            match rx.blocking_recv() {
+                Some(ToHost::Done(o)) => return o,
+                Some(_) => {}
+                None => panic!("no outcome"),
+            }
+        }
+    }
+
+    #[test]
+    fn stop_ends_a_spinning_script_at_once() {
+        let (running, mut rx) = start("while (true) {}", None);
+        std::thread::sleep(Duration::from_millis(50));
+        let t = Instant::now();
+        running.stop();
+        assert_eq!(done(&mut rx).failure, Some(Failure::Aborted));
+        assert!(
+            t.elapsed() < Duration::from_millis(500),
+            "{:?}",
+            t.elapsed()
+        );
+    }
+
+    #[test]
+    fn memory_and_stack_limits_fail_the_script_only() {
+        let (_r, mut rx) = start(
+            "const a = []; while (true) a.push('x'.repeat(1 << 20) + a.length);",
+            None,
+        );
+        let o = done(&mut rx);
+        assert!(
+            matches!(&o.failure, Some(Failure::Script(t)) if t.contains("out of memory")),
+            "{o:?}"
+        );
+        let (_r, mut rx) = start("function f() { return f() + 1; } f();", None);
+        let o = done(&mut rx);
+        assert!(
+            matches!(&o.failure, Some(Failure::Script(t)) if t.starts_with("RangeError")),
+            "{o:?}"
+        );
+    }
+
+    #[test]
+    fn calls_answers_and_output() {
+        let (running, mut rx) = start(
+            "console.log('c'); const r = await tools.t({a: 1}); text(r); return 'end';",
+            Some(Instant::now() + Duration::from_secs(10)),
+        );
+        match rx.blocking_recv() {
+            Some(ToHost::Call { id, name, args }) => {
+                assert_eq!((name.as_str(), args.as_str()), ("t", r#"{"a":1}"#));
+                running
+                    .tx
+                    .send(ToJs::Reply {
+                        id,
+                        ok: true,
+                        payload: r#""answer""#.into(),
+                    })
+                    .unwrap();
+            }
+            other => panic!("{other:?}"),
+        }
+        let o = done(&mut rx);
+        assert_eq!(o.failure, None);
+        assert_eq!(
+            o.items,
+            [
+                Item::Console("c".into()),
+                Item::Text("answer".into()),
+                Item::Text("end".into())
+            ]
+        );
+    }
+}

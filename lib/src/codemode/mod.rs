@@ -126,8 +126,10 @@ impl CodemodeTool {
             used += block.len();
             blocks.push(block);
         }
+        // (With nothing within the budget the heading stays alone, as pi
+        // writes it.)
         if blocks.is_empty() {
-            return String::new();
+            return "\n\nNested tools:".into();
         }
         format!("\n\nNested tools:\n\n{}", blocks.join("\n\n"))
     }
@@ -230,4 +232,72 @@ pub fn loadout(tools: Vec<Arc<dyn Tool>>, codemode: &CodemodeTool) -> Vec<Arc<dy
             Arc::new(Noted { inner: t, note }) as Arc<dyn Tool>
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn names(tools: &[Arc<dyn Tool>]) -> Vec<String> {
+        tools.iter().map(|t| t.definition().name).collect()
+    }
+
+    #[test]
+    fn loadout_notes_or_lists_the_other_tools() {
+        let builtins = crate::tools::select::builtin_tools(&["read".into(), "edit".into()]);
+        let on = Arc::new(CodemodeTool::new(None, Settings::default()));
+        let mut tools = builtins.clone();
+        tools.push(on.clone());
+        let declared = on.prepare_loadout(tools.clone());
+        assert_eq!(names(&declared), ["read", "edit", "codemode"]);
+        assert!(declared[1]
+            .definition()
+            .description
+            .ends_with("\n\nCodemode: `tools.edit(args)` resolves to a string."));
+        assert!(!on.definition().description.contains("Nested tools"));
+        // Without codemode nothing changes.
+        assert_eq!(
+            names(&on.prepare_loadout(builtins.clone())),
+            ["read", "edit"]
+        );
+        let only = Arc::new(CodemodeTool::new(
+            None,
+            Settings {
+                only: true,
+                inline_budget: 3000,
+            },
+        ));
+        let mut tools = builtins.clone();
+        tools.push(only.clone());
+        assert_eq!(names(&only.prepare_loadout(tools)), ["codemode"]);
+        let d = only.definition().description;
+        assert!(
+            d.contains("Nested tools:\n\n### `read`\n") && d.contains("### `edit`"),
+            "{d}"
+        );
+        let none = Arc::new(CodemodeTool::new(
+            None,
+            Settings {
+                only: true,
+                inline_budget: 0,
+            },
+        ));
+        let mut tools = builtins;
+        tools.push(none.clone());
+        none.prepare_loadout(tools);
+        assert!(none
+            .definition()
+            .description
+            .ends_with(" first.\n\nNested tools:"));
+        let values: Map<String, Value> =
+            serde_json::from_str(r#"{"codemode": {"mode": "only", "inlineBudget": 10}}"#).unwrap();
+        let s = Settings::from_values(&values);
+        assert_eq!(
+            s,
+            Settings {
+                only: true,
+                inline_budget: 10
+            }
+        );
+    }
 }
