@@ -57,11 +57,13 @@ if [ -n "${BENCH_REAL:-}" ]; then
     printf '{"mcpServers":{"fx":{"command":"%s","args":["stdio"],"env":{"PATH":"%s"}}}}' \
         "$M/npm/node_modules/.bin/mcp-server-everything" "$P" > "$WORK/agent/mcp.json"
     CALL='tools.mcp__fx__get_sum({a: i, b: 1})'
+    WARM='return typeof tools.mcp__fx__get_sum;'
     WHAT="server-everything"
 else
     printf '{"mcpServers":{"fx":{"command":"%s","args":["%s","ok"]}}}' \
         "$PY" "$REPO/tests/mcp/fixture.py" > "$WORK/agent/mcp.json"
     CALL='tools.mcp__fx__add({a: i, b: 1})'
+    WARM='return typeof tools.mcp__fx__add;'
     WHAT="tests/mcp/fixture.py"
 fi
 CODE="let s = 0;
@@ -73,8 +75,8 @@ return s + rs.length;"
 # then "done".
 cat > "$WORK/model.py" <<'PY'
 import http.server, json, sys
-warm = "return typeof tools.mcp__fx__add;"
 code = open(sys.argv[1]).read()
+warm = open(sys.argv[2]).read()
 class H(http.server.BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     def log_message(self, *a): pass
@@ -101,7 +103,8 @@ print(s.server_address[1], flush=True)
 s.serve_forever()
 PY
 printf '%s' "$CODE" > "$WORK/code.js"
-"$PY" "$WORK/model.py" "$WORK/code.js" > "$WORK/port" &
+printf '%s' "$WARM" > "$WORK/warm.js"
+"$PY" "$WORK/model.py" "$WORK/code.js" "$WORK/warm.js" > "$WORK/port" &
 SERVER_PID=$!
 for _ in $(seq 200); do [ -s "$WORK/port" ] && break; sleep 0.02; done
 PORT="$(head -1 "$WORK/port")"

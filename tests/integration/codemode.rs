@@ -206,6 +206,29 @@ fn nested_events(r: &Run) -> Vec<Value> {
     v
 }
 
+/// Whether each partial result of a codemode call lists only nested calls
+/// whose start event came before it (pi emits the start, then the update).
+fn updates_follow_starts(r: &Run) -> bool {
+    let mut started: std::collections::HashMap<String, usize> = Default::default();
+    for e in &r.events {
+        if e["type"] == "tool_execution_start" {
+            if let Some(p) = e["parentToolCallId"].as_str() {
+                *started.entry(p.to_string()).or_default() += 1;
+            }
+        }
+        if e["type"] == "tool_execution_update" && e["toolName"] == "codemode" {
+            let listed = e["partialResult"]["details"]["calls"]
+                .as_array()
+                .map_or(0, Vec::len);
+            let id = e["toolCallId"].as_str().unwrap_or("");
+            if listed > started.get(id).copied().unwrap_or(0) {
+                return false;
+            }
+        }
+    }
+    true
+}
+
 #[test]
 fn codemode_matches_pi_with_server_everything() {
     let test = "codemode_matches_pi_with_server_everything";
@@ -270,6 +293,8 @@ fn codemode_matches_pi_with_server_everything() {
     // Nested calls have their own events, with the parent's id.
     assert_eq!(nested_events(&ours), nested_events(&pi));
     assert!(!nested_events(&ours).is_empty());
+    assert!(updates_follow_starts(&pi));
+    assert!(updates_follow_starts(&ours), "a partial result listed a call before its start");
 }
 
 /// `codemode.mode: only` hides the other tools from the model and lists

@@ -81,24 +81,26 @@ impl Host {
         Arc::clone(&self.active)
     }
 
-    /// Runs `call` through the loop's gate; resolves when it ended (an
-    /// error result when the loop is gone).
-    pub async fn call(&self, call: NestedCall) -> NestedResult {
+    /// Asks the loop to run `call` through its gate, at once (so the
+    /// request comes before anything the tool reports after it); the
+    /// future resolves when the call ended (an error result when the loop
+    /// is gone).
+    pub fn call(&self, call: NestedCall) -> impl std::future::Future<Output = NestedResult> {
         let (tx, rx) = oneshot::channel();
-        if self
+        let sent = self
             .tx
             .send(Event::Ask(self.index, Request::Call(call, tx)))
-            .is_err()
-        {
-            return NestedResult {
+            .is_ok();
+        async move {
+            let gone = || NestedResult {
                 id: String::new(),
                 output: ToolOutput::error(GONE),
             };
+            if !sent {
+                return gone();
+            }
+            rx.await.unwrap_or_else(|_| gone())
         }
-        rx.await.unwrap_or_else(|_| NestedResult {
-            id: String::new(),
-            output: ToolOutput::error(GONE),
-        })
     }
 
     /// The `data` of the branch's `custom` entries of `custom_type`, oldest

@@ -186,10 +186,10 @@ pub(super) async fn execute(
                     let index = calls.len() - 1;
                     let has_schema = e.tool.output_schema().is_some();
                     let call = NestedCall { tool: e.tool.clone(), args: value, cancel: scope.child_token() };
-                    let host = host.clone();
+                    let t = Instant::now();
+                    let pending = host.call(call);
                     inflight.push(async move {
-                        let t = Instant::now();
-                        let r = host.call(call).await;
+                        let r = pending.await;
                         (id, index, has_schema, r, t.elapsed())
                     });
                     on_update(partial(&calls));
