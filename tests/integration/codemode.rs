@@ -294,7 +294,10 @@ fn codemode_matches_pi_with_server_everything() {
     assert_eq!(nested_events(&ours), nested_events(&pi));
     assert!(!nested_events(&ours).is_empty());
     assert!(updates_follow_starts(&pi));
-    assert!(updates_follow_starts(&ours), "a partial result listed a call before its start");
+    assert!(
+        updates_follow_starts(&ours),
+        "a partial result listed a call before its start"
+    );
 }
 
 /// `codemode.mode: only` hides the other tools from the model and lists

@@ -215,8 +215,16 @@ pub fn loadout(tools: Vec<Arc<dyn Tool>>, codemode: &CodemodeTool) -> Vec<Arc<dy
     if codemode.settings.only {
         let (cm, others): (Vec<_>, Vec<_>) =
             tools.into_iter().partition(|t| t.definition().name == NAME);
+        // (Again after a reconnect: the new tools join or replace the
+        // listed ones.)
         if let Ok(mut l) = codemode.listed.lock() {
-            *l = others;
+            for t in others {
+                let name = t.definition().name;
+                match l.iter().position(|x| x.definition().name == name) {
+                    Some(i) => l[i] = t,
+                    None => l.push(t),
+                }
+            }
         }
         return cm;
     }
@@ -229,6 +237,10 @@ pub fn loadout(tools: Vec<Arc<dyn Tool>>, codemode: &CodemodeTool) -> Vec<Arc<dy
             }
             let note =
                 declare::codemode_line(&declare::identifier(&name), t.output_schema().as_ref());
+            // (Presented once: a tool that has its line keeps it.)
+            if t.definition().description.ends_with(&note) {
+                return t;
+            }
             Arc::new(Noted { inner: t, note }) as Arc<dyn Tool>
         })
         .collect()
@@ -255,6 +267,9 @@ mod tests {
             .description
             .ends_with("\n\nCodemode: `tools.edit(args)` resolves to a string."));
         assert!(!on.definition().description.contains("Nested tools"));
+        // Presented again (after a reconnect), nothing doubles.
+        let again = on.prepare_loadout(declared.clone());
+        assert_eq!(again[1].definition(), declared[1].definition());
         // Without codemode nothing changes.
         assert_eq!(
             names(&on.prepare_loadout(builtins.clone())),

@@ -532,10 +532,7 @@ pub fn declared_tools(names: &[String], mcp_tools: &[Arc<dyn Tool>]) -> Vec<Arc<
         let n = t.definition().name;
         names.iter().position(|x| *x == n)
     });
-    for t in tools.clone() {
-        tools = t.prepare_loadout(tools);
-    }
-    tools
+    crate::tools::present(tools)
 }
 
 /// Adds the `mcp_servers` section after the planned ones (pi's place).

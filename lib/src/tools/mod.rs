@@ -123,6 +123,15 @@ pub trait Tool: Send + Sync {
     ) -> ToolFuture<'a>;
 }
 
+/// The declared tools as the tools among them that run others present
+/// them ([`Tool::prepare_loadout`], e.g. codemode's `Codemode:` lines).
+pub fn present(mut tools: Vec<std::sync::Arc<dyn Tool>>) -> Vec<std::sync::Arc<dyn Tool>> {
+    for t in tools.clone() {
+        tools = t.prepare_loadout(tools);
+    }
+    tools
+}
+
 pub mod bash;
 pub mod builtin;
 pub mod edit;
