@@ -15,6 +15,7 @@ fn ctx(cwd: &Path, cancel: &CancellationToken) -> ToolContext {
     ToolContext {
         tool_call_id: String::new(),
         caller: None,
+        host: None,
         cwd: cwd.to_path_buf(),
         cancel: cancel.clone(),
         auto_resize_images: true,

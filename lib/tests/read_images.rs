@@ -152,6 +152,7 @@ async fn check_case(name: &str, file: &str, cwd: PathBuf, want: &Value) -> Optio
     let ctx = ToolContext {
         tool_call_id: String::new(),
         caller: None,
+        host: None,
         auto_resize_images: true,
         cwd,
         cancel: CancellationToken::new(),

@@ -114,6 +114,7 @@ async fn run_case(case: &Value, expected: &Value) -> Verdict {
     let ctx = ToolContext {
         tool_call_id: String::new(),
         caller: None,
+        host: None,
         auto_resize_images: true,
         cwd: cwd.clone(),
         cancel: CancellationToken::new(),
@@ -278,6 +279,7 @@ async fn bash_streams_and_aborts() {
     let ctx = ToolContext {
         tool_call_id: String::new(),
         caller: None,
+        host: None,
         auto_resize_images: true,
         cwd: tmp.path().to_path_buf(),
         cancel: cancel.clone(),
