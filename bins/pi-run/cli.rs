@@ -65,6 +65,19 @@ command of the pipeline holds its write end. An open pipe fed by nobody
 (only the caller holds it, as a CI runner's stdin) is ignored with a
 warning after 2 s; </dev/null skips the wait. A terminal is never read.
 
+Codemode: an MCP server at pi's default exposure (codemode) brings the
+codemode tool (autoEnableCodemode: false in mcp.json keeps it away). The
+model writes JavaScript, run as an async function body in an embedded
+QuickJS (no Node, files, network or timers; 256 MB of memory; a first line
+`// @options: {\"max_output_tokens\": N, \"timeout_ms\": N}`), that calls the
+other tools as `await tools.<name>(args)`; each call passes the same gate,
+hooks and --gate as a call of the model. Globals: text(), image(),
+console.log(), exit(), store()/load() (kept in the session), ALL_TOOLS,
+searchTools(), describeTool(), describeNamespace(), and `models`, which
+lists no models here (no classifier or image models). Settings:
+codemode.mode (on: other tools get a `Codemode:` line; only: they are
+listed in the codemode description instead), codemode.inlineBudget.
+
 RPC mode (--mode rpc): JSON commands on stdin, responses and events on
 stdout (README: RPC mode). `bash` runs at once, also while a run streams
 (after asking any user_bash handler). `abort` never waits for an

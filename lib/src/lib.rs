@@ -12,6 +12,7 @@ pub mod agent;
 pub mod atomic_file;
 pub mod capped_lines;
 pub mod cli;
+pub mod codemode;
 pub mod extensions;
 pub mod format;
 pub mod interrupt;

@@ -16,6 +16,7 @@ fn ctx(cwd: &Path, cancel: &CancellationToken) -> ToolContext {
         tool_call_id: String::new(),
         caller: None,
         sandbox: Default::default(),
+        host: None,
         cwd: cwd.to_path_buf(),
         cancel: cancel.clone(),
         auto_resize_images: true,

@@ -153,6 +153,7 @@ async fn check_case(name: &str, file: &str, cwd: PathBuf, want: &Value) -> Optio
         tool_call_id: String::new(),
         caller: None,
         sandbox: Default::default(),
+        host: None,
         auto_resize_images: true,
         cwd,
         cancel: CancellationToken::new(),

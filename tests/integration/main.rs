@@ -4,6 +4,7 @@
 mod autocompact;
 mod bad_input;
 mod cli_docs;
+mod codemode;
 mod common;
 mod compact;
 mod ext_node;

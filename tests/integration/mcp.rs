@@ -21,7 +21,7 @@ fn stdio(mode: &str, exposure: &str) -> Value {
 
 /// The real servers' cache (tests/mcp/install.sh); `None` (a SKIP, or a
 /// failure under CI=true) when absent.
-fn servers(test: &str) -> Option<PathBuf> {
+pub(crate) fn servers(test: &str) -> Option<PathBuf> {
     let root = std::env::var_os("PI_MCP_CACHE")
         .map(PathBuf::from)
         .unwrap_or_else(|| {
@@ -879,14 +879,14 @@ fn mcp_progress_is_forwarded_as_tool_execution_update_like_pi() {
 
 /// A child on piped stdin/stdout whose stdout lines are collected by a
 /// thread.
-struct Rpc {
+pub(crate) struct Rpc {
     child: std::process::Child,
     lines: std::sync::mpsc::Receiver<Value>,
     seen: Vec<Value>,
 }
 
 impl Rpc {
-    fn spawn(mut cmd: Command) -> Rpc {
+    pub(crate) fn spawn(mut cmd: Command) -> Rpc {
         use std::io::BufRead;
         let mut child = cmd
             .stdin(std::process::Stdio::piped())
@@ -912,7 +912,7 @@ impl Rpc {
         }
     }
 
-    fn send(&mut self, v: Value) {
+    pub(crate) fn send(&mut self, v: Value) {
         use std::io::Write;
         let stdin = self.child.stdin.as_mut().unwrap();
         writeln!(stdin, "{v}").unwrap();
@@ -920,7 +920,7 @@ impl Rpc {
     }
 
     /// Waits (at most 60 s) for a record matching `pred`.
-    fn wait(&mut self, what: &str, pred: &dyn Fn(&Value) -> bool) -> Value {
+    pub(crate) fn wait(&mut self, what: &str, pred: &dyn Fn(&Value) -> bool) -> Value {
         let t0 = Instant::now();
         loop {
             if let Some(v) = self.seen.iter().find(|v| pred(v)) {
@@ -934,7 +934,7 @@ impl Rpc {
         }
     }
 
-    fn finish(mut self) -> std::process::ExitStatus {
+    pub(crate) fn finish(mut self) -> std::process::ExitStatus {
         drop(self.child.stdin.take());
         self.child.wait().unwrap()
     }
@@ -1173,7 +1173,12 @@ fn mcp_pi_prompt_shows_what_pi_run_sends() {
     server.configure(&sb.agent());
     let mut described = stdio("ok", "deferred");
     described["description"] = json!("Deferred fixture");
-    let mcp = json!({"mcpServers": {"fx": stdio("ok", "direct"), "dx": described}});
+    // A codemode server (pi's default exposure) too: the codemode tool and
+    // every other tool's `Codemode:` line.
+    // (Described, so its line does not depend on whether it connected yet.)
+    let mut code = stdio("ok", "codemode");
+    code["description"] = json!("Codemode fixture");
+    let mcp = json!({"mcpServers": {"fx": stdio("ok", "direct"), "dx": described, "cx": code}});
     std::fs::write(sb.agent().join("mcp.json"), mcp.to_string()).unwrap();
     let out = sb.cmd("pi-run").args(["-p", "go"]).output().unwrap();
     assert!(out.status.success(), "{}", stderr(&out));
@@ -1204,6 +1209,14 @@ fn mcp_pi_prompt_shows_what_pi_run_sends() {
     assert!(
         shown_tools.iter().any(|t| t["name"] == "mcp__fx__add"),
         "{shown_tools:?}"
+    );
+    assert!(shown_tools.iter().any(|t| t["name"] == "codemode"));
+    let bash = shown_tools.iter().find(|t| t["name"] == "bash").unwrap();
+    assert!(
+        bash["description"].as_str().unwrap().ends_with(
+            "\n\nCodemode: `tools.bash(args)` resolves to `{ output, truncated, full_output_path?, exit_code, wall_time_seconds }`."
+        ),
+        "{bash}"
     );
     let text: Vec<&str> = records
         .iter()

@@ -2449,17 +2449,6 @@ fn mcp10_setup(sb: &Sandbox, _port: u16) {
     std::fs::write(sb.agent().join("mcp.json"), cfg.to_string()).unwrap();
 }
 
-/// pi's `/mcp` line for the codemode server, as this toolkit writes it:
-/// codemode is not implemented here (issue 13), the server's tools are
-/// `deferred` and its status says so (`lib/src/mcp/status.rs`). Every other
-/// line, and the start-up notice, must be pi's exactly.
-fn mcp10_codemode_fallback(pi: &str) -> String {
-    pi.replace(
-        "wx-code: connected, 2 tools (codemode)",
-        "wx-code: connected, 2 tools (deferred; codemode is not supported here)",
-    )
-}
-
 /// Capture 10 (MCP over stdio): the start-up notice for the two bad
 /// entries comes before the first prompt; the direct tool is called over
 /// the wire; `/mcp` is handled (not sent to the model) with one line per
@@ -2483,7 +2472,6 @@ fn rpc_capture_10_mcp_stdio() {
         "10-mcp-stdio.jsonl",
         Replay {
             setup: Some(mcp10_setup),
-            ui_text: Some(mcp10_codemode_fallback),
             ..Replay::default()
         },
     );

@@ -12,6 +12,7 @@ use super::*;
 use crate::format::message::UserMessage;
 use crate::format::model::{Model, ModelCost, ThinkingLevel};
 use crate::format::UserContent;
+use crate::tools::ToolOutput;
 
 fn model(script: &std::path::Path) -> Model {
     Model {
@@ -231,6 +232,75 @@ async fn final_policy_keeps_paths_in_the_workspace() {
     a.run(user("go"), &mut |_: &Value| {}).await;
     assert!(!t.path().join("out.txt").exists());
     assert!(results(&a)[0].1.contains("outside the workspace"));
+}
+
+/// A tool that runs other tools (as the `codemode` tool does): one nested
+/// `write` out of the workspace through its host, answering with what the
+/// nested call gave back.
+struct Nester;
+impl crate::tools::Tool for Nester {
+    fn definition(&self) -> crate::format::tool::ToolDefinition {
+        crate::format::tool::ToolDefinition {
+            name: "nester".into(),
+            description: "runs a nested write".into(),
+            parameters: json!({"type": "object", "properties": {}}),
+            extra: Map::new(),
+        }
+    }
+    fn execute<'a>(
+        &'a self,
+        _args: Value,
+        ctx: crate::tools::ToolContext,
+        _on_update: crate::tools::UpdateSink,
+    ) -> crate::tools::ToolFuture<'a> {
+        Box::pin(async move {
+            let Some(host) = ctx.host else {
+                return ToolOutput::error("no host");
+            };
+            let write = crate::tools::select::builtin_tools(&["write".to_string()]);
+            let r = host
+                .call(nested::NestedCall {
+                    tool: Arc::clone(&write[0]),
+                    args: json!({"path": "../nested.txt", "content": "x"}),
+                    cancel: ctx.cancel.clone(),
+                })
+                .await;
+            let text = UserContent::Blocks(r.output.content.clone()).joined_text("");
+            ToolOutput::error(format!("{} {}: {text}", r.id, r.output.is_error))
+        })
+    }
+}
+
+/// A nested call passes the final policy as a call of the model does: a
+/// write out of the workspace made through the host never happens.
+#[tokio::test]
+async fn final_policy_holds_for_nested_calls() {
+    let t = tempfile::tempdir().unwrap();
+    let ws = t.path().join("ws");
+    std::fs::create_dir_all(&ws).unwrap();
+    let mut a = agent(
+        &ws,
+        &[
+            json!({"toolCalls": [{"name": "nester", "arguments": {}}]}),
+            json!({"text": "done"}),
+        ],
+    );
+    a.opts.tools.push(Arc::new(Nester));
+    a.ext.limits.policy.workspace_paths = true;
+    let mut events = Vec::new();
+    a.run(user("go"), &mut |e: &Value| events.push(e.clone()))
+        .await;
+    assert!(!t.path().join("nested.txt").exists());
+    let (_, text) = &results(&a)[0];
+    assert!(
+        text.contains("/1 true: ") && text.contains("outside the workspace"),
+        "{text}"
+    );
+    let nested_end = events
+        .iter()
+        .find(|e| e["type"] == "tool_execution_end" && e["toolName"] == "write")
+        .expect("the nested call's end");
+    assert!(nested_end["parentToolCallId"].is_string(), "{nested_end}");
 }
 
 /// A `tool_call` handler (or an approver) that never answers.

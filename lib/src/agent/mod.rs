@@ -15,7 +15,9 @@ pub use crate::session::llm as convert;
 pub mod autocompact;
 pub mod events;
 pub mod hooks;
+pub mod nested;
 pub mod queue;
+mod run_tools;
 /// Retry rules live with the providers (summary calls in `session/` use
 /// them too); re-exported under their old path.
 pub use crate::provider::retry;
@@ -29,14 +31,14 @@ use serde_json::{json, Map, Value};
 use tokio_util::sync::CancellationToken;
 
 use crate::format::entry::ContextEditEntry;
-use crate::format::message::{AssistantMessage, ToolCallBlock, ToolResultMessage};
+use crate::format::message::{AssistantMessage, ToolCallBlock};
 use crate::format::model::{Model, ThinkingLevel};
 use crate::format::{AgentMessage, ContentBlock, Entry, Num};
 use crate::prompt::{diff, PromptState, PromptTool};
 use crate::provider::{self, Request, StreamEvent};
 use crate::session::store::SessionStore;
 use crate::timefmt::{now_iso, now_ms};
-use crate::tools::{Tool, ToolContext, ToolOutput};
+use crate::tools::Tool;
 
 /// The error text of a call stopped by an abort before it ran (pi's).
 const ABORTED: &str = "Operation aborted";
@@ -1322,201 +1324,6 @@ impl Agent {
         }
         (msg, failure)
     }
-
-    /// Validates and runs tool calls: all starts first, failures answered at
-    /// once, the rest concurrently; ends and results in call order. With
-    /// hooks or gates, each call passes seed 004's gate between validation
-    /// and execution, and its result the `tool_result` hooks.
-    async fn run_tools(
-        &mut self,
-        calls: &[ToolCallBlock],
-        emit: Emit<'_>,
-    ) -> Result<Vec<AgentMessage>, String> {
-        let by_name: HashMap<String, Arc<dyn Tool>> = self
-            .opts
-            .tools
-            .iter()
-            .map(|t| (t.definition().name, Arc::clone(t)))
-            .collect();
-        let gated = self.ext.gates_tools();
-        // Finished results by call index: immediate failures now, the rest
-        // as their tasks report back.
-        let mut done: Vec<Option<(ToolOutput, Option<u64>)>> = vec![None; calls.len()];
-        // The arguments each call runs with (after `tool_call` rewrites).
-        let mut inputs: Vec<Value> = vec![Value::Null; calls.len()];
-        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<(
-            usize,
-            Option<ToolOutput>,
-            Option<(ToolOutput, u64)>,
-        )>();
-        let mut running = 0usize;
-        for (i, call) in calls.iter().enumerate() {
-            self.dispatch_tool_event(
-                events::tool_start(&call.id, &call.name, &call.arguments),
-                emit,
-            )
-            .await;
-            let arguments_error = call.extra.get("argumentsError").and_then(Value::as_str);
-            let prepared = match (by_name.get(&call.name), arguments_error) {
-                (None, _) => Err(format!("Tool {} not found", call.name)),
-                // Arguments that were not JSON are never repaired and run
-                // (pi 1.6.0's wording; the provider recorded why).
-                (Some(_), Some(e)) => {
-                    Err(format!("Invalid arguments for tool \"{}\": {e}", call.name))
-                }
-                (Some(tool), None) => crate::tools::validate::validate_args(
-                    &call.name,
-                    &tool.definition().parameters,
-                    &tool.prepare_arguments(call.arguments.clone()),
-                )
-                .map(|args| (Arc::clone(tool), args)),
-            };
-            let prepared = match prepared {
-                Ok((tool, args)) if gated => self
-                    .gate_call(call, args, emit)
-                    .await
-                    .map(|(args, ticket)| (tool, args, ticket)),
-                Ok((tool, args)) => Ok((tool, args, None)),
-                Err(e) => Err(e),
-            };
-            let (tool, args, mut ticket) = match prepared {
-                Ok(p) => p,
-                Err(text) => {
-                    // A call that fails before running ends right after its start.
-                    let out = with_empty_details(ToolOutput::error(text));
-                    self.dispatch_tool_event(
-                        events::tool_end(&call.id, &call.name, &out, None),
-                        emit,
-                    )
-                    .await;
-                    done[i] = Some((out, None));
-                    continue;
-                }
-            };
-            inputs[i] = args.clone();
-            running += 1;
-            let tx = tx.clone();
-            let ctx = ToolContext {
-                cwd: self.opts.cwd.clone(),
-                cancel: self.cancel.clone(),
-                auto_resize_images: self.opts.auto_resize_images,
-                tool_call_id: call.id.clone(),
-                // A tool that starts an agent (a subagent) hands it these.
-                caller: Some(self.ext.as_caller()),
-                sandbox: std::sync::Arc::clone(&self.ext.limits.sandbox),
-            };
-            let policy = gated.then(|| self.ext.limits.policy.clone());
-            let (name, id) = (call.name.clone(), call.id.clone());
-            tokio::spawn(async move {
-                let started = Instant::now();
-                // The final policy, right before execute (seed 004 step
-                // 10): the arguments are the approved ones, the approval
-                // is used once, paths stay where the policy says.
-                if let Some(p) = policy {
-                    if let Err(text) = p.check(ticket.as_mut(), &name, &id, &args, &ctx.cwd) {
-                        let out = ToolOutput::error(text);
-                        let _ =
-                            tx.send((i, None, Some((out, started.elapsed().as_millis() as u64))));
-                        return;
-                    }
-                }
-                let utx = tx.clone();
-                let sink = Box::new(move |partial: ToolOutput| {
-                    let _ = utx.send((i, Some(partial), None));
-                });
-                let out = tool.execute(args, ctx, sink).await;
-                let _ = tx.send((i, None, Some((out, started.elapsed().as_millis() as u64))));
-            });
-        }
-        drop(tx);
-        // Ends come as tools finish; the result messages follow in call
-        // order, as pi 1.6.0 does.
-        let watcher = self.ext.hooks.clone();
-        let q = self.inquiries.clone();
-        while running > 0 {
-            let next = match &watcher {
-                // An extension tool may call back into the host while it runs.
-                Some(h) => loop {
-                    tokio::select! {
-                        m = rx.recv() => break m,
-                        _ = h.ops_ready() => self.settle_hook(emit),
-                        _ = hooks::inquiry_ready(&q) => if let Some(q) = &q { q.serve(self) },
-                    }
-                },
-                None => self.serving(rx.recv()).await,
-            };
-            let Some((i, update, finished)) = next else {
-                break;
-            };
-            if let Some(p) = update {
-                self.dispatch_tool_event(
-                    events::tool_update(&calls[i].id, &calls[i].name, &calls[i].arguments, &p),
-                    emit,
-                )
-                .await;
-            }
-            if let Some((mut out, ms)) = finished {
-                if let Some(h) = self.hooks_for("tool_result") {
-                    let fut = h.tool_result(hooks::ToolResultEvent {
-                        tool_name: calls[i].name.clone(),
-                        tool_call_id: calls[i].id.clone(),
-                        input: inputs[i].clone(),
-                        output: out.clone(),
-                        delegation: self.ext.delegation.clone(),
-                    });
-                    let patched = self.wait(&h, fut, emit).await;
-                    self.settle_hook(emit);
-                    match patched {
-                        Some(Some(p)) => out = p,
-                        Some(None) => {}
-                        // Aborted before the handlers (a redaction, say)
-                        // answered: the unpatched result is not kept.
-                        None => out = ToolOutput::error(ABORTED),
-                    }
-                }
-                self.dispatch_tool_event(
-                    events::tool_end(&calls[i].id, &calls[i].name, &out, Some(ms)),
-                    emit,
-                )
-                .await;
-                done[i] = Some((out, Some(ms)));
-                running -= 1;
-            }
-        }
-        let mut results = Vec::with_capacity(calls.len());
-        for (i, d) in done.into_iter().enumerate() {
-            let (out, ms) =
-                d.unwrap_or_else(|| (ToolOutput::error("Tool execution did not complete"), None));
-            let msg = tool_result_message(&calls[i], &out, ms);
-            let msg = self.start_end(msg, emit).await;
-            self.append_message(msg.clone())?;
-            results.push(msg);
-        }
-        Ok(results)
-    }
-}
-
-/// pi answers a call that fails before running with `details: {}`.
-fn with_empty_details(mut out: ToolOutput) -> ToolOutput {
-    out.details = Some(Value::Object(Map::new()));
-    out
-}
-
-fn tool_result_message(
-    call: &ToolCallBlock,
-    out: &ToolOutput,
-    duration_ms: Option<u64>,
-) -> AgentMessage {
-    AgentMessage::ToolResult(Box::new(ToolResultMessage {
-        tool_call_id: call.id.clone(),
-        tool_name: call.name.clone(),
-        content: out.content.clone(),
-        details: out.details.clone(),
-        is_error: out.is_error,
-        duration_ms: duration_ms.map(Num::int),
-        timestamp: Num::signed(now_ms()),
-        extra: Map::new(),
-    }))
 }
 
 fn last_assistant(msgs: &[AgentMessage]) -> Option<AssistantMessage> {

@@ -378,6 +378,8 @@ pub fn refresh_tools(tools: &mut Vec<Arc<dyn Tool>>, before: &[String], now: Vec
             None => tools.push(t),
         }
     }
+    // The new tools as codemode presents them (its `Codemode:` lines).
+    *tools = crate::tools::present(std::mem::take(tools));
 }
 
 #[cfg(test)]

@@ -12,6 +12,7 @@
 
 pub mod auth;
 pub mod cache;
+mod catalog;
 pub mod client;
 pub mod command;
 pub mod config;
@@ -150,6 +151,8 @@ pub struct Mcp {
     pub inbox: crate::tools::ToolInbox,
     /// What connecting a server needs (at start and on reconnect).
     link: Link,
+    /// The `codemode` tool, once a codemode server activated it.
+    codemode: std::sync::OnceLock<Arc<dyn Tool>>,
 }
 
 /// What a connection attempt needs besides the server: the session cwd,
@@ -261,6 +264,7 @@ impl Mcp {
             servers,
             inbox: Default::default(),
             link,
+            codemode: Default::default(),
         })
     }
 
@@ -288,18 +292,11 @@ impl Mcp {
         futures_util::future::join_all(waits).await;
     }
 
-    /// One line per problem: config errors, a `codemode` exposure (not
-    /// supported here: its tools fall back to `deferred`), and servers
-    /// that failed to connect so far.
+    /// One line per problem: config errors and servers that failed to
+    /// connect so far.
     pub fn diagnostics(&self) -> Vec<String> {
         let mut out: Vec<String> = self.config.errors.clone();
         for s in &self.servers {
-            if s.cfg.enabled && s.cfg.exposures().contains(&Exposure::Codemode) {
-                out.push(format!(
-                    "MCP server \"{}\": exposure \"codemode\" is not supported by this toolkit; its tools are deferred",
-                    s.cfg.name
-                ));
-            }
             if let State::Failed(e) = s.state() {
                 out.push(format!("MCP server \"{}\" failed: {e}", s.cfg.name));
             }
@@ -347,12 +344,12 @@ impl Mcp {
                 let Some(name) = names.get(&(s.cfg.name.clone(), t.name.to_string())) else {
                     continue;
                 };
-                let e = effective(s.cfg.exposure_of(&t.name));
+                let e = s.cfg.exposure_of(&t.name);
                 let tool: Arc<dyn Tool> =
                     Arc::new(tool::McpTool::new(Arc::clone(&s), name.clone(), t));
                 out.push((e, Some(tool)));
             }
-            if !resources && m.has_resources && effective(s.cfg.exposure) == Exposure::Direct {
+            if !resources && m.has_resources && s.cfg.exposure == Exposure::Direct {
                 resources = true;
                 out.push((Exposure::Direct, None));
             }
@@ -360,28 +357,74 @@ impl Mcp {
         out
     }
 
-    /// The deferred tools `tool_search` may load.
+    /// The tools `tool_search` may load: those of `deferred` and
+    /// `codemode` exposure.
     pub fn deferred_tools(&self) -> Vec<Arc<dyn Tool>> {
         self.server_tools()
             .into_iter()
-            .filter(|(e, _)| *e == Exposure::Deferred)
+            .filter(|(e, _)| matches!(e, Exposure::Deferred | Exposure::Codemode))
             .filter_map(|(_, t)| t)
             .collect()
     }
 
-    /// The tools declared at start, in pi's order: `tool_search` when a
-    /// server is deferred, then the direct tools of the connected servers
-    /// in the order they connected, the resource tools after the first
-    /// directly exposed server with resources.
+    /// Every tool a codemode script may call: the servers' tools that are
+    /// not hidden, then the resource tools when a server that is not
+    /// hidden has resources.
+    pub fn script_tools(self: &Arc<Self>) -> Vec<Arc<dyn Tool>> {
+        let mut out: Vec<Arc<dyn Tool>> = self
+            .server_tools()
+            .into_iter()
+            .filter(|(e, _)| *e != Exposure::Hidden)
+            .filter_map(|(_, t)| t)
+            .collect();
+        let resources = self.servers.iter().any(|s| {
+            s.cfg.enabled
+                && s.cfg.exposure != Exposure::Hidden
+                && s.meta().is_some_and(|m| m.has_resources)
+        });
+        if resources {
+            out.extend(tool::resource_tools(Arc::clone(self)));
+        }
+        out
+    }
+
+    /// Whether the `codemode` tool comes with the servers: a server has a
+    /// `codemode` exposure and `autoEnableCodemode` is not `false`.
+    fn codemode_active(&self) -> bool {
+        self.config.auto_enable_codemode != Some(false)
+            && self
+                .servers
+                .iter()
+                .any(|s| s.cfg.enabled && s.cfg.exposures().contains(&Exposure::Codemode))
+    }
+
+    /// The `codemode` tool of this run (one instance).
+    pub fn codemode_tool(self: &Arc<Self>) -> Arc<dyn Tool> {
+        let catalog: Arc<dyn crate::codemode::Catalog> =
+            Arc::new(catalog::McpCatalog(Arc::downgrade(self)));
+        Arc::clone(self.codemode.get_or_init(|| {
+            Arc::new(crate::codemode::CodemodeTool::new(
+                Some(catalog),
+                self.config.codemode.clone(),
+            ))
+        }))
+    }
+
+    /// The tools declared at start, in pi's order: `codemode` when a
+    /// server has that exposure (unless `autoEnableCodemode: false`),
+    /// `tool_search` when a server is deferred, then the direct tools of
+    /// the connected servers in the order they connected, the resource
+    /// tools after the first directly exposed server with resources.
     pub fn direct_tools(self: &Arc<Self>) -> Vec<Arc<dyn Tool>> {
         let mut out: Vec<Arc<dyn Tool>> = Vec::new();
-        if self.servers.iter().any(|s| {
-            s.cfg.enabled
-                && s.cfg
-                    .exposures()
-                    .iter()
-                    .any(|e| effective(*e) == Exposure::Deferred)
-        }) {
+        if self.codemode_active() {
+            out.push(self.codemode_tool());
+        }
+        if self
+            .servers
+            .iter()
+            .any(|s| s.cfg.enabled && s.cfg.exposures().contains(&Exposure::Deferred))
+        {
             out.push(Arc::new(tool::ToolSearch::new(Arc::clone(self))));
         }
         for (e, t) in self.server_tools() {
@@ -476,7 +519,7 @@ impl Mcp {
 
 /// The tools a resolved set declares: the built-ins and the other tools
 /// (`mcp_tools`: MCP's, and whatever joins after them) it names, in its
-/// order.
+/// order, as the tools that run others (the `codemode` tool) present them.
 pub fn declared_tools(names: &[String], mcp_tools: &[Arc<dyn Tool>]) -> Vec<Arc<dyn Tool>> {
     let mut tools = crate::tools::select::builtin_tools(names);
     tools.extend(
@@ -489,22 +532,13 @@ pub fn declared_tools(names: &[String], mcp_tools: &[Arc<dyn Tool>]) -> Vec<Arc<
         let n = t.definition().name;
         names.iter().position(|x| *x == n)
     });
-    tools
+    crate::tools::present(tools)
 }
 
 /// Adds the `mcp_servers` section after the planned ones (pi's place).
 pub fn push_section(sections: &mut Vec<(String, String)>, section: Option<&String>) {
     if let Some(s) = section {
         sections.push(("mcp_servers".into(), s.clone()));
-    }
-}
-
-/// `codemode` is not supported here: such tools behave as `deferred`.
-pub fn effective(e: Exposure) -> Exposure {
-    if e == Exposure::Codemode {
-        Exposure::Deferred
-    } else {
-        e
     }
 }
 
@@ -639,12 +673,12 @@ async fn release(s: &Server, state: State) {
 mod tests {
     use super::*;
 
-    /// A `codemode` server (pi's default exposure) is one diagnostic and is
-    /// treated as deferred: it gets a `tool_search` line in the section and
-    /// `tool_search` is declared; a server that cannot start is one more
-    /// diagnostic, and nothing else is declared.
+    /// A `codemode` server (pi's default exposure) brings the `codemode`
+    /// tool and a `codemode` line in the section; a server that cannot
+    /// start is one diagnostic; `autoEnableCodemode: false` keeps the tool
+    /// away.
     #[tokio::test]
-    async fn codemode_falls_back_to_deferred_and_failures_are_diagnostics() {
+    async fn codemode_servers_bring_the_codemode_tool_and_failures_are_diagnostics() {
         let t = tempfile::tempdir().unwrap();
         std::fs::write(
             t.path().join("mcp.json"),
@@ -655,21 +689,28 @@ mod tests {
         let mcp = Mcp::start(cfg, t.path());
         mcp.wait_all(Duration::from_secs(30)).await;
         let d = mcp.diagnostics();
-        assert_eq!(d.len(), 2, "{d:?}");
-        assert!(d[0].contains("\"codemode\" is not supported"), "{d:?}");
+        assert_eq!(d.len(), 1, "{d:?}");
         assert!(
-            d[1].starts_with("MCP server \"cm\" failed: cannot start /nonexistent/mcp-server"),
+            d[0].starts_with("MCP server \"cm\" failed: cannot start /nonexistent/mcp-server"),
             "{d:?}"
         );
         assert_eq!(
             mcp.servers_section().as_deref(),
-            Some("<mcp_servers>\nMCP servers whose tools are not declared to you. Load the tools of `tool_search` servers with `tool_search`.\n- mcp__cm (tool_search): Code tools\n</mcp_servers>")
+            Some("<mcp_servers>\nMCP servers whose tools are not declared to you. Call the tools of `codemode` servers from codemode scripts.\n- mcp__cm (codemode): Code tools\n</mcp_servers>")
         );
         let names: Vec<String> = mcp
             .direct_tools()
             .iter()
             .map(|t| t.definition().name)
             .collect();
-        assert_eq!(names, ["tool_search"]);
+        assert_eq!(names, ["codemode"]);
+        std::fs::write(
+            t.path().join("mcp.json"),
+            r#"{"autoEnableCodemode":false,"mcpServers":{"cm":{"command":"/nonexistent/mcp-server"}}}"#,
+        )
+        .unwrap();
+        let mcp = Mcp::start(config::load(t.path(), t.path(), false), t.path());
+        mcp.wait_all(Duration::from_secs(30)).await;
+        assert!(mcp.direct_tools().is_empty());
     }
 }

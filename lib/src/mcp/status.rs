@@ -12,7 +12,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use super::config::Exposure;
-use super::{effective, Mcp, State};
+use super::{Mcp, State};
 
 /// The `get_commands` entry of the built-in command (pi lists it while MCP
 /// is on, before extension commands).
@@ -89,14 +89,9 @@ pub async fn settle(mcp: &Mcp) {
 /// See [`settle`].
 pub const SETTLE_MARGIN: Duration = Duration::from_secs(10);
 
-/// A server's exposure as the status shows it: pi's word, or for a
-/// `codemode` server the exposure its tools get here.
+/// A server's exposure as the status shows it: pi's word.
 fn exposure_text(e: Exposure) -> String {
-    if e == Exposure::Codemode {
-        format!("{}; codemode is not supported here", effective(e).as_str())
-    } else {
-        e.as_str().to_string()
-    }
+    e.as_str().to_string()
 }
 
 /// The start-up notice (pi's `notify` warning), when a config entry is
@@ -210,9 +205,7 @@ mod tests {
         );
         assert_eq!(
             report(Some(&mcp), dir.path()),
-            format!(
-                "off: disabled (deferred; codemode is not supported here)\nplain: disabled (direct)\nconfig error: {err}"
-            )
+            format!("off: disabled (codemode)\nplain: disabled (direct)\nconfig error: {err}")
         );
         assert_eq!(
             attention(&mcp),

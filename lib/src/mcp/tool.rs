@@ -14,7 +14,7 @@ use rmcp::model::{
 };
 use serde_json::{json, Map, Value};
 
-use super::{effective, Exposure, Mcp, Server, State};
+use super::{Exposure, Mcp, Server, State};
 use crate::format::message::ImageBlock;
 use crate::format::tool::ToolDefinition;
 use crate::format::ContentBlock;
@@ -30,6 +30,23 @@ pub struct McpTool {
     tool: String,
     description: String,
     schema: Value,
+    /// The tool's own `outputSchema` (its `structuredContent`).
+    output: Option<Value>,
+}
+
+/// What a script's call of an MCP tool resolves to: the `CallToolResult`,
+/// its `structuredContent` typed by the tool's output schema.
+fn call_result_schema(structured: Option<&Value>) -> Value {
+    json!({"type": "object", "required": ["content"], "properties": {
+        "content": {"type": "array", "items": {"type": "object", "required": ["type"], "properties": {
+            "type": {"enum": ["text", "image", "audio", "resource_link", "resource"]},
+            "text": {"type": "string"},
+            "data": {"type": "string"},
+            "mimeType": {"type": "string"}
+        }, "additionalProperties": true}},
+        "structuredContent": structured.cloned().unwrap_or(json!({})),
+        "isError": {"type": "boolean"}
+    }, "additionalProperties": true})
 }
 
 impl McpTool {
@@ -40,6 +57,10 @@ impl McpTool {
             tool: t.name.to_string(),
             description: t.description.as_deref().unwrap_or("").to_string(),
             schema: Value::Object((*t.input_schema).clone()),
+            output: t
+                .output_schema
+                .as_ref()
+                .map(|o| Value::Object((**o).clone())),
         }
     }
 }
@@ -52,6 +73,9 @@ fn error_output(text: impl Into<String>) -> ToolOutput {
 }
 
 impl Tool for McpTool {
+    fn output_schema(&self) -> Option<Value> {
+        Some(call_result_schema(self.output.as_ref()))
+    }
     fn definition(&self) -> ToolDefinition {
         ToolDefinition {
             name: self.name.clone(),
@@ -280,7 +304,7 @@ impl ResourceTool {
         self.mcp
             .servers
             .iter()
-            .filter(|s| s.cfg.enabled && effective(s.cfg.exposure) != Exposure::Hidden)
+            .filter(|s| s.cfg.enabled && s.cfg.exposure != Exposure::Hidden)
             .filter(|s| matches!(s.state(), State::Connected(c) if c.has_resources))
             .cloned()
             .collect()
@@ -411,6 +435,43 @@ impl ResourceTool {
 }
 
 impl Tool for ResourceTool {
+    fn output_schema(&self) -> Option<Value> {
+        let s = |t: &str| json!({"type": "string", "description": t});
+        let plain = json!({"type": "string"});
+        let errors = json!({"type": "array", "description": "Servers that could not be listed", "items": {"type": "object", "required": ["server", "error"], "properties": {"server": plain, "error": plain}}});
+        Some(match self.kind {
+            ResourceKind::List => {
+                json!({"type": "object", "required": ["resources"], "properties": {
+                    "server": plain,
+                    "resources": {"type": "array", "items": {"type": "object", "required": ["server", "uri", "name"], "properties": {
+                        "server": plain, "uri": plain, "name": plain, "title": plain, "description": plain, "mimeType": plain, "size": {"type": "number"}
+                    }}},
+                    "nextCursor": plain,
+                    "errors": errors
+                }})
+            }
+            ResourceKind::Templates => {
+                json!({"type": "object", "required": ["resourceTemplates"], "properties": {
+                    "server": plain,
+                    "resourceTemplates": {"type": "array", "items": {"type": "object", "required": ["server", "uriTemplate", "name"], "properties": {
+                        "server": plain, "uriTemplate": s("RFC 6570 URI template"), "name": plain, "title": plain, "description": plain, "mimeType": plain
+                    }}},
+                    "nextCursor": plain,
+                    "errors": errors
+                }})
+            }
+            ResourceKind::Read => {
+                json!({"type": "object", "required": ["server", "uri", "contents"], "properties": {
+                    "server": plain,
+                    "uri": plain,
+                    "contents": {"type": "array", "items": {"anyOf": [
+                        {"type": "object", "required": ["uri", "text"], "properties": {"uri": plain, "mimeType": plain, "text": plain}},
+                        {"type": "object", "required": ["uri", "blob"], "properties": {"uri": plain, "mimeType": plain, "blob": s("base64")}}
+                    ]}}
+                }})
+            }
+        })
+    }
     fn definition(&self) -> ToolDefinition {
         let (description, parameters) = match self.kind {
             ResourceKind::List => (
@@ -462,44 +523,6 @@ impl ToolSearch {
     }
 }
 
-fn words(s: &str) -> Vec<String> {
-    s.split(|c: char| !c.is_alphanumeric())
-        .filter(|w| !w.is_empty())
-        .map(str::to_lowercase)
-        .collect()
-}
-
-/// Scores each candidate with BM25 over its name and description.
-fn rank(query: &str, docs: &[Vec<String>]) -> Vec<(usize, f64)> {
-    let q = words(query);
-    let n = docs.len() as f64;
-    let avg = docs.iter().map(Vec::len).sum::<usize>() as f64 / n.max(1.0);
-    let (k1, b) = (1.2, 0.75);
-    let mut scored: Vec<(usize, f64)> = docs
-        .iter()
-        .enumerate()
-        .map(|(i, d)| {
-            let len = d.len() as f64;
-            let score = q
-                .iter()
-                .map(|t| {
-                    let tf = d.iter().filter(|w| *w == t).count() as f64;
-                    if tf == 0.0 {
-                        return 0.0;
-                    }
-                    let df = docs.iter().filter(|d| d.contains(t)).count() as f64;
-                    let idf = ((n - df + 0.5) / (df + 0.5) + 1.0).ln();
-                    idf * tf * (k1 + 1.0) / (tf + k1 * (1.0 - b + b * len / avg.max(1.0)))
-                })
-                .sum::<f64>();
-            (i, score)
-        })
-        .filter(|(_, s)| *s > 0.0)
-        .collect();
-    scored.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
-    scored
-}
-
 impl Tool for ToolSearch {
     fn definition(&self) -> ToolDefinition {
         ToolDefinition {
@@ -539,7 +562,7 @@ impl Tool for ToolSearch {
                         && s.cfg
                             .exposures()
                             .iter()
-                            .any(|e| effective(*e) == Exposure::Deferred)
+                            .any(|e| matches!(e, Exposure::Deferred | Exposure::Codemode))
                 })
                 .collect();
             for s in &deferred {
@@ -550,12 +573,12 @@ impl Tool for ToolSearch {
                 .iter()
                 .map(|t| {
                     let d = t.definition();
-                    let mut w = words(&d.name);
-                    w.extend(words(&d.description));
+                    let mut w = crate::codemode::catalog::words(&d.name);
+                    w.extend(crate::codemode::catalog::words(&d.description));
                     w
                 })
                 .collect();
-            let hits: Vec<Arc<dyn Tool>> = rank(query, &docs)
+            let hits: Vec<Arc<dyn Tool>> = crate::codemode::catalog::rank(query, &docs)
                 .into_iter()
                 .take(limit)
                 .map(|(i, _)| Arc::clone(&candidates[i]))
@@ -592,8 +615,8 @@ impl Tool for ToolSearch {
 /// The section's size cap.
 const SECTION_MAX: usize = 4096;
 
-/// The `mcp_servers` section for the enabled servers with a deferred (or,
-/// here, codemode-turned-deferred) exposure, sorted by name.
+/// The `mcp_servers` section for the enabled servers with a deferred or
+/// codemode exposure, sorted by name.
 pub fn servers_section(servers: &[Arc<Server>]) -> Option<String> {
     let mut list: Vec<&Arc<Server>> = servers
         .iter()
@@ -609,7 +632,22 @@ pub fn servers_section(servers: &[Arc<Server>]) -> Option<String> {
         return None;
     }
     list.sort_by(|a, b| crate::tools::ls::locale_cmp(&a.cfg.name, &b.cfg.name));
-    let intro = "MCP servers whose tools are not declared to you. Load the tools of `tool_search` servers with `tool_search`.";
+    // A server is reached from codemode scripts when one of its configured
+    // exposures is `codemode`, else with `tool_search`.
+    let reach = |s: &Server| {
+        if s.cfg.exposures().contains(&Exposure::Codemode) {
+            "codemode"
+        } else {
+            "tool_search"
+        }
+    };
+    let mut intro = String::from("MCP servers whose tools are not declared to you.");
+    if list.iter().any(|s| reach(s) == "codemode") {
+        intro.push_str(" Call the tools of `codemode` servers from codemode scripts.");
+    }
+    if list.iter().any(|s| reach(s) == "tool_search") {
+        intro.push_str(" Load the tools of `tool_search` servers with `tool_search`.");
+    }
     let mut lines: Vec<String> = Vec::new();
     let mut used = intro.len();
     let total = list.len();
@@ -631,7 +669,7 @@ pub fn servers_section(servers: &[Arc<Server>]) -> Option<String> {
         let remaining = SECTION_MAX.saturating_sub(used);
         let share = remaining / (total - i).max(1);
         let limit = share.min(250);
-        let mut line = format!("- {} (tool_search)", s.cfg.namespace());
+        let mut line = format!("- {} ({})", s.cfg.namespace(), reach(s));
         if let Some(sum) = summary {
             let cut = if sum.chars().count() > limit {
                 let mut c: String = sum.chars().take(limit.saturating_sub(1)).collect();

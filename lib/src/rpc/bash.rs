@@ -70,6 +70,7 @@ impl UserBash {
             tool_call_id: String::new(),
             caller: None,
             sandbox,
+            host: None,
         };
         let sink = Box::new(move |p: ToolOutput| {
             let _ = tx.send(crate::format::message::blocks_text(&p.content, ""));

@@ -26,6 +26,17 @@ use crate::format::ContentBlock;
 pub struct BashTool;
 
 impl Tool for BashTool {
+    fn output_schema(&self) -> Option<Value> {
+        Some(
+            serde_json::json!({"type": "object", "required": ["output", "truncated", "exit_code", "wall_time_seconds"], "properties": {
+                "output": {"type": "string", "description": "Combined stdout and stderr, possibly truncated"},
+                "truncated": {"type": "boolean"},
+                "full_output_path": {"type": "string", "description": "Full output, when truncated"},
+                "exit_code": {"type": "number"},
+                "wall_time_seconds": {"type": "number"}
+            }}),
+        )
+    }
     fn definition(&self) -> ToolDefinition {
         ToolDefinition {
             name: "bash".into(),

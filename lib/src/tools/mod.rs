@@ -60,6 +60,9 @@ pub struct ToolContext {
     /// file tools check their paths against it (unconfined:
     /// [`crate::sandbox::Sandbox::none`]).
     pub sandbox: std::sync::Arc<crate::sandbox::Sandbox>,
+    /// The way back into the agent loop (nested calls through its gate,
+    /// the session's custom entries); `None` outside the loop.
+    pub host: Option<crate::agent::nested::Host>,
 }
 
 /// See [`ToolContext::caller`].
@@ -101,6 +104,20 @@ pub trait Tool: Send + Sync {
     fn prepare_arguments(&self, args: Value) -> Value {
         args
     }
+    /// The JSON Schema of the value a script's call resolves to (pi's
+    /// `outputSchema`): `None` means the text output (a string).
+    fn output_schema(&self) -> Option<Value> {
+        None
+    }
+    /// What the model sees while this tool is declared (pi's
+    /// `prepareLoadout`): a tool that runs other tools may change the other
+    /// declarations. The default leaves them as they are.
+    fn prepare_loadout(
+        &self,
+        declared: Vec<std::sync::Arc<dyn Tool>>,
+    ) -> Vec<std::sync::Arc<dyn Tool>> {
+        declared
+    }
     /// Runs the tool on already-validated arguments.
     fn execute<'a>(
         &'a self,
@@ -108,6 +125,15 @@ pub trait Tool: Send + Sync {
         ctx: ToolContext,
         on_update: UpdateSink,
     ) -> ToolFuture<'a>;
+}
+
+/// The declared tools as the tools among them that run others present
+/// them ([`Tool::prepare_loadout`], e.g. codemode's `Codemode:` lines).
+pub fn present(mut tools: Vec<std::sync::Arc<dyn Tool>>) -> Vec<std::sync::Arc<dyn Tool>> {
+    for t in tools.clone() {
+        tools = t.prepare_loadout(tools);
+    }
+    tools
 }
 
 pub mod bash;

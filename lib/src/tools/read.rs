@@ -25,6 +25,17 @@ use crate::format::ContentBlock;
 pub struct ReadTool;
 
 impl Tool for ReadTool {
+    fn output_schema(&self) -> Option<Value> {
+        Some(serde_json::json!({"anyOf": [
+            {"type": "string"},
+            {"type": "object", "required": ["type", "data", "mimeType", "note"], "properties": {
+                "type": {"const": "image"},
+                "data": {"type": "string"},
+                "mimeType": {"type": "string"},
+                "note": {"type": "string"}
+            }}
+        ]}))
+    }
     fn definition(&self) -> ToolDefinition {
         ToolDefinition {
             name: "read".into(),

@@ -22,7 +22,7 @@ use super::urls::{is_secure as secure_url, SECURE_URL};
 pub enum Exposure {
     /// Never reachable.
     Hidden,
-    /// Callable only from codemode scripts (pi's default; not supported here).
+    /// Callable only from codemode scripts (pi's default).
     Codemode,
     /// Declared once `tool_search` loads it.
     Deferred,
@@ -173,6 +173,9 @@ pub struct McpConfig {
     /// The files that exist.
     pub files: Vec<ConfigFile>,
     pub auto_enable_codemode: Option<bool>,
+    /// `codemode.*` of settings.json (how the codemode tool presents the
+    /// other tools).
+    pub codemode: crate::codemode::Settings,
     /// The agent dir it was read from (its `mcp-auth.json` holds the OAuth
     /// tokens); `None` for a config built in memory.
     pub agent_dir: Option<PathBuf>,
@@ -182,6 +185,9 @@ pub struct McpConfig {
 pub fn load(agent_dir: &Path, cwd: &Path, trusted: bool) -> McpConfig {
     let mut out = McpConfig {
         agent_dir: Some(agent_dir.to_path_buf()),
+        codemode: crate::settings::Settings::load(agent_dir, cwd, trusted)
+            .map(|s| crate::codemode::Settings::from_values(&s.values))
+            .unwrap_or_default(),
         ..McpConfig::default()
     };
     let global = agent_dir.join("mcp.json");
