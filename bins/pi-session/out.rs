@@ -62,13 +62,9 @@ impl Out {
     }
 }
 
-/// The terminal width (`$COLUMNS`, else 120).
+/// The terminal width (`$COLUMNS`, else the terminal's size, else 120).
 pub fn term_width() -> usize {
-    std::env::var("COLUMNS")
-        .ok()
-        .and_then(|c| c.parse().ok())
-        .filter(|&w: &usize| w >= 40)
-        .unwrap_or(120)
+    pi_lib::terminal::width(120)
 }
 
 /// Pads or clips to exactly `w` characters.

@@ -24,6 +24,7 @@ mod run;
 mod run_vs_pi;
 mod session_cmds;
 mod session_store;
+mod session_ux;
 mod stdio;
 mod subagent_limits;
 mod subagents;
