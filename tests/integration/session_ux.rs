@@ -84,3 +84,117 @@ fn ls_uses_the_terminal_width() {
     let set = on_pty(cmd, 200);
     assert_eq!(set, narrow);
 }
+
+/// Writes a session `id` with one user message `text` under the sandbox's
+/// sessions folder; `parent`: a subagent child of that session.
+fn write_session(sb: &Sandbox, n: usize, id: &str, text: &str, parent: Option<&str>) {
+    let dir = sb.agent().join("sessions/--proj--");
+    std::fs::create_dir_all(&dir).unwrap();
+    let ts = format!("2026-01-01T00:00:{n:02}.000Z");
+    let mut lines = vec![
+        serde_json::json!({"type": "session", "version": 3, "id": id, "timestamp": ts, "cwd": "/proj"}),
+        serde_json::json!({"type": "message", "id": "u1", "parentId": null, "timestamp": ts,
+            "message": {"role": "user", "content": text, "timestamp": 1_700_000_000_000u64 + n as u64}}),
+    ];
+    if let Some(p) = parent {
+        lines.push(
+            serde_json::json!({"type": "custom", "customType": "pi-web:subagent", "id": "m1",
+            "parentId": "u1", "timestamp": ts, "data": {"version": 1, "parentSessionId": p}}),
+        );
+    }
+    let text: String = lines.iter().map(|l| format!("{l}\n")).collect();
+    let name = format!("{}_{id}.jsonl", ts.replace([':', '.'], "-"));
+    std::fs::write(dir.join(name), text).unwrap();
+}
+
+/// Eight sessions made moments apart: their ids share 10 characters.
+fn close_ids(sb: &Sandbox) -> Vec<String> {
+    let ids: Vec<String> = (0..8)
+        .map(|i| format!("01a30000-a{i}00-7000-8000-000000000000"))
+        .collect();
+    for (i, id) in ids.iter().enumerate() {
+        write_session(sb, i, id, &format!("needle {i}"), None);
+    }
+    ids
+}
+
+/// The session id `pi-session show REF` opens.
+fn opened_id(sb: &Sandbox, reference: &str) -> String {
+    let out = sb.session(&["show", reference, "--format", "jsonl"]);
+    assert!(out.status.success(), "{reference}: {}", stderr(&out));
+    jsonl(&out)[0]["id"].as_str().unwrap().to_string()
+}
+
+/// Every prefix `ls`, `ls -n`, `search` and the subagent mark print names
+/// the session it stands for, although the ids share their first 10
+/// characters.
+#[test]
+fn printed_prefixes_name_one_session() {
+    let sb = Sandbox::new();
+    let ids = close_ids(&sb);
+    write_session(
+        &sb,
+        9,
+        "01a30000-b000-7000-8000-000000000000",
+        "child task",
+        Some(&ids[3]),
+    );
+    let table = |extra: &[&str]| {
+        let mut args = vec!["ls", "--all", "--format", "text"];
+        args.extend_from_slice(extra);
+        let out = sb
+            .cmd("pi-session")
+            .args(&args)
+            .env("COLUMNS", "200")
+            .output()
+            .unwrap();
+        ok(&out)
+    };
+    // `ls -n 1` shows one session; its prefix still has to be unique among
+    // all of them.
+    let one = table(&["-n", "1"]);
+    let row = one.lines().nth(1).unwrap();
+    let shown = row.split(' ').next().unwrap();
+    assert_eq!(
+        opened_id(&sb, shown),
+        "01a30000-b000-7000-8000-000000000000"
+    );
+    let all = table(&[]);
+    for row in all.lines().skip(1) {
+        let shown = row.split(' ').next().unwrap();
+        let id = opened_id(&sb, shown);
+        assert!(id.starts_with(shown), "{shown} opened {id}");
+        if let Some(rest) = row.split("[subagent of ").nth(1) {
+            let parent = rest.split(']').next().unwrap();
+            assert_eq!(opened_id(&sb, parent), ids[3], "{row}");
+        }
+    }
+    assert!(all.contains("[subagent of "), "{all}");
+    // search: `<prefix>:<line> <entry> <role>: <text>`.
+    let hits = ok(&sb.session(&["search", "needle", "--all", "--format", "text"]));
+    assert_eq!(hits.lines().count(), 8, "{hits}");
+    for line in hits.lines() {
+        let shown = line.split(':').next().unwrap();
+        let n = line.rsplit(' ').next().unwrap();
+        assert_eq!(
+            opened_id(&sb, shown),
+            ids[n.parse::<usize>().unwrap()],
+            "{line}"
+        );
+    }
+}
+
+/// An ambiguous prefix names five candidates, then how many more.
+#[test]
+fn an_ambiguous_prefix_lists_five_candidates_and_a_count() {
+    let sb = Sandbox::new();
+    let ids = close_ids(&sb);
+    let out = sb.session(&["show", "01a30000"]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = stderr(&out);
+    assert!(err.contains("is ambiguous"), "{err}");
+    assert_eq!(err.matches(".jsonl)").count(), 5, "{err}");
+    assert!(err.contains("and 3 more"), "{err}");
+    assert!(err.contains(&ids[0]) && !err.contains(&ids[7]), "{err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+}

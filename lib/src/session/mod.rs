@@ -19,6 +19,7 @@ pub mod list;
 pub mod llm;
 pub mod load;
 pub mod open;
+pub mod prefixes;
 pub mod resolve;
 pub mod search;
 // `session::session` holds the type the module is named after.
