@@ -198,3 +198,73 @@ fn an_ambiguous_prefix_lists_five_candidates_and_a_count() {
     assert!(err.contains(&ids[0]) && !err.contains(&ids[7]), "{err}");
     assert_eq!(err.lines().count(), 1, "{err}");
 }
+
+/// What bash completes for `words` (the last one being completed) with the
+/// script `bin --generate complete-bash` prints, run through the function
+/// the script registers for `bin`.
+fn bash_complete(sb: &Sandbox, bin: &str, words: &[&str]) -> Vec<String> {
+    let script = ok(&sb
+        .cmd(bin)
+        .args(["--generate", "complete-bash"])
+        .output()
+        .unwrap());
+    let file = sb.root().join(format!("{bin}.bash"));
+    std::fs::write(&file, script).unwrap();
+    let quoted: Vec<String> = words.iter().map(|w| format!("'{w}'")).collect();
+    let driver = format!(
+        r#"source '{file}'
+func=$(complete -p {bin} | sed -n 's/.*-F \([^ ]*\) .*/\1/p')
+COMP_WORDS=({words})
+COMP_CWORD=$(( ${{#COMP_WORDS[@]}} - 1 ))
+COMP_LINE="${{COMP_WORDS[*]}}"
+COMP_POINT=${{#COMP_LINE}}
+"$func" {bin} "${{COMP_WORDS[COMP_CWORD]}}" "${{COMP_WORDS[COMP_CWORD-1]}}"
+printf '%s\n' "${{COMPREPLY[@]}}"
+"#,
+        file = file.display(),
+        words = quoted.join(" ")
+    );
+    let out = Command::new("bash")
+        .args(["--norc", "--noprofile", "-c", &driver])
+        .output()
+        .unwrap();
+    ok(&out).lines().map(str::to_string).collect()
+}
+
+/// The bash completions of the hyphenated binaries complete a
+/// subcommand's options (clap_complete names their states wrongly; the
+/// generated script is repaired).
+#[test]
+fn bash_completes_subcommand_options() {
+    let sb = Sandbox::new();
+    let cases: &[(&str, &[&str], &[&str])] = &[
+        ("pi-session", &["pi-session", "ls", "--a"], &["--all"]),
+        (
+            "pi-session",
+            &["pi-session", "export", "x", "--fo"],
+            &["--format"],
+        ),
+        (
+            "pi-session",
+            &["pi-session", "select-tool", "x", "--c"],
+            &["--chat-only", "--clear"],
+        ),
+        ("pi-session", &["pi-session", "l"], &["ls", "label"]),
+        ("pi-prompt", &["pi-prompt", "expand", "--to"], &["--tools"]),
+        (
+            "pi-resources",
+            &["pi-resources", "agents", "--ena"],
+            &["--enable"],
+        ),
+    ];
+    for (bin, words, want) in cases {
+        let mut got = bash_complete(&sb, bin, words);
+        got.sort();
+        let mut want: Vec<String> = want.iter().map(|s| s.to_string()).collect();
+        want.sort();
+        assert_eq!(got, want, "{words:?}");
+    }
+    // A value of an option inside a subcommand.
+    let got = bash_complete(&sb, "pi-session", &["pi-session", "ls", "--sort", ""]);
+    assert_eq!(got, ["modified", "created"]);
+}
