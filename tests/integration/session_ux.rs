@@ -268,3 +268,113 @@ fn bash_completes_subcommand_options() {
     let got = bash_complete(&sb, "pi-session", &["pi-session", "ls", "--sort", ""]);
     assert_eq!(got, ["modified", "created"]);
 }
+
+/// Every line of every session file under the sandbox's sessions folder.
+fn session_file_lines(sb: &Sandbox) -> Vec<serde_json::Value> {
+    let mut out = Vec::new();
+    let mut dirs = vec![sb.agent().join("sessions")];
+    while let Some(d) = dirs.pop() {
+        for e in std::fs::read_dir(&d).into_iter().flatten().flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                dirs.push(p);
+            } else if p.extension().is_some_and(|x| x == "jsonl") {
+                let text = std::fs::read_to_string(&p).unwrap();
+                out.extend(text.lines().map(|l| serde_json::from_str(l).unwrap()));
+            }
+        }
+    }
+    out
+}
+
+/// An extension command that appends an entry (the examples' `/note`) as
+/// the whole prompt of a new session: the `entry_appended` it reports is
+/// true, the session file exists and holds the note. (pi 1.6.0 reports the
+/// entry and writes nothing, since its file waits for a message; checked
+/// side by side when the real pi is installed.)
+#[test]
+fn a_note_in_a_new_session_is_written() {
+    if Command::new("python3").arg("-V").output().is_err() {
+        assert!(
+            std::env::var("CI").as_deref() != Ok("true"),
+            "python3 is needed"
+        );
+        eprintln!("SKIP a_note_in_a_new_session_is_written: python3 is not installed");
+        return;
+    }
+    let sb = Sandbox::new();
+    let faux = sb.root().join("script.jsonl");
+    std::fs::write(&faux, "{\"text\": \"unused\"}\n").unwrap();
+    let out = sb
+        .cmd("pi-run")
+        .args(["--provider", "faux", "--model"])
+        .arg(&faux)
+        .args(["--mode", "json", "-e"])
+        .arg(repo().join("examples/guard.py"))
+        .arg("/note remember this")
+        .output()
+        .unwrap();
+    let events = jsonl(&out);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let reported = events
+        .iter()
+        .find(|e| e["type"] == "entry_appended")
+        .expect("entry_appended");
+    let lines = session_file_lines(&sb);
+    assert_eq!(lines.first().map(|h| &h["type"]), Some(&"session".into()));
+    assert_eq!(lines.first().map(|h| &h["id"]), Some(&events[0]["id"]));
+    let note = lines
+        .iter()
+        .find(|l| l["customType"] == "note")
+        .unwrap_or_else(|| panic!("no note in the session file: {lines:?}"));
+    assert_eq!(note, &reported["entry"]);
+    assert_eq!(note["data"]["text"], "remember this");
+    // The note's parent chain is in the file too.
+    let ids: Vec<&serde_json::Value> = lines.iter().map(|l| &l["id"]).collect();
+    assert!(ids.contains(&&note["parentId"]), "{lines:?}");
+
+    // pi 1.6.0, the same command from a TypeScript extension.
+    let Some(o) = Oracle::find("a note in a new session, pi 1.6.0") else {
+        return;
+    };
+    let sb = Sandbox::new();
+    let ext = sb.root().join("note.ts");
+    std::fs::write(
+        &ext,
+        r#"export default function (pi) {
+  pi.registerCommand("note", { description: "Record a note", handler: async (args) => { pi.appendEntry("note", { text: args }); } });
+}
+"#,
+    )
+    .unwrap();
+    std::fs::write(
+        sb.agent().join("models.json"),
+        r#"{"providers":{"mock":{"baseUrl":"http://127.0.0.1:9/v1","api":"openai-completions","apiKey":"test","models":[{"id":"mock-model","name":"Mock","reasoning":false,"input":["text"],"cost":{"input":0,"output":0,"cacheRead":0,"cacheWrite":0},"contextWindow":128000,"maxTokens":4096}]}}}"#,
+    )
+    .unwrap();
+    let out = o
+        .pi160(&sb)
+        .args([
+            "--provider",
+            "mock",
+            "--model",
+            "mock-model",
+            "--mode",
+            "json",
+            "-e",
+        ])
+        .arg(&ext)
+        .args(["-p", "/note remember this"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        jsonl(&out).iter().any(|e| e["type"] == "entry_appended"),
+        "pi reports the entry"
+    );
+    assert_eq!(
+        session_file_lines(&sb),
+        Vec::<serde_json::Value>::new(),
+        "pi writes nothing"
+    );
+}
