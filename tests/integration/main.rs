@@ -3,6 +3,7 @@
 
 mod autocompact;
 mod bad_input;
+mod browser;
 mod cli_docs;
 mod common;
 mod compact;
@@ -23,6 +24,7 @@ mod rpc;
 mod run;
 mod run_vs_pi;
 mod session_cmds;
+mod session_export;
 mod session_store;
 mod session_ux;
 mod stdio;

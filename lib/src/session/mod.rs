@@ -13,6 +13,7 @@ pub mod diagnostics;
 pub mod export;
 pub mod file;
 pub mod fork;
+pub mod html;
 pub mod ids;
 pub mod lines;
 pub mod list;
