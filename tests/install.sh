@@ -5,6 +5,7 @@
 #   * the mock LLM servers llmock and fakellm (PyPI)     tests/peers/install.sh
 #   * real pi extensions from npm for the Node host      tests/ext-node/install.sh
 #   * real MCP servers and the MCP conformance suite    tests/mcp/install.sh
+#   * Chromium for the HTML export's browser tests (Debian) tests/browser/install.sh
 # Only the package registries are contacted.
 set -euo pipefail
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -12,3 +13,4 @@ bash "$HERE/oracle/install.sh"
 bash "$HERE/peers/install.sh"
 bash "$HERE/ext-node/install.sh"
 bash "$HERE/mcp/install.sh"
+bash "$HERE/browser/install.sh"

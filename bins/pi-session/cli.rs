@@ -274,15 +274,19 @@ pub enum Command {
         #[command(flatten)]
         format: FormatArg,
     },
-    /// Export the current branch as one self-contained HTML file or as
-    /// Markdown.
+    /// Export the session as one self-contained HTML page (the whole
+    /// branch tree, Markdown rendered, tool calls folded, token and cost
+    /// totals; works offline) or its current branch as Markdown.
     Export {
         #[command(flatten)]
         session: SessionArg,
         /// Document format [default: from the -o extension, else html].
         #[arg(long, value_enum)]
         format: Option<ExportFormat>,
-        /// Write to this file instead of stdout.
+        /// Write to this file instead of stdout. When stdout is a terminal
+        /// and no file is named, an HTML export is written to
+        /// pi-session-<session file name>.html in the current directory
+        /// and its path printed.
         #[arg(long, short = 'o', value_name = "FILE")]
         output: Option<PathBuf>,
     },

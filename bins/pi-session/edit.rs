@@ -9,7 +9,7 @@ use std::path::PathBuf;
 
 use pi_lib::cli::{resolve_format, warn, CliError, OutputFormat, EXIT_OK};
 use pi_lib::format::Entry;
-use pi_lib::session::export::{to_html, to_markdown, write_export};
+use pi_lib::session::export::{terminal_target, to_html, to_markdown, write_export};
 use pi_lib::session::fork::fork_file;
 use pi_lib::session::tool_selection::ToolSelection;
 use pi_lib::session::Session;
@@ -200,6 +200,19 @@ pub fn export(
         Some(p) => {
             write_export(s, &p, &doc).map_err(CliError::input)?;
             pi_lib::cli::note(PROG, &format!("wrote {}", p.display()));
+        }
+        // A page is for a browser: on a terminal it goes to a file (Markdown
+        // is shown, cleaned of control characters).
+        None if format == ExportFormat::Html
+            && std::io::IsTerminal::is_terminal(&std::io::stdout()) =>
+        {
+            let cwd = std::env::current_dir()
+                .map_err(|e| CliError::input(format!("current directory: {e}")))?;
+            let p = terminal_target(s, "html", &cwd);
+            write_export(s, &p, &doc).map_err(CliError::input)?;
+            let mut out = Out::new();
+            out.line(&p.display().to_string())?;
+            out.flush()?;
         }
         None => {
             let mut out = Out::new();

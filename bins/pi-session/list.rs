@@ -5,12 +5,13 @@ use std::path::PathBuf;
 
 use pi_lib::cli::{resolve_format, warn, CliError, OutputFormat, EXIT_FAILED, EXIT_OK};
 use pi_lib::session::list::{list_sessions, SortKey};
-use pi_lib::session::resolve::listing;
+use pi_lib::session::prefixes::IdPrefixes;
+use pi_lib::session::resolve::{header_id, listing};
 use pi_lib::session::search::{search as search_files, Query};
 use pi_lib::timefmt::{parse_iso_ms, short_from_ms};
 
 use crate::cli::SortBy;
-use crate::out::{cell, clip, term_width, unique_prefix_len, Out};
+use crate::out::{cell, clip, term_width, Out};
 use crate::{Ctx, PROG};
 
 /// The session files `ls` / `search` look at (skipped ones warned about),
@@ -51,8 +52,11 @@ pub fn ls(
         }
         OutputFormat::Text => {
             let width = term_width();
-            let ids: Vec<&str> = sessions.iter().map(|s| s.id.as_str()).collect();
-            let id_w = unique_prefix_len(&ids, 8).min(36);
+            // Prefixes tell each session apart from every session an id
+            // prefix is resolved against, so any printed one works as an
+            // argument.
+            let prefixes = IdPrefixes::around(&ctx.roots(), sessions.iter().map(|s| s.id.clone()));
+            let id_w = prefixes.column_len(sessions.iter().map(|s| s.id.as_str()));
             let fixed = id_w + 1 + 16 + 1 + 16 + 1 + 5 + 1 + 8 + 1 + 7 + 1;
             let cwd_w = if all { 28 } else { 0 };
             let name_w = 18;
@@ -93,11 +97,7 @@ pub fn ls(
                 }
                 // A subagent child is marked with its parent's id.
                 let first = match &s.subagent_of {
-                    Some(p) => format!(
-                        "[subagent of {}] {}",
-                        p.chars().take(8).collect::<String>(),
-                        s.first_message
-                    ),
+                    Some(p) => format!("[subagent of {}] {}", prefixes.short(p), s.first_message),
                     None => s.first_message.clone(),
                 };
                 row.push_str(&clip(&first, first_w));
@@ -157,11 +157,17 @@ pub fn search(
         ignore_case,
         limit,
     };
+    let prefixes = match fmt {
+        OutputFormat::Text => {
+            IdPrefixes::around(&ctx.roots(), files.iter().filter_map(|f| header_id(f)))
+        }
+        OutputFormat::Jsonl => IdPrefixes::default(),
+    };
     let hits = search_files(&files, &q, &mut |w| warn(PROG, w), |rec| match fmt {
         OutputFormat::Jsonl => out.record(&rec),
         OutputFormat::Text => out.line(&format!(
             "{}:{} {} {}: {}",
-            clip(&rec.session_id, 8),
+            prefixes.short(&rec.session_id),
             rec.line,
             rec.entry_id,
             rec.role,

@@ -62,13 +62,9 @@ impl Out {
     }
 }
 
-/// The terminal width (`$COLUMNS`, else 120).
+/// The terminal width (`$COLUMNS`, else the terminal's size, else 120).
 pub fn term_width() -> usize {
-    std::env::var("COLUMNS")
-        .ok()
-        .and_then(|c| c.parse().ok())
-        .filter(|&w: &usize| w >= 40)
-        .unwrap_or(120)
+    pi_lib::terminal::width(120)
 }
 
 /// Pads or clips to exactly `w` characters.
@@ -76,37 +72,4 @@ pub fn cell(s: &str, w: usize) -> String {
     let c = clip(s, w);
     let n = c.chars().count();
     format!("{c}{}", " ".repeat(w.saturating_sub(n)))
-}
-
-/// The shortest prefix length (at least `min`) that tells each id apart
-/// from every other id in the list, like git's abbreviated hashes. UUID v7
-/// session ids share their leading time bits, so 8 characters rarely do.
-pub fn unique_prefix_len(ids: &[&str], min: usize) -> usize {
-    let mut sorted: Vec<&str> = ids.to_vec();
-    sorted.sort_unstable();
-    sorted.dedup();
-    let mut len = min;
-    for pair in sorted.windows(2) {
-        let common = pair[0]
-            .bytes()
-            .zip(pair[1].bytes())
-            .take_while(|(a, b)| a == b)
-            .count();
-        len = len.max(common + 1);
-    }
-    len
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn prefixes_tell_ids_apart() {
-        assert_eq!(
-            unique_prefix_len(&["01a228a9-8a19", "01a228a9-8bbe"], 8),
-            11
-        );
-        assert_eq!(unique_prefix_len(&["abc", "xyz"], 8), 8);
-    }
 }

@@ -70,8 +70,14 @@ pub fn generate(
     match what {
         Generate::Man => render_man(cmd, out),
         Generate::CompleteBash => {
-            clap_complete::generate(clap_complete::Shell::Bash, &mut cmd, name, out);
-            Ok(())
+            let mut script = Vec::new();
+            clap_complete::generate(
+                clap_complete::Shell::Bash,
+                &mut cmd,
+                name.clone(),
+                &mut script,
+            );
+            out.write_all(fix_bash_completion(&String::from_utf8_lossy(&script), &name).as_bytes())
         }
         Generate::CompleteZsh => {
             clap_complete::generate(clap_complete::Shell::Zsh, &mut cmd, name, out);
@@ -82,6 +88,36 @@ pub fn generate(
             Ok(())
         }
     }
+}
+
+/// Repairs clap_complete's bash script for a program whose name holds a
+/// `-`. The script walks the words typed into a state named after the
+/// program with `-` made `__` (`pi__session__subcmd__ls`), but it names
+/// the `case` arms that offer each subcommand's options with `-` made
+/// `__subcmd__` (`pi__subcmd__session__subcmd__ls`), so no arm ever
+/// matches and subcommand options are never completed. The arms are
+/// renamed to the state names.
+fn fix_bash_completion(script: &str, bin: &str) -> String {
+    if !bin.contains('-') {
+        return script.to_string();
+    }
+    let wrong = bin.replace('-', "__subcmd__");
+    let right = bin.replace('-', "__");
+    script
+        .lines()
+        .map(|line| {
+            let body = line.trim_start();
+            let indent = &line[..line.len() - body.len()];
+            match body.strip_prefix(&wrong) {
+                Some(rest)
+                    if rest.ends_with(')') && (rest == ")" || rest.starts_with("__subcmd__")) =>
+                {
+                    format!("{indent}{right}{rest}\n")
+                }
+                _ => format!("{line}\n"),
+            }
+        })
+        .collect()
 }
 
 /// Escapes text for roff.

@@ -3,7 +3,8 @@
 //! the cursor, retitle the window or worse. Every text `pi-session` prints
 //! for a person, and every snippet it puts in a record, goes through here:
 //! control characters are shown as visible symbols, and one-line clips
-//! flatten newlines and mark a cut with an ellipsis.
+//! flatten newlines and mark a cut with an ellipsis. It also knows how
+//! wide that terminal is, so tables use the room there is.
 
 /// Text safe to print on a terminal: every control character except
 /// newline and tab (ESC, CR, BEL, backspace, DEL, the C1 range) is shown as
@@ -50,6 +51,32 @@ pub fn clip(s: &str, max: usize) -> String {
     let mut out: String = flat.chars().take(max.saturating_sub(1)).collect();
     out.push('…');
     out
+}
+
+/// The width text is laid out for: `$COLUMNS` when it holds a number
+/// (a user's or a script's explicit choice), else the size of the terminal
+/// on stdout, else on stderr (`| less` with `--format text`), else
+/// `fallback`. Widths under 40 columns are taken as 40.
+pub fn width(fallback: usize) -> usize {
+    let from_env = std::env::var("COLUMNS")
+        .ok()
+        .and_then(|c| c.trim().parse::<usize>().ok())
+        .filter(|&w| w > 0);
+    from_env
+        .or_else(|| tty_columns(libc::STDOUT_FILENO))
+        .or_else(|| tty_columns(libc::STDERR_FILENO))
+        .unwrap_or(fallback)
+        .max(40)
+}
+
+/// The column count of the terminal on `fd`, when it is one and knows
+/// its size.
+fn tty_columns(fd: libc::c_int) -> Option<usize> {
+    // SAFETY: TIOCGWINSZ only writes a `winsize` into the struct we pass;
+    // on a descriptor that is not a terminal it fails with ENOTTY.
+    let mut ws: libc::winsize = unsafe { std::mem::zeroed() };
+    let r = unsafe { libc::ioctl(fd, libc::TIOCGWINSZ, &mut ws) };
+    (r == 0 && ws.ws_col > 0).then_some(usize::from(ws.ws_col))
 }
 
 #[cfg(test)]

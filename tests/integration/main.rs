@@ -3,6 +3,7 @@
 
 mod autocompact;
 mod bad_input;
+mod browser;
 mod cli_docs;
 mod codemode;
 mod common;
@@ -25,7 +26,9 @@ mod run;
 mod run_vs_pi;
 mod sandbox;
 mod session_cmds;
+mod session_export;
 mod session_store;
+mod session_ux;
 mod stdio;
 mod subagent_limits;
 mod subagents;

@@ -210,9 +210,18 @@ fn export_html_is_self_contained_and_md_is_readable() {
     ok(&r);
     let html = std::fs::read_to_string(&out_html).unwrap();
     assert!(html.starts_with("<!DOCTYPE html>"));
-    for forbidden in ["<script", "<link", "src=\"http", "href=\"http", "@import"] {
+    for forbidden in [
+        "<link",
+        "src=\"http",
+        "href=\"http",
+        "@import",
+        "<script src",
+    ] {
         assert!(!html.contains(forbidden), "{forbidden} in HTML");
     }
+    // One script, the page's own, and a policy that allows nothing else.
+    assert_eq!(html.matches("<script").count(), 1);
+    assert!(html.contains("content=\"default-src 'none'; img-src data:;"));
     assert!(html.contains("What is in notes.txt?") && html.contains("tool result"));
     let md = ok(&sb.session(&["export", &f, "--format", "md"]));
     assert!(md.starts_with("# Tool demo"));

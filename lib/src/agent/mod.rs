@@ -598,9 +598,16 @@ impl Agent {
     }
 
     /// Appends an entry on behalf of a hook's owner (an extension's
-    /// `appendEntry`), reported as `entry_appended`.
+    /// `appendEntry`), reported as `entry_appended`. The report says the
+    /// entry is in the session file, so a new session's file is written
+    /// now (pi 1.6.0 reports it and writes nothing until a message comes).
     pub fn append_entry(&mut self, entry: Entry, emit: Emit<'_>) -> Result<(), String> {
-        self.append(entry, Some(emit))
+        let entry = match self.store.append_persisted(entry) {
+            Ok(e) => e,
+            Err(e) => return Err(io_error(e, &self.store)),
+        };
+        emit(&json!({ "type": "entry_appended", "entry": entry }));
+        Ok(())
     }
 
     /// Appends a message outside a run's flow (an extension's

@@ -13,12 +13,14 @@ pub mod diagnostics;
 pub mod export;
 pub mod file;
 pub mod fork;
+pub mod html;
 pub mod ids;
 pub mod lines;
 pub mod list;
 pub mod llm;
 pub mod load;
 pub mod open;
+pub mod prefixes;
 pub mod resolve;
 pub mod search;
 // `session::session` holds the type the module is named after.

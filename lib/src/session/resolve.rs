@@ -209,7 +209,10 @@ pub enum ResolveError {
     /// what it is (a directory, a FIFO, a symlink loop, under a file).
     #[error("{reference}: {what}")]
     NotAFile { reference: String, what: String },
-    #[error("session id prefix {prefix} is ambiguous: it matches {}", candidates.iter().map(|(id, p)| format!("{id} ({})", p.display())).collect::<Vec<_>>().join(", "))]
+    #[error(
+        "session id prefix {prefix} is ambiguous: it matches {}",
+        list_candidates(candidates)
+    )]
     Ambiguous {
         prefix: String,
         candidates: Vec<(String, PathBuf)>,
@@ -220,6 +223,16 @@ pub enum ResolveError {
         #[source]
         source: std::io::Error,
     },
+}
+
+/// The candidates an ambiguous prefix names (see
+/// [`super::prefixes::some_of`]).
+fn list_candidates(candidates: &[(String, PathBuf)]) -> String {
+    super::prefixes::some_of(
+        candidates
+            .iter()
+            .map(|(id, p)| format!("{id} ({})", p.display())),
+    )
 }
 
 /// Whether `reference` is meant as a path rather than an id prefix.
@@ -288,6 +301,7 @@ pub fn resolve(
             if let Some(exact) = candidates.iter().position(|(id, _)| id == reference) {
                 return Ok(candidates.remove(exact).1);
             }
+            candidates.sort();
             Err(ResolveError::Ambiguous {
                 prefix: reference.to_string(),
                 candidates,
@@ -309,6 +323,7 @@ fn may_hold(path: &Path, prefix: &str) -> bool {
     }
 }
 
-fn uuid_like(s: &str) -> bool {
+/// Whether `s` has a UUID's shape (36 hex digits and dashes).
+pub(crate) fn uuid_like(s: &str) -> bool {
     s.len() == 36 && s.bytes().all(|b| b.is_ascii_hexdigit() || b == b'-')
 }

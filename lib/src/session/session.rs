@@ -108,11 +108,7 @@ impl Session {
             _ => Err(format!(
                 "{}: entry id prefix {id_or_prefix} is ambiguous: {}",
                 self.path.display(),
-                matches
-                    .iter()
-                    .map(|e| e.id())
-                    .collect::<Vec<_>>()
-                    .join(", ")
+                super::prefixes::some_of(matches.iter().map(|e| e.id().to_string()))
             )),
         }
     }

@@ -1,8 +1,9 @@
 //! A session being written by a run: the in-memory session plus pi's lazy
 //! persistence. A new session exists only in memory until its first `user`
-//! or `assistant` message; then the header and everything buffered are
-//! written in one go, and from then on each entry is appended as one line
-//! the moment it exists — a crash loses at most the message in flight.
+//! or `assistant` message (or an entry an extension appends on purpose);
+//! then the header and everything buffered are written in one go, and from
+//! then on each entry is appended as one line the moment it exists — a
+//! crash loses at most the message in flight.
 //!
 //! Other processes may write the same file meanwhile (`pi-session label`,
 //! `branch`, another run). Every append goes through
@@ -169,6 +170,22 @@ impl SessionStore {
             if triggers_flush && !self.flushed {
                 self.flush()?;
             }
+        }
+        self.session
+            .entries
+            .last()
+            .ok_or_else(|| io::Error::other("nothing appended"))
+    }
+
+    /// [`SessionStore::append_ref`] for an entry appended on purpose and
+    /// reported as written (an extension's `appendEntry`, a session name,
+    /// a label): a new session's file is written now, with everything
+    /// buffered, instead of at its first message, so the entry is not lost
+    /// when the run ends before one (`/note text` as the whole prompt).
+    pub fn append_persisted(&mut self, entry: Entry) -> io::Result<&Entry> {
+        self.append_ref(entry)?;
+        if !self.flushed && self.path.is_some() {
+            self.flush()?;
         }
         self.session
             .entries
