@@ -110,7 +110,9 @@ Environment:
 )]
 pub struct Cli {
     /// Prompts, sent one after the other; `@path` arguments include a file in
-    /// the first prompt.
+    /// the first prompt (an image — jpg, png, gif, webp, bmp — as an image,
+    /// fitted as `read` fits it; a model without image input gets pi's
+    /// placeholder).
     #[arg(value_name = "MESSAGE")]
     pub messages: Vec<String>,
 
