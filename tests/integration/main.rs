@@ -22,6 +22,7 @@ mod resources;
 mod roundtrip;
 mod rpc;
 mod run;
+mod run_flags;
 mod run_vs_pi;
 mod session_cmds;
 mod session_store;
