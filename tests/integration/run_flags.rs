@@ -80,3 +80,50 @@ fn cwd_runs_the_task_in_that_directory() {
     assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
     assert!(stderr(&out).contains("--cwd no/such"), "{}", stderr(&out));
 }
+
+#[test]
+fn an_unknown_option_gets_a_did_you_mean() {
+    let sb = Sandbox::new();
+    let script = faux_script(&sb, &[json!({"text": "unused"})]);
+    let run = |args: &[&str]| {
+        sb.cmd("pi-run")
+            .args(["--provider", "faux", "--model", &script])
+            .args(args)
+            .output()
+            .unwrap()
+    };
+    for (typo, meant) in [
+        ("--max-turn", "--max-turns"),
+        ("--no-aprove", "--no-approve"),
+        ("--sesion-id", "--session-id"),
+    ] {
+        let out = run(&[typo, "3", "-p", "hi"]);
+        let err = stderr(&out);
+        assert_eq!(out.status.code(), Some(2), "{err}");
+        assert!(err.contains(&format!("unknown option {typo}")), "{err}");
+        assert!(err.contains(&format!("did you mean {meant}?")), "{err}");
+        // No extension is loaded: no word about extension flags.
+        assert!(!err.contains("extension"), "{err}");
+    }
+    // With an extension loaded, the message says none registers it.
+    if std::process::Command::new("python3")
+        .arg("-V")
+        .output()
+        .is_err()
+    {
+        assert!(
+            std::env::var("CI").as_deref() != Ok("true"),
+            "python3 is needed"
+        );
+        return;
+    }
+    let guard = repo().join("examples/guard.py");
+    let out = run(&["-e", guard.to_str().unwrap(), "--no-aprove", "-p", "hi"]);
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("unknown option --no-aprove (no loaded extension registers it)"),
+        "{err}"
+    );
+    assert!(err.contains("did you mean --no-approve?"), "{err}");
+}

@@ -498,7 +498,8 @@ impl Assembly {
             .iter()
             .flat_map(|e| e.reg.flags.clone())
             .collect();
-        let (flag_values, back) = extflags::resolve(&self.opts.ext_flags, &registered)?;
+        let (flag_values, back) =
+            extflags::resolve(&self.opts.ext_flags, &registered, self.has_exts)?;
         if !back.is_empty() {
             extflags::reinsert(&mut self.opts.messages, &self.opts.message_positions, back);
         }
