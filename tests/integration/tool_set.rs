@@ -42,6 +42,20 @@ fn cells() -> Vec<Cell> {
             &["write", "read", "edit", "grep"],
         ),
         c(&["-t", "ls,read,ls"], None, None, &["ls", "read"]),
+        // Exact names first, then the patterns' matches in registry order.
+        c(&["--tools", "gr*,read"], None, None, &["read", "grep"]),
+        c(
+            &["--tools", "f*,ls,gr*,read"],
+            None,
+            None,
+            &["ls", "read", "grep", "find"],
+        ),
+        c(
+            &["--tools", "ls,*d*,bash"],
+            None,
+            None,
+            &["ls", "bash", "read", "edit", "find"],
+        ),
         c(&["--tools", " read , grep "], None, None, &["read", "grep"]),
         c(
             &["-t", "*"],
