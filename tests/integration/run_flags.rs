@@ -1,6 +1,7 @@
 //! `pi-run` flags a newcomer reaches for first: `--cwd DIR` (no `cd` in a
 //! CI step) and what an option nobody knows gets (a did-you-mean, and the
-//! extension hint only when extensions are loaded).
+//! extension hint only when extensions are loaded), and the `PI_*`
+//! variables the bash tool promises.
 
 use serde_json::{json, Value};
 
@@ -126,4 +127,91 @@ fn an_unknown_option_gets_a_did_you_mean() {
         "{err}"
     );
     assert!(err.contains("did you mean --no-approve?"), "{err}");
+}
+
+/// The `PI_*` variables of a bash tool call's environment (sorted).
+fn pi_vars(tool_output: &str) -> Vec<(String, String)> {
+    tool_output
+        .lines()
+        .filter_map(|l| l.split_once('='))
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .filter(|(k, _)| {
+            [
+                "PI_CODING_AGENT",
+                "PI_PROVIDER",
+                "PI_MODEL",
+                "PI_REASONING_LEVEL",
+                "PI_SESSION_ID",
+                "PI_SESSION_FILE",
+            ]
+            .contains(&k.as_str())
+        })
+        .collect()
+}
+
+/// The bash tool's guideline says "You can inspect PI_* environment
+/// variables for current model and session details": they are set, as pi
+/// 1.6.0 sets them (the same names, side by side).
+#[test]
+fn bash_tool_processes_get_the_pi_variables_its_guideline_promises() {
+    let sb = Sandbox::new();
+    let env_call = json!({"toolCalls": [{"name": "bash", "arguments": {"command": "env | grep '^PI_' | sort"}}]});
+    let script = faux_script(&sb, &[env_call, json!({"text": "done"})]);
+    let out = sb
+        .cmd("pi-run")
+        .args(["--provider", "faux", "--model", &script, "--mode", "json"])
+        .args(["--thinking", "off", "-p", "go"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let events = jsonl(&out);
+    let end = events
+        .iter()
+        .find(|e| e["type"] == "tool_execution_end")
+        .unwrap();
+    let vars = pi_vars(end["result"]["content"][0]["text"].as_str().unwrap());
+    let sessions = jsonl(
+        &sb.cmd("pi-session")
+            .args(["ls", "--all", "--format", "jsonl"])
+            .output()
+            .unwrap(),
+    );
+    let want = vec![
+        ("PI_CODING_AGENT".to_string(), "true".to_string()),
+        ("PI_MODEL".into(), script.clone()),
+        ("PI_PROVIDER".into(), "faux".into()),
+        ("PI_REASONING_LEVEL".into(), "off".into()),
+        (
+            "PI_SESSION_FILE".into(),
+            sessions[0]["path"].as_str().unwrap().to_string(),
+        ),
+        (
+            "PI_SESSION_ID".into(),
+            sessions[0]["id"].as_str().unwrap().to_string(),
+        ),
+    ];
+    assert_eq!(vars, want);
+
+    // pi 1.6.0 sets the same variables.
+    let Some(o) = Oracle::find("PI_* variables, pi 1.6.0") else {
+        return;
+    };
+    let sb = Sandbox::new();
+    let env_call = json!({"tool_calls": [{"name": "bash", "arguments": {"command": "env | grep '^PI_' | sort"}}]});
+    let mock = MockLlm::start(&o, sb.root(), &json!([env_call, {"text": "done"}]));
+    mock.configure(&sb.agent());
+    let out = o
+        .pi160(&sb)
+        .args(["--mode", "json", "-p", "go"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let end = jsonl(&out)
+        .into_iter()
+        .find(|e| e["type"] == "tool_execution_end")
+        .unwrap();
+    let theirs = pi_vars(end["result"]["content"][0]["text"].as_str().unwrap());
+    let names = |v: &[(String, String)]| v.iter().map(|(k, _)| k.clone()).collect::<Vec<_>>();
+    assert_eq!(names(&vars), names(&theirs), "{theirs:?}");
+    assert!(theirs.contains(&("PI_MODEL".into(), "mock-model".into())));
 }

@@ -64,6 +64,7 @@ impl UserBash {
             auto_resize_images,
             tool_call_id: String::new(),
             caller: None,
+            env: Vec::new(),
         };
         let sink = Box::new(move |p: ToolOutput| {
             let _ = tx.send(crate::format::message::blocks_text(&p.content, ""));

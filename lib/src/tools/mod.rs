@@ -56,6 +56,11 @@ pub struct ToolContext {
     /// agent of its own (a subagent): that agent must obey them. Opaque at
     /// this layer; `crate::agent::hooks::AgentExt::of_caller` reads it.
     pub caller: Option<Caller>,
+    /// Variables set in the processes a tool starts, as pi sets them for
+    /// its shell: `PI_CODING_AGENT`, the model (`PI_PROVIDER`, `PI_MODEL`,
+    /// `PI_REASONING_LEVEL`) and the session (`PI_SESSION_ID`,
+    /// `PI_SESSION_FILE`).
+    pub env: Vec<(String, String)>,
 }
 
 /// See [`ToolContext::caller`].
