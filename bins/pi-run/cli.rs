@@ -186,7 +186,11 @@ pub struct Cli {
     pub no_mcp: bool,
 
     /// Use this system prompt exactly: `pi-prompt system` output (JSONL
-    /// sections, or plain text) from a file, or `-` for stdin.
+    /// sections, or plain text) from a file, or `-` for stdin. Trust is
+    /// this run's own decision, never read from the prompt: a prompt made
+    /// for a trusted project (its `trust` record) is refused (exit 2)
+    /// unless this run trusts the project too (`-a`), since its skills and
+    /// templates would not expand here.
     #[arg(long, value_name = "FILE|-", conflicts_with_all = ["system_prompt", "append_system_prompt"])]
     pub system_from: Option<String>,
 

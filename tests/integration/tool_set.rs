@@ -507,8 +507,10 @@ fn piped_tool_set_reaches_pi_prompt() {
     assert_eq!(tools(&piped(&["-t", "gr*"], &["-t", "ls"])), ["ls"]);
     let chat = piped(&["--chat-only"], &[]);
     assert!(tools(&chat).is_empty());
+    // The trust decision the prompt was planned under comes first.
+    assert_eq!(chat[0]["type"], "trust");
     assert_eq!(
-        chat,
+        chat[1..],
         [json!({"type": "section", "name": "preamble", "text": "Be nice.\n"})]
     );
 }

@@ -130,9 +130,14 @@ pub fn check_rpc_args(messages: &[String], then: &[String]) -> Result<(), CliErr
     Ok(())
 }
 
+/// The sections of a `--system-from` prompt, and whether the prompt says
+/// it was made for a trusted project (its `trust` record; `None` without
+/// one, as in plain text).
+pub type SectionsFrom = (Vec<(String, String)>, Option<bool>);
+
 /// Sections from `--system-from`: `pi-prompt system` JSONL, or plain text
 /// as the whole prompt.
-pub fn sections_from(src: &str, prog: &str) -> Result<Vec<(String, String)>, CliError> {
+pub fn sections_from(src: &str, prog: &str) -> Result<SectionsFrom, CliError> {
     // Bounded like every outside input: a FIFO or /dev/zero is refused,
     // and stdin is read as piped prompt text is (never hanging on a pipe
     // nobody feeds).
@@ -144,6 +149,7 @@ pub fn sections_from(src: &str, prog: &str) -> Result<Vec<(String, String)>, Cli
         String::from_utf8(bytes).map_err(|_| CliError::input(format!("{src}: not UTF-8 text")))?
     };
     let mut sections = Vec::new();
+    let mut trusted = None;
     for (i, line) in text.lines().enumerate() {
         if line.trim().is_empty() {
             continue;
@@ -158,19 +164,22 @@ pub fn sections_from(src: &str, prog: &str) -> Result<Vec<(String, String)>, Cli
                         )));
                     };
                     sections.push((name.to_string(), body.to_string()));
+                } else if v["type"] == "trust" {
+                    trusted = v["trusted"].as_bool();
                 }
             }
             // Not JSONL: the whole text is the prompt.
             _ => {
-                return Ok(if text.is_empty() {
+                let sections = if text.is_empty() {
                     Vec::new()
                 } else {
                     vec![("preamble".to_string(), text)]
-                })
+                };
+                return Ok((sections, None));
             }
         }
     }
-    Ok(sections)
+    Ok((sections, trusted))
 }
 
 /// `pi-resources` records piped on stdin (`None` when stdin is a terminal,
