@@ -5,9 +5,10 @@
 //! folder has it, else created with it), a fork of another session
 //! (`--fork`, all its entries copied), or none on disk (`--no-session`).
 //! Concurrent runs creating one new `--session-id` share one file (pi
-//! 1.6.0 makes one per run). `--session-dir` replaces the sessions folder. A file in an old format
-//! version is rewritten as the current one before the run appends to it
-//! (the old file is kept as `<file>.v<N>.bak`), as pi rewrites it.
+//! 1.6.0 makes one per run). `--session-dir` replaces the sessions
+//! folder. A file in an old format version is rewritten as the current
+//! one before the run appends to it (the old file is kept as
+//! `<file>.v<N>.bak`), as pi rewrites it.
 
 use std::path::{Path, PathBuf};
 
