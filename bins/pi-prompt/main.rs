@@ -87,8 +87,11 @@ struct Common {
 
 #[derive(Subcommand, Debug)]
 enum Command {
-    /// Print the system prompt: one `section` record per section and one
-    /// `tool` record per tool (JSONL), or the rendered prompt (text).
+    /// Print the system prompt: the `trust` record it was planned under
+    /// (as `pi-resources` prints it), one `section` record per section and
+    /// one `tool` record per tool (JSONL), or the rendered prompt (text).
+    /// `pi-run --system-from` refuses a trusted project's prompt unless it
+    /// trusts the project too (`-a`).
     System {
         #[command(flatten)]
         common: Common,
@@ -177,10 +180,18 @@ fn run(cli: Cli) -> Result<i32, CliError> {
             let Plan {
                 sections: secs,
                 tools,
+                trust,
                 ..
             } = plan(&common, cwd, None)?;
             match resolve_format(common.format) {
                 OutputFormat::Jsonl => {
+                    // The trust decision first: `pi-run --system-from`
+                    // refuses a trusted project's prompt it does not trust.
+                    if let Some(t) = trust {
+                        let r = pi_lib::format::resources::ResourceRecord::Trust(t);
+                        let v = serde_json::to_value(r).unwrap_or(Value::Null);
+                        writeln!(out, "{v}").map_err(out_err)?;
+                    }
                     for (name, text) in &secs {
                         writeln!(
                             out,

@@ -18,6 +18,7 @@ Examples:
   pi-run --list-models sonnet
   pi-run -t 'gr*,read' -xt grep -p \"review\"   pi's tool options
   pi-run --session-id nightly-42 -p \"go on\"    continue or create that session
+  pi-run --cwd services/api -p \"fix the build\"  run there, no cd needed
   pi-run -p \"add it\" --then \"run the tests\"   a follow-up once the task ended
   pi-run --mode rpc                             pi's RPC protocol on stdin/stdout
 
@@ -100,7 +101,7 @@ Exit status:
   2    usage, configuration or input error (unknown model, missing API key,
        malformed models.json or settings.json, bad flag (also an unknown
        --flag no extension registered), an interactive-only
-       flag, a missing --export file, an @file that is missing,
+       flag, a missing --export file or --cwd directory, an @file that is missing,
        not a regular file or over 16 MiB, piped stdin over 16 MiB)
   5    the --sandbox (or settings `sandbox`) asked for cannot be set up
        (no Landlock ABI 3, seccomp refused, no user namespaces for
@@ -140,7 +141,9 @@ Environment:
 )]
 pub struct Cli {
     /// Prompts, sent one after the other; `@path` arguments include a file in
-    /// the first prompt.
+    /// the first prompt (an image — jpg, png, gif, webp, bmp — as an image,
+    /// fitted as `read` fits it; a model without image input gets pi's
+    /// placeholder).
     #[arg(value_name = "MESSAGE")]
     pub messages: Vec<String>,
 
@@ -213,9 +216,20 @@ pub struct Cli {
     pub no_mcp: bool,
 
     /// Use this system prompt exactly: `pi-prompt system` output (JSONL
-    /// sections, or plain text) from a file, or `-` for stdin.
+    /// sections, or plain text) from a file, or `-` for stdin. Trust is
+    /// this run's own decision, never read from the prompt: a prompt made
+    /// for a trusted project (its `trust` record) is refused (exit 2)
+    /// unless this run trusts the project too (`-a`), since its skills and
+    /// templates would not expand here.
     #[arg(long, value_name = "FILE|-", conflicts_with_all = ["system_prompt", "append_system_prompt"])]
     pub system_from: Option<String>,
+
+    /// Run in DIR as if started there (beyond pi; `pi-resources` and
+    /// `pi-prompt` have it too): the project, its sessions, the tools'
+    /// working directory and every relative path on the command line
+    /// (`@file`, `-e`, `--session`, …) are DIR's.
+    #[arg(long, value_name = "DIR", value_hint = clap::ValueHint::DirPath)]
+    pub cwd: Option<PathBuf>,
 
     /// Continue the most recent session of this directory.
     #[arg(short = 'c', long = "continue")]

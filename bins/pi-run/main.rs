@@ -41,8 +41,11 @@ fn start(
         out.finish()?;
         return Ok(EXIT_OK);
     }
-    let cwd =
-        std::env::current_dir().map_err(|e| CliError::input(format!("current directory: {e}")))?;
+    let cwd = match &cli.cwd {
+        Some(dir) => run::enter_dir(dir)?,
+        None => std::env::current_dir()
+            .map_err(|e| CliError::input(format!("current directory: {e}")))?,
+    };
     if let Some((what, instead)) = cli.interactive_only() {
         return Err(CliError::input(format!(
             "{what} is interactive only; pi-run has no interactive UI"

@@ -644,6 +644,20 @@ pub struct Pending {
     pub next: Option<String>,
     /// How many arguments clap got before this one (to put `next` back).
     pub at: usize,
+    /// The command's own option closest to `name`, when one is close (a
+    /// typo of a built-in option, unless an extension registers `name`).
+    pub near: Option<String>,
+}
+
+/// The name among `candidates` closest to `name`, when it is close
+/// enough to be the one meant (Jaro similarity, clap's measure and bar).
+pub fn closest<'a>(name: &str, candidates: impl IntoIterator<Item = &'a str>) -> Option<&'a str> {
+    candidates
+        .into_iter()
+        .map(|c| (strsim::jaro(name, c), c))
+        .filter(|(score, _)| *score > 0.7)
+        .max_by(|a, b| a.0.total_cmp(&b.0))
+        .map(|(_, c)| c)
 }
 
 /// Splits `args` (program name first) into what clap parses and the
@@ -669,6 +683,12 @@ pub fn split_unknown_options(
         }
     }
     longs.push(("help".into(), false));
+    let visible: Vec<String> = cmd
+        .get_arguments()
+        .filter(|a| !a.is_hide_set())
+        .filter_map(|a| a.get_long().map(str::to_string))
+        .chain(["help".to_string()])
+        .collect();
     let mut out = Vec::new();
     let mut pending = Vec::new();
     let mut it = args.into_iter().peekable();
@@ -710,11 +730,14 @@ pub fn split_unknown_options(
                     } else {
                         None
                     };
+                    let near =
+                        closest(&name, visible.iter().map(String::as_str)).map(str::to_string);
                     pending.push(Pending {
                         name,
                         inline,
                         next,
                         at: out.len(),
+                        near,
                     });
                 }
             }

@@ -17,6 +17,7 @@ fn ctx(cwd: &Path, cancel: &CancellationToken) -> ToolContext {
         caller: None,
         sandbox: Default::default(),
         host: None,
+        env: Vec::new(),
         cwd: cwd.to_path_buf(),
         cancel: cancel.clone(),
         auto_resize_images: true,

@@ -154,6 +154,7 @@ async fn check_case(name: &str, file: &str, cwd: PathBuf, want: &Value) -> Optio
         caller: None,
         sandbox: Default::default(),
         host: None,
+        env: Vec::new(),
         auto_resize_images: true,
         cwd,
         cancel: CancellationToken::new(),

@@ -879,3 +879,43 @@ for line in sys.stdin:
         );
     }
 }
+
+/// A TypeScript `session_start` handler waiting for something that can
+/// never happen (a promise nothing settles) costs no timeout: once the
+/// host has nothing left to run, the handler is answered as failed and
+/// the run goes on (pi 1.6.0's process just exits 0 at that point, after
+/// ~2.3 s, printing no answer; pi-run used to wait the 30 s event timeout).
+#[test]
+fn a_ts_handler_that_can_never_finish_costs_no_timeout() {
+    let Some(o) = Oracle::find("a_ts_handler_that_can_never_finish_costs_no_timeout") else {
+        return;
+    };
+    let sb = Sandbox::new();
+    let ext = write(
+        &sb.root().join("stuck.ts"),
+        "export default function (pi: any) {\n  pi.on(\"session_start\", async () => { await new Promise(() => {}); });\n}\n",
+    );
+    let p = write(
+        &sb.root().join("script.jsonl"),
+        "{\"text\": \"answered\"}\n",
+    );
+    let t = Instant::now();
+    let out = sb
+        .cmd("pi-run")
+        .env("PI_NODE", &o.node22)
+        .args(["--provider", "faux", "--model", p.to_str().unwrap()])
+        .arg("-e")
+        .arg(&ext)
+        .args(["-p", "go"])
+        .output()
+        .unwrap();
+    let took = t.elapsed();
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(stdout(&out), "answered\n");
+    assert!(
+        stderr(&out).contains("its handler never finished"),
+        "{}",
+        stderr(&out)
+    );
+    assert!(took < Duration::from_secs(10), "took {took:?}");
+}

@@ -970,3 +970,59 @@ fn message_update_and_before_settle_as_pi() {
     assert_eq!(ours[1]["customType"], "events-settle");
     assert_eq!(ours[1]["data"]["outcome"], "completed");
 }
+
+/// A tool an extension registers inside `session_start`, without choosing
+/// the set, is offered from the first request on, as pi 1.6.0 offers it;
+/// so is the real pi-subagents' `subagent_supervisor`, registered that way.
+#[test]
+fn a_tool_registered_in_session_start_reaches_the_first_request_as_in_pi() {
+    let turns = json!([
+        {"tool_calls": [{"name": "started", "arguments": {}}]},
+        {"text": "done"}
+    ]);
+    let Some((_, tools)) = same_tools_as_pi(
+        "a_tool_registered_in_session_start_reaches_the_first_request_as_in_pi",
+        "start-tool.ts",
+        turns,
+    ) else {
+        return;
+    };
+    assert!(tools[0].iter().any(|t| t == "started"), "{tools:?}");
+
+    let Some(o) = Oracle::find("subagent_supervisor in the first request") else {
+        return;
+    };
+    let dir = std::env::var_os("PI_EXT_CACHE")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            PathBuf::from(std::env::var_os("HOME").unwrap_or_default())
+                .join(".cache/pi-toolkit-ext")
+        })
+        .join("pi-subagents/node_modules/pi-subagents");
+    if !dir.join("package.json").is_file() {
+        assert!(
+            std::env::var("CI").as_deref() != Ok("true"),
+            "pi-subagents is not installed (tests/ext-node/install.sh)"
+        );
+        eprintln!("SKIP: pi-subagents is not installed");
+        return;
+    }
+    let first_tools = |pi: bool| {
+        let sb = Sandbox::new();
+        let mock = MockLlm::start(&o, sb.root(), &json!([{"text": "ok"}]));
+        mock.configure(&sb.agent());
+        let mut c = if pi {
+            o.pi160(&sb)
+        } else {
+            let mut c = pi_run(&o, &sb);
+            c.args(["--extension-timeout", "20"]);
+            c
+        };
+        let out = c.arg("-e").arg(&dir).args(["-p", "hi"]).output().unwrap();
+        assert!(out.status.success(), "pi {pi}: {}", stderr(&out));
+        request_tools(&mock.log).remove(0)
+    };
+    let ours = first_tools(false);
+    assert!(ours.iter().any(|t| t == "subagent_supervisor"), "{ours:?}");
+    assert_eq!(ours, first_tools(true));
+}

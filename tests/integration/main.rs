@@ -1,6 +1,7 @@
 //! Integration tests: the real binaries, driven the way users drive them,
 //! against fixtures the real pi wrote and, where installed, the real pi.
 
+mod at_file;
 mod autocompact;
 mod bad_input;
 mod browser;
@@ -23,6 +24,7 @@ mod resources;
 mod roundtrip;
 mod rpc;
 mod run;
+mod run_flags;
 mod run_vs_pi;
 mod sandbox;
 mod session_cmds;

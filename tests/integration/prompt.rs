@@ -336,6 +336,62 @@ fn pipeline_runs_with_exactly_the_piped_prompt() {
     assert_eq!(request(&server, 1).0, sys);
 }
 
+/// `pi-resources -a | pi-prompt system | pi-run --system-from -`: the
+/// prompt lists the trusted project's skills, so a run that does not trust
+/// the project refuses it (a usage error saying to pass -a; nothing is
+/// sent) instead of sending `/skill:x` unexpanded; with -a the skill
+/// expands.
+#[test]
+fn a_trusted_projects_prompt_needs_a_run_that_trusts_it() {
+    let sb = Sandbox::new();
+    let server = ScriptServer::start(vec![Reply::Sse(sse_text("ok"))]);
+    server.configure(&sb.agent());
+    write(
+        &sb.cwd().join(".pi/skills/x/SKILL.md"),
+        "---\ndescription: The x skill\n---\nDo the x thing.\n",
+    );
+    let bin = |n: &str| bin(n).display().to_string();
+    let pipeline = |run_flags: &str| {
+        let cmd = format!(
+            "'{}' -a | '{}' system | '{}' {run_flags} --system-from - --no-session -p '/skill:x go'",
+            bin("pi-resources"),
+            bin("pi-prompt"),
+            bin("pi-run")
+        );
+        std::process::Command::new("bash")
+            .args(["-c", &cmd])
+            .env_clear()
+            .env("HOME", sb.root().join("home"))
+            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+            .env("PI_CODING_AGENT_DIR", sb.agent())
+            .current_dir(sb.cwd())
+            .stdin(std::process::Stdio::null())
+            .output()
+            .unwrap()
+    };
+    let out = pipeline("");
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("made for a trusted project"),
+        "{}",
+        stderr(&out)
+    );
+    assert!(
+        stderr(&out).contains("pass -a to pi-run too"),
+        "{}",
+        stderr(&out)
+    );
+    assert!(server.requests.lock().unwrap().is_empty(), "nothing sent");
+    let out = pipeline("-a");
+    assert_eq!(ok(&out), "ok\n");
+    let body = server.requests.lock().unwrap()[0].to_string();
+    assert!(
+        body.contains("Do the x thing."),
+        "the skill expanded: {body}"
+    );
+    assert!(body.contains("The x skill"), "the prompt lists it: {body}");
+}
+
 /// The recorded system message equals pi 1.6.0's for the same tree, byte
 /// for byte, except `docs` (ours points at this toolkit's manuals).
 #[test]

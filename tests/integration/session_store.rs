@@ -326,6 +326,58 @@ fn concurrent_runs_creating_one_new_session_all_continue_it() {
     assert!(leftovers.is_empty(), "{leftovers:?}");
 }
 
+#[test]
+fn concurrent_runs_with_one_new_session_id_share_one_session() {
+    // pi 1.6.0 makes one file per run here (eight files with id X, and a
+    // later `--session-id X` sees one of them); pi-run claims the id in the
+    // folder, so every run's prompt lands in the one session X.
+    let sb = Sandbox::new();
+    let script = faux_script(&sb, &vec![json!({"text": "ok"}); 20]);
+    let children: Vec<_> = (0..8)
+        .map(|i| {
+            sb.cmd("pi-run")
+                .args(["--provider", "faux", "--model", &script])
+                .args(["--session-id", "nightly-42", "-p", &format!("prompt {i}")])
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    for c in children {
+        let out = c.wait_with_output().unwrap();
+        assert!(out.status.success(), "{}", stderr(&out));
+        assert_eq!(stdout(&out), "ok\n");
+    }
+    let sessions = jsonl(&sb.session(&["ls", "--all", "--format", "jsonl"]));
+    assert_eq!(sessions.len(), 1, "one session: {sessions:#?}");
+    assert_eq!(sessions[0]["id"], "nightly-42");
+    let file = PathBuf::from(sessions[0]["path"].as_str().unwrap());
+    let mut prompts: Vec<String> = entries(&file)
+        .into_iter()
+        .filter(|e| e["message"]["role"] == "user")
+        .map(|e| {
+            e["message"]["content"][0]["text"]
+                .as_str()
+                .unwrap()
+                .to_string()
+        })
+        .collect();
+    prompts.sort();
+    let want: Vec<String> = (0..8).map(|i| format!("prompt {i}")).collect();
+    assert_eq!(prompts, want, "every prompt in the one session");
+    assert_linear(&file);
+    let header: Value = serde_json::from_str(
+        std::fs::read_to_string(&file)
+            .unwrap()
+            .lines()
+            .next()
+            .unwrap(),
+    )
+    .unwrap();
+    assert_eq!(header["id"], "nightly-42");
+}
+
 /// A session file in the sandbox with these entry lines after the header.
 fn session_file(sb: &Sandbox, name: &str, header: &str, lines: &[&str]) -> PathBuf {
     let p = sb.root().join(name);

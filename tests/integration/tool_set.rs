@@ -42,6 +42,20 @@ fn cells() -> Vec<Cell> {
             &["write", "read", "edit", "grep"],
         ),
         c(&["-t", "ls,read,ls"], None, None, &["ls", "read"]),
+        // Exact names first, then the patterns' matches in registry order.
+        c(&["--tools", "gr*,read"], None, None, &["read", "grep"]),
+        c(
+            &["--tools", "f*,ls,gr*,read"],
+            None,
+            None,
+            &["ls", "read", "grep", "find"],
+        ),
+        c(
+            &["--tools", "ls,*d*,bash"],
+            None,
+            None,
+            &["ls", "bash", "read", "edit", "find"],
+        ),
         c(&["--tools", " read , grep "], None, None, &["read", "grep"]),
         c(
             &["-t", "*"],
@@ -493,8 +507,10 @@ fn piped_tool_set_reaches_pi_prompt() {
     assert_eq!(tools(&piped(&["-t", "gr*"], &["-t", "ls"])), ["ls"]);
     let chat = piped(&["--chat-only"], &[]);
     assert!(tools(&chat).is_empty());
+    // The trust decision the prompt was planned under comes first.
+    assert_eq!(chat[0]["type"], "trust");
     assert_eq!(
-        chat,
+        chat[1..],
         [json!({"type": "section", "name": "preamble", "text": "Be nice.\n"})]
     );
 }

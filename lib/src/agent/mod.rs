@@ -201,6 +201,29 @@ impl Agent {
         Some(Arc::clone(h))
     }
 
+    /// The variables a tool's processes get (the bash tool's guideline
+    /// points the model at them), as pi 1.6.0 sets them: no session file
+    /// without one on disk (`--no-session`).
+    fn tool_env(&self) -> Vec<(String, String)> {
+        let mut env = vec![
+            ("PI_CODING_AGENT".to_string(), "true".to_string()),
+            ("PI_PROVIDER".to_string(), self.opts.model.provider.clone()),
+            ("PI_MODEL".to_string(), self.opts.model.id.clone()),
+            (
+                "PI_REASONING_LEVEL".to_string(),
+                self.opts.thinking.as_str().to_string(),
+            ),
+            (
+                "PI_SESSION_ID".to_string(),
+                self.store.session.id().to_string(),
+            ),
+        ];
+        if let Some(p) = self.store.path() {
+            env.push(("PI_SESSION_FILE".to_string(), p.display().to_string()));
+        }
+        env
+    }
+
     /// The state a hook's owner may read without asking.
     pub fn snapshot(&self) -> hooks::AgentSnapshot {
         hooks::AgentSnapshot {

@@ -125,6 +125,7 @@ impl Agent {
             // A tool that starts an agent (a subagent) hands it these.
             caller: Some(self.ext.as_caller()),
             sandbox: std::sync::Arc::clone(&self.ext.limits.sandbox),
+            env: self.tool_env(),
             host,
         }
     }

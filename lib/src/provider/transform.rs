@@ -14,10 +14,35 @@ use serde_json::{Map, Value};
 
 use crate::format::message::{AssistantMessage, TextBlock, ToolResultMessage};
 use crate::format::model::Model;
-use crate::format::{AgentMessage, ContentBlock, Num};
+use crate::format::{AgentMessage, ContentBlock, Num, UserContent};
 
 /// Text of the synthetic result given to a tool call that has none.
 pub const NO_RESULT: &str = "No result provided";
+
+/// What a model without image input gets instead of a user message's
+/// images (one placeholder for each run of adjacent images).
+pub const IMAGE_OMITTED: &str = "(image omitted: model does not support images)";
+/// The same for a tool result's images.
+pub const TOOL_IMAGE_OMITTED: &str = "(tool image omitted: model does not support images)";
+
+/// `blocks` with each run of adjacent images replaced by one `placeholder`
+/// text block.
+fn without_images(blocks: &[ContentBlock], placeholder: &str) -> Vec<ContentBlock> {
+    let mut out: Vec<ContentBlock> = Vec::with_capacity(blocks.len());
+    let mut in_run = false;
+    for b in blocks {
+        if matches!(b, ContentBlock::Image(_)) {
+            if !in_run {
+                out.push(ContentBlock::text(placeholder));
+            }
+            in_run = true;
+        } else {
+            out.push(b.clone());
+            in_run = false;
+        }
+    }
+    out
+}
 
 /// Renames a tool-call id from another model for the target API.
 pub type IdNormalizer<'a> = &'a dyn Fn(&str) -> String;
@@ -56,7 +81,12 @@ pub fn transform_messages<M: std::borrow::Borrow<AgentMessage>>(
     model: &Model,
     normalize_id: IdNormalizer<'_>,
 ) -> Vec<AgentMessage> {
-    // Pass 1: content of other models, id renames.
+    // Pass 1: content of other models, id renames, images a model cannot
+    // see.
+    let vision = model.input.iter().any(|i| i == "image");
+    let has_image = |blocks: &[ContentBlock]| {
+        !vision && blocks.iter().any(|b| matches!(b, ContentBlock::Image(_)))
+    };
     let mut renamed: HashMap<String, String> = HashMap::new();
     let mut pass1 = Vec::with_capacity(messages.len());
     for msg in messages {
@@ -118,8 +148,19 @@ pub fn transform_messages<M: std::borrow::Borrow<AgentMessage>>(
                 if let Some(n) = renamed.get(&r.tool_call_id) {
                     r.tool_call_id = n.clone();
                 }
+                if has_image(&r.content) {
+                    r.content = without_images(&r.content, TOOL_IMAGE_OMITTED);
+                }
                 pass1.push(AgentMessage::ToolResult(r));
             }
+            AgentMessage::User(u) => match &u.content {
+                UserContent::Blocks(blocks) if has_image(blocks) => {
+                    let mut u = u.clone();
+                    u.content = UserContent::Blocks(without_images(blocks, IMAGE_OMITTED));
+                    pass1.push(AgentMessage::User(u));
+                }
+                _ => pass1.push(msg.clone()),
+            },
             other => pass1.push(other.clone()),
         }
     }
@@ -236,6 +277,44 @@ mod tests {
         msg(
             json!({"role":"assistant","content":content,"api":api,"provider":provider,"model":id,"stopReason":stop,"timestamp":1}),
         )
+    }
+
+    #[test]
+    fn images_a_model_cannot_see_become_one_placeholder_per_run() {
+        let img = json!({"type":"image","data":"AAAA","mimeType":"image/png"});
+        let history = vec![
+            msg(
+                json!({"role":"user","content":[{"type":"text","text":"a"},img,img,{"type":"text","text":"b"},img],"timestamp":1}),
+            ),
+            msg(
+                json!({"role":"toolResult","toolCallId":"c","toolName":"read","content":[{"type":"text","text":"Read image file [image/png]"},img],"isError":false,"timestamp":1}),
+            ),
+        ];
+        let text_only = model("mock", "openai-completions", "m");
+        let out = serde_json::to_value(transform_messages(&history, &text_only, &|id: &str| {
+            id.to_string()
+        }))
+        .unwrap();
+        let texts = |v: &Value| -> Vec<String> {
+            v["content"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|b| b["text"].as_str().unwrap_or("IMAGE").to_string())
+                .collect()
+        };
+        assert_eq!(texts(&out[0]), ["a", IMAGE_OMITTED, "b", IMAGE_OMITTED]);
+        assert_eq!(
+            texts(&out[1]),
+            ["Read image file [image/png]", TOOL_IMAGE_OMITTED]
+        );
+        let mut vision = text_only.clone();
+        vision.input = vec!["text".into(), "image".into()];
+        let out = serde_json::to_value(transform_messages(&history, &vision, &|id: &str| {
+            id.to_string()
+        }))
+        .unwrap();
+        assert_eq!(texts(&out[0]), ["a", "IMAGE", "IMAGE", "b", "IMAGE"]);
     }
 
     #[test]

@@ -71,6 +71,7 @@ impl UserBash {
             caller: None,
             sandbox,
             host: None,
+            env: Vec::new(),
         };
         let sink = Box::new(move |p: ToolOutput| {
             let _ = tx.send(crate::format::message::blocks_text(&p.content, ""));

@@ -60,6 +60,9 @@ pub struct Assembly {
     pub(super) sandbox: Arc<crate::sandbox::Sandbox>,
     /// The `sandbox` record for `--mode json`, when a sandbox is on.
     pub(super) sandbox_record: Option<Value>,
+    /// The trust decision the run was assembled under (its own, or the
+    /// one piped records carry).
+    decision: Option<crate::format::resources::TrustRecord>,
     /// Settings as the trust decision allows them.
     pub(super) settings: Settings,
     /// The model (`None` in a plan, which needs none; taken by the agent).
@@ -97,6 +100,9 @@ pub struct Plan {
     /// The resources the prompt was planned from (`pi-prompt expand`).
     pub resources: Resources,
     pub session: crate::session::Session,
+    /// The trust decision the prompt was planned under (`pi-prompt
+    /// system` passes it on, so `pi-run --system-from` can check its own).
+    pub trust: Option<crate::format::resources::TrustRecord>,
 }
 
 fn input_err(e: impl std::fmt::Display) -> CliError {
@@ -183,6 +189,7 @@ impl Assembly {
             trust_record: None,
             sandbox: Default::default(),
             sandbox_record: None,
+            decision: None,
             settings: untrusted,
             resolved: None,
             registry: None,
@@ -355,6 +362,7 @@ impl Assembly {
         )
         .map_err(input_err)?;
         self.trusted = trust.trusted;
+        self.decision = Some(trust.record());
         // Never silent about trust: one line on stderr (and a `trust`
         // record in --mode json) whenever the project has protected
         // resources. A plan says nothing (`pi-resources` reports trust).
@@ -375,7 +383,8 @@ impl Assembly {
             _ => None,
         });
         let (res, trust) = Resources::from_records(records);
-        self.trusted = trust.map(|t| t.trusted).unwrap_or(false);
+        self.trusted = trust.as_ref().map(|t| t.trusted).unwrap_or(false);
+        self.decision = trust;
         self.resources = res;
         // Tool options given here, or a session's pin, decide instead.
         piped_tools.filter(|_| !self.opts.tool_flags.any() && self.selection.pinned().is_none())
@@ -511,7 +520,8 @@ impl Assembly {
             .iter()
             .flat_map(|e| e.reg.flags.clone())
             .collect();
-        let (flag_values, back) = extflags::resolve(&self.opts.ext_flags, &registered)?;
+        let (flag_values, back) =
+            extflags::resolve(&self.opts.ext_flags, &registered, self.has_exts)?;
         if !back.is_empty() {
             extflags::reinsert(&mut self.opts.messages, &self.opts.message_positions, back);
         }
@@ -609,7 +619,21 @@ impl Assembly {
             });
         }
         if let Some(src) = &self.opts.system_from {
-            return super::input::sections_from(src, self.opts.prog);
+            let (sections, made_trusted) = super::input::sections_from(src, self.opts.prog)?;
+            // A prompt listing a trusted project's skills and templates is
+            // refused by a run that does not trust the project: `/skill:x`
+            // would reach the model unexpanded. Trust is never taken from
+            // a file; the run decides it, so it is asked for here too.
+            if made_trusted == Some(true) && !self.trusted {
+                return Err(CliError::input(format!(
+                    "--system-from {src}: the prompt was made for a trusted project, but this run does not trust {}",
+                    self.cwd.display()
+                ))
+                .with_hint(
+                    "pass -a to pi-run too (pi-resources -a | pi-prompt system | pi-run -a --system-from -): trust is decided by each run, never read from its input",
+                ));
+            }
+            return Ok(sections);
         }
         let plan = PlanOptions {
             cwd: self.cwd.display().to_string(),
@@ -646,6 +670,7 @@ impl Assembly {
             tools: self.tools,
             resources: self.resources,
             session: self.store.session,
+            trust: self.decision,
         }
     }
 

@@ -44,7 +44,12 @@ impl Assembly {
             input::check_rpc_args(&self.opts.messages, &self.opts.then)?;
             Vec::new()
         } else {
-            input::prompts(&self.opts.messages, &self.cwd, prog)?
+            input::prompts(
+                &self.opts.messages,
+                &self.cwd,
+                prog,
+                self.settings.auto_resize_images(),
+            )?
         };
         let then = input::then_prompts(&self.opts.then);
         if prompts.is_empty() && !rpc_mode {

@@ -16,23 +16,20 @@ use crate::format::extension::FlagSpec;
 
 /// Resolves the set-aside options against the registered flags: the
 /// values by flag name, and the tokens that go back to the messages as
-/// `(index among clap's arguments, text)`.
+/// `(index among clap's arguments, text)`. `extensions_loaded` says
+/// whether any extension runs (only then is an unknown option worth an
+/// extension hint).
 #[allow(clippy::type_complexity)]
 pub fn resolve(
     pending: &[Pending],
     flags: &[FlagSpec],
+    extensions_loaded: bool,
 ) -> Result<(Map<String, Value>, Vec<(usize, String)>), CliError> {
     let mut values = Map::new();
     let mut back = Vec::new();
     for p in pending {
         let Some(f) = flags.iter().find(|f| f.name == p.name) else {
-            return Err(CliError::input(format!(
-                "unknown option --{} (no extension registered it)",
-                p.name
-            ))
-            .with_hint(
-                "see pi-run --help; extension flags exist only when their extension loads",
-            ));
+            return Err(unknown(p, flags, extensions_loaded));
         };
         if f.kind == "string" {
             let Some(v) = p.inline.clone().or_else(|| p.next.clone()) else {
@@ -62,6 +59,42 @@ pub fn resolve(
         }
     }
     Ok((values, back))
+}
+
+/// The error for an option neither pi-run nor a loaded extension knows:
+/// the closest option (built-in or an extension's) as a did-you-mean, and
+/// a word about extension flags only when extensions are loaded.
+fn unknown(p: &Pending, flags: &[FlagSpec], extensions_loaded: bool) -> CliError {
+    let candidates = p
+        .near
+        .iter()
+        .map(String::as_str)
+        .chain(flags.iter().map(|f| f.name.as_str()));
+    let near = crate::cli::closest(&p.name, candidates);
+    let what = if extensions_loaded {
+        format!(
+            "unknown option --{} (no loaded extension registers it)",
+            p.name
+        )
+    } else {
+        format!("unknown option --{}", p.name)
+    };
+    let hint = match (near, extensions_loaded) {
+        (Some(n), _) => format!("did you mean --{n}? (pi-run --help lists the options)"),
+        (None, false) => "pi-run --help lists the options".to_string(),
+        (None, true) if flags.is_empty() => {
+            "pi-run --help lists the options; the loaded extensions register no flags".to_string()
+        }
+        (None, true) => format!(
+            "pi-run --help lists the options; the loaded extensions register {}",
+            flags
+                .iter()
+                .map(|f| format!("--{}", f.name))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+    };
+    CliError::input(what).with_hint(hint)
 }
 
 /// Puts tokens back among the messages: each before the first message
@@ -140,7 +173,7 @@ mod tests {
             flag("name-it", "string"),
             flag("dry", "boolean"),
         ];
-        let (values, back) = resolve(&pending, &flags).unwrap();
+        let (values, back) = resolve(&pending, &flags, true).unwrap();
         assert_eq!(values["probe"], true);
         assert_eq!(values["name-it"], "x");
         assert_eq!(values["dry"], true);
@@ -150,6 +183,74 @@ mod tests {
         reinsert(&mut msgs, &pos, back);
         assert_eq!(msgs, ["first", "second"]);
         // A flag nobody registered is a usage error.
-        assert!(resolve(&pending, &flags[..1]).is_err());
+        assert!(resolve(&pending, &flags[..1], true).is_err());
+    }
+
+    fn pending(name: &str, near: Option<&str>) -> Pending {
+        Pending {
+            name: name.into(),
+            inline: None,
+            next: None,
+            at: 1,
+            near: near.map(str::to_string),
+        }
+    }
+
+    #[test]
+    fn an_unknown_option_gets_the_closest_one_and_an_extension_hint_only_with_extensions() {
+        let cmd = clap::Command::new("pi-run")
+            .arg(clap::Arg::new("max-turns").long("max-turns"))
+            .arg(
+                clap::Arg::new("no-approve")
+                    .long("no-approve")
+                    .action(clap::ArgAction::SetTrue),
+            )
+            .arg(clap::Arg::new("model").long("model"))
+            .arg(clap::Arg::new("secret").long("secret-option").hide(true));
+        let (_, p) = crate::cli::split_unknown_options(
+            os(&[
+                "pi-run",
+                "--max-turn",
+                "3",
+                "--no-aprove",
+                "--zzz",
+                "--secret-optio",
+            ]),
+            &cmd,
+        );
+        let near: Vec<_> = p.iter().map(|p| p.near.as_deref()).collect();
+        assert_eq!(near, [Some("max-turns"), Some("no-approve"), None, None]);
+
+        let e = resolve(&p[..1], &[], false).unwrap_err();
+        assert_eq!(e.message, "unknown option --max-turn");
+        let hint = e.hint.clone().unwrap_or_default();
+        assert!(hint.starts_with("did you mean --max-turns?"), "{hint}");
+        assert!(!hint.contains("extension"), "{hint}");
+        let e = resolve(&p[2..3], &[], false).unwrap_err();
+        assert!(!e.hint.as_deref().unwrap_or_default().contains("extension"));
+        // With extensions loaded, their flags are candidates too, and the
+        // message says none of them registers the option.
+        let dry = FlagSpec {
+            name: "dry-run".into(),
+            kind: "boolean".into(),
+            default: None,
+            description: None,
+        };
+        let e = resolve(&[pending("dry-rn", None)], &[dry.clone()], true).unwrap_err();
+        assert_eq!(
+            e.message,
+            "unknown option --dry-rn (no loaded extension registers it)"
+        );
+        assert!(e
+            .hint
+            .as_deref()
+            .unwrap_or_default()
+            .starts_with("did you mean --dry-run?"));
+        let e = resolve(&[pending("zzz", None)], &[dry], true).unwrap_err();
+        assert!(e
+            .hint
+            .as_deref()
+            .unwrap_or_default()
+            .contains("register --dry-run"));
     }
 }

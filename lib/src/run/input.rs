@@ -8,7 +8,7 @@ use std::path::Path;
 use serde_json::Map;
 
 use crate::cli::CliError;
-use crate::format::message::UserMessage;
+use crate::format::message::{ImageBlock, UserMessage};
 use crate::format::{AgentMessage, ContentBlock, Num, UserContent};
 
 /// Largest `@file` and piped stdin (16 MiB): more than any model's context
@@ -23,21 +23,54 @@ pub(crate) fn user(text: String) -> AgentMessage {
     })
 }
 
-/// Builds the prompts from the messages given.
-pub fn prompts(given: &[String], cwd: &Path, prog: &str) -> Result<Vec<AgentMessage>, CliError> {
+/// Builds the prompts from the messages given. An `@file` holding an
+/// image (known by its first bytes, as `read` knows it) goes to the first
+/// prompt as an image block, converted and fitted as `read` does when
+/// `auto_resize` (settings `images.autoResize`); its `<file>` tag stays
+/// in the text, and the fitting's notes end the text, as pi 1.6.0 sends
+/// them. A model without image input gets a placeholder instead (the
+/// provider layer's job: the session keeps the image).
+pub fn prompts(
+    given: &[String],
+    cwd: &Path,
+    prog: &str,
+    auto_resize: bool,
+) -> Result<Vec<AgentMessage>, CliError> {
     let mut files = String::new();
+    let mut images: Vec<ContentBlock> = Vec::new();
+    let mut notes: Vec<String> = Vec::new();
     let mut messages: Vec<String> = Vec::new();
     for m in given {
         if let Some(rel) = m.strip_prefix('@').filter(|r| !r.is_empty()) {
             let path = cwd.join(rel);
             // Regular files only (a FIFO would block, /dev/zero never ends),
             // and at most AT_FILE_MAX_BYTES.
-            let text =
+            let bytes =
                 crate::regular_file::read_capped(&path, AT_FILE_MAX_BYTES, None).map_err(|e| {
                     CliError::input(format!("{}: cannot read @file: {e}", path.display()))
                 })?;
-            let text = String::from_utf8(text).map_err(|_| {
-                CliError::input(format!("{}: @file is not UTF-8 text", path.display()))
+            if let Some(mime) = crate::tools::image::detect_mime(&bytes) {
+                let a = crate::tools::image::prepare_attachment(&bytes, mime, auto_resize);
+                files.push_str(&format!(
+                    "<file name=\"{}\">{}</file>\n",
+                    path.display(),
+                    a.conversion_note.unwrap_or_default()
+                ));
+                notes.extend(a.resize_note);
+                if let Some((data, mime_type)) = a.image {
+                    images.push(ContentBlock::Image(ImageBlock {
+                        data,
+                        mime_type,
+                        extra: Map::new(),
+                    }));
+                }
+                continue;
+            }
+            let text = String::from_utf8(bytes).map_err(|_| {
+                CliError::input(format!(
+                    "{}: @file is neither UTF-8 text nor an image (jpg, png, gif, webp, bmp)",
+                    path.display()
+                ))
             })?;
             files.push_str(&format!(
                 "<file name=\"{}\">\n{}\n</file>\n",
@@ -61,8 +94,18 @@ pub fn prompts(given: &[String], cwd: &Path, prog: &str) -> Result<Vec<AgentMess
     if let Some(m) = rest.next() {
         first.push_str(&m);
     }
-    if !first.is_empty() {
-        out.push(user(first));
+    if !notes.is_empty() {
+        first.push_str("\n\n");
+        first.push_str(&notes.join("\n"));
+    }
+    if !first.is_empty() || !images.is_empty() {
+        let mut blocks = vec![ContentBlock::text(first)];
+        blocks.extend(images);
+        out.push(AgentMessage::User(UserMessage {
+            content: UserContent::Blocks(blocks),
+            timestamp: Num::signed(crate::timefmt::now_ms()),
+            extra: Map::new(),
+        }));
     }
     out.extend(rest.map(user));
     Ok(out)
@@ -87,9 +130,14 @@ pub fn check_rpc_args(messages: &[String], then: &[String]) -> Result<(), CliErr
     Ok(())
 }
 
+/// The sections of a `--system-from` prompt, and whether the prompt says
+/// it was made for a trusted project (its `trust` record; `None` without
+/// one, as in plain text).
+pub type SectionsFrom = (Vec<(String, String)>, Option<bool>);
+
 /// Sections from `--system-from`: `pi-prompt system` JSONL, or plain text
 /// as the whole prompt.
-pub fn sections_from(src: &str, prog: &str) -> Result<Vec<(String, String)>, CliError> {
+pub fn sections_from(src: &str, prog: &str) -> Result<SectionsFrom, CliError> {
     // Bounded like every outside input: a FIFO or /dev/zero is refused,
     // and stdin is read as piped prompt text is (never hanging on a pipe
     // nobody feeds).
@@ -101,6 +149,7 @@ pub fn sections_from(src: &str, prog: &str) -> Result<Vec<(String, String)>, Cli
         String::from_utf8(bytes).map_err(|_| CliError::input(format!("{src}: not UTF-8 text")))?
     };
     let mut sections = Vec::new();
+    let mut trusted = None;
     for (i, line) in text.lines().enumerate() {
         if line.trim().is_empty() {
             continue;
@@ -115,19 +164,22 @@ pub fn sections_from(src: &str, prog: &str) -> Result<Vec<(String, String)>, Cli
                         )));
                     };
                     sections.push((name.to_string(), body.to_string()));
+                } else if v["type"] == "trust" {
+                    trusted = v["trusted"].as_bool();
                 }
             }
             // Not JSONL: the whole text is the prompt.
             _ => {
-                return Ok(if text.is_empty() {
+                let sections = if text.is_empty() {
                     Vec::new()
                 } else {
                     vec![("preamble".to_string(), text)]
-                })
+                };
+                return Ok((sections, None));
             }
         }
     }
-    Ok(sections)
+    Ok((sections, trusted))
 }
 
 /// `pi-resources` records piped on stdin (`None` when stdin is a terminal,

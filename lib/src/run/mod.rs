@@ -180,6 +180,26 @@ pub fn plan(opts: RunOptions) -> Result<Plan, CliError> {
     Ok(asm.into_plan(&rt))
 }
 
+/// `--cwd DIR`: the process moves to DIR before anything else, so the run
+/// is the one `cd DIR && pi-run …` would make — the project, the sessions
+/// folder, the tools' working directory and every relative path on the
+/// command line are DIR's. Call it before any thread starts (`$PWD` is
+/// set for the tools' shells). Returns DIR, absolute and resolved.
+pub fn enter_dir(dir: &std::path::Path) -> Result<PathBuf, CliError> {
+    let real = std::fs::canonicalize(dir)
+        .map_err(|e| CliError::input(format!("--cwd {}: {e}", dir.display())))?;
+    if !real.is_dir() {
+        return Err(CliError::input(format!(
+            "--cwd {}: not a directory",
+            dir.display()
+        )));
+    }
+    std::env::set_current_dir(&real)
+        .map_err(|e| CliError::input(format!("--cwd {}: {e}", dir.display())))?;
+    std::env::set_var("PWD", &real);
+    Ok(real)
+}
+
 /// The async runtime a run lives on.
 fn runtime() -> Result<tokio::runtime::Runtime, CliError> {
     tokio::runtime::Builder::new_multi_thread()

@@ -158,13 +158,18 @@ pub fn probe(path: &Path) -> Result<bool, String> {
     match std::fs::metadata(path) {
         Ok(m) if m.is_file() => Ok(true),
         Ok(m) => Err(not_a_session_file(&m.file_type())),
-        Err(e) if e.kind() == io::ErrorKind::NotFound => {
-            if std::fs::symlink_metadata(path).is_ok() {
-                Err("is a dangling symbolic link".into())
-            } else {
-                Ok(false)
-            }
-        }
+        Err(e) if e.kind() == io::ErrorKind::NotFound => match std::fs::symlink_metadata(path) {
+            Ok(m) if m.file_type().is_symlink() => Err("is a dangling symbolic link".into()),
+            // Something appeared since the first look (another run created
+            // the session this very moment): look again.
+            Ok(_) => match std::fs::metadata(path) {
+                Ok(m) if m.is_file() => Ok(true),
+                Ok(m) => Err(not_a_session_file(&m.file_type())),
+                Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(false),
+                Err(e) => Err(describe_error(&e)),
+            },
+            Err(_) => Ok(false),
+        },
         Err(e) => Err(describe_error(&e)),
     }
 }
@@ -179,6 +184,37 @@ mod tests {
             .status()
             .is_ok_and(|s| s.success());
         assert!(ok, "mkfifo {}", p.display());
+    }
+
+    #[test]
+    fn a_file_appearing_while_probed_is_never_a_dangling_link() {
+        // Another run links its new session into place while this one
+        // looks: between the two looks the path goes from nothing to a
+        // file, which is no symbolic link.
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("new.jsonl");
+        let tmp = dir.path().join("tmp");
+        std::fs::write(&tmp, "x").unwrap();
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let flipper = {
+            let (path, tmp, stop) = (path.clone(), tmp.clone(), stop.clone());
+            std::thread::spawn(move || {
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    let _ = std::fs::hard_link(&tmp, &path);
+                    let _ = std::fs::remove_file(&path);
+                }
+            })
+        };
+        let mut bad = None;
+        for _ in 0..200_000 {
+            if let Err(e) = probe(&path) {
+                bad = Some(e);
+                break;
+            }
+        }
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        flipper.join().unwrap();
+        assert_eq!(bad, None);
     }
 
     #[test]

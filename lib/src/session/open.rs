@@ -4,9 +4,11 @@
 //! exist yet is created), an exact id (`--session-id`, continued when the
 //! folder has it, else created with it), a fork of another session
 //! (`--fork`, all its entries copied), or none on disk (`--no-session`).
-//! `--session-dir` replaces the sessions folder. A file in an old format
-//! version is rewritten as the current one before the run appends to it
-//! (the old file is kept as `<file>.v<N>.bak`), as pi rewrites it.
+//! Concurrent runs creating one new `--session-id` share one file (pi
+//! 1.6.0 makes one per run). `--session-dir` replaces the sessions
+//! folder. A file in an old format version is rewritten as the current
+//! one before the run appends to it (the old file is kept as
+//! `<file>.v<N>.bak`), as pi rewrites it.
 
 use std::path::{Path, PathBuf};
 
@@ -106,12 +108,7 @@ pub fn open_store(
         warn(&format!(
             "No project session found with id '{id}'; creating a new session with that id."
         ));
-        return Ok(SessionStore::create_named(
-            &cwd_s,
-            Some(&dir),
-            Some(id),
-            None,
-        ));
+        return Ok(SessionStore::create_claiming(&cwd_s, &dir, id));
     }
     if flags.continue_ {
         if let Some(p) = most_recent(&dir, warn) {
@@ -164,8 +161,9 @@ fn valid_session_id(id: &str) -> bool {
             .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'))
 }
 
-/// This folder's session whose header id is exactly `id`.
-fn with_id(dir: &Path, id: &str) -> Option<PathBuf> {
+/// This folder's session whose header id is exactly `id` (the first by
+/// file name when several have it, as pi's own runs may leave).
+pub(super) fn with_id(dir: &Path, id: &str) -> Option<PathBuf> {
     let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
         .ok()?
         .flatten()

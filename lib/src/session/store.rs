@@ -10,7 +10,11 @@
 //! [`Session::append_children`], which takes the file's lock, reads what
 //! they added (a moved leaf included) into this copy, and only then decides
 //! the new entry's parent: the file's current leaf. A new file that another
-//! process created first is continued, not failed on.
+//! process created first is continued, not failed on. A session created
+//! for an exact id (`--session-id`) claims that id in its folder: under
+//! the folder's lock, a file with that id that another run wrote
+//! meanwhile is continued instead of a second file made, so concurrent
+//! runs with one new id share one session.
 
 use std::io;
 use std::path::{Path, PathBuf};
@@ -37,6 +41,9 @@ pub struct SessionStore {
     path: Option<PathBuf>,
     /// Whether the file exists yet.
     flushed: bool,
+    /// The folder and id this new session claims: when the file is first
+    /// written, a session with this id already in the folder is continued.
+    claim: Option<(PathBuf, String)>,
 }
 
 impl SessionStore {
@@ -62,7 +69,17 @@ impl SessionStore {
             session,
             path,
             flushed: false,
+            claim: None,
         }
+    }
+
+    /// A new session with the exact id `id` in `dir` that continues the
+    /// folder's session with that id if another process writes one first
+    /// (`--session-id` for an id not found when the run started).
+    pub fn create_claiming(cwd: &str, dir: &Path, id: &str) -> SessionStore {
+        let mut s = SessionStore::create_named(cwd, Some(dir), Some(id), None);
+        s.claim = Some((dir.to_path_buf(), id.to_string()));
+        s
     }
 
     /// A new session at an exact path (pi's `--session NEW.jsonl`).
@@ -72,6 +89,7 @@ impl SessionStore {
             session: Session::empty(path.clone(), header),
             path: Some(path),
             flushed: false,
+            claim: None,
         }
     }
 
@@ -82,6 +100,7 @@ impl SessionStore {
             session,
             path,
             flushed: true,
+            claim: None,
         }
     }
 
@@ -92,6 +111,7 @@ impl SessionStore {
             session,
             path: None,
             flushed: false,
+            claim: None,
         }
     }
 
@@ -136,16 +156,45 @@ impl SessionStore {
         let Some(path) = self.path.clone() else {
             return Ok(());
         };
-        match self.write_new(&self.session.to_jsonl()) {
-            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
-                let buffered = std::mem::take(&mut self.session.entries);
-                self.session = Session::empty(path, self.session.header.clone());
-                self.session.append_children(buffered, false)?;
-                self.flushed = true;
-                Ok(())
+        let Some((dir, id)) = self.claim.clone() else {
+            return self.write_or_continue(path);
+        };
+        // The folder's lock is held from the look for the id to the file
+        // being in place, so a second claimant finds it.
+        std::fs::create_dir_all(&dir)?;
+        let lock = std::fs::File::open(&dir)?;
+        lock.lock()?;
+        let result = match super::open::with_id(&dir, &id) {
+            Some(existing) => {
+                self.path = Some(existing.clone());
+                self.continue_file(existing)
             }
+            None => self.write_or_continue(path),
+        };
+        drop(lock);
+        if result.is_ok() {
+            self.claim = None;
+        }
+        result
+    }
+
+    /// Writes the new file, or continues it when another process created
+    /// it first.
+    fn write_or_continue(&mut self, path: PathBuf) -> io::Result<()> {
+        match self.write_new(&self.session.to_jsonl()) {
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => self.continue_file(path),
             r => r,
         }
+    }
+
+    /// Takes over the session another process wrote at `path`: its header
+    /// wins and the buffered entries are appended below its leaf.
+    fn continue_file(&mut self, path: PathBuf) -> io::Result<()> {
+        let buffered = std::mem::take(&mut self.session.entries);
+        self.session = Session::empty(path, self.session.header.clone());
+        self.session.append_children(buffered, false)?;
+        self.flushed = true;
+        Ok(())
     }
 
     /// Adds an entry as a child of the session's leaf (in memory, then on

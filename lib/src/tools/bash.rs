@@ -323,6 +323,7 @@ async fn bash(args: &Value, ctx: &ToolContext, mut on_update: UpdateSink) -> Too
         .stderr(Stdio::from(writer2))
         .process_group(0)
         .kill_on_drop(true);
+    cmd.envs(ctx.env.iter().map(|(k, v)| (k, v)));
     let bin = crate::paths::agent_dir().join("bin");
     if bin.is_dir() {
         let mut paths = vec![bin];

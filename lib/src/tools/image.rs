@@ -93,8 +93,100 @@ pub struct PreparedImage {
     pub image: Option<(String, String)>,
 }
 
+/// An image prepared for a prompt's `@file` (pi 1.6.0): what the BMP
+/// conversion says goes inside the `<file>` tag, what the fitting says
+/// goes after the prompt's text.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Attachment {
+    /// `[Image converted from image/bmp to image/png.]`, or the note that
+    /// the conversion failed.
+    pub conversion_note: Option<String>,
+    /// The dimension note of a re-encoded image, or the note that it could
+    /// not be made small enough.
+    pub resize_note: Option<String>,
+    /// Base64 data and MIME type, unless omitted.
+    pub image: Option<(String, String)>,
+}
+
+/// The stages an image goes through: BMP converted to PNG, then fitted.
+enum Outcome {
+    /// A BMP that does not decode or encode.
+    ConversionFailed,
+    /// Fitting was needed but the image does not decode or cannot be made
+    /// small enough (`mime`: the type it had before fitting).
+    ResizeFailed { mime: String },
+    /// Sent as it is (after any BMP conversion).
+    Unchanged { data: Vec<u8>, mime: String },
+    /// Re-encoded; `note` maps coordinates back.
+    Resized {
+        data: Vec<u8>,
+        mime: &'static str,
+        note: String,
+    },
+}
+
 fn base64_len(n: usize) -> usize {
     n.div_ceil(3) * 4
+}
+
+fn b64(data: &[u8]) -> String {
+    base64::engine::general_purpose::STANDARD.encode(data)
+}
+
+fn converted_note(to: &str) -> String {
+    format!("[Image converted from image/bmp to {to}.]")
+}
+
+/// Runs the stages; also says whether a BMP was converted.
+fn stages(bytes: &[u8], mime: &str, auto_resize: bool) -> (bool, Outcome) {
+    let mut decoded = None;
+    let mut data = std::borrow::Cow::Borrowed(bytes);
+    let mut mime = mime.to_string();
+    let converted = mime == "image/bmp";
+    if converted {
+        let Some(img) = decode(bytes, Some(ImageFormat::Bmp)) else {
+            return (true, Outcome::ConversionFailed);
+        };
+        let Some(png) = encode_png(&img) else {
+            return (true, Outcome::ConversionFailed);
+        };
+        data = std::borrow::Cow::Owned(png);
+        mime = "image/png".into();
+        decoded = Some(img);
+    }
+    let unchanged = |data: std::borrow::Cow<[u8]>, mime: String| Outcome::Unchanged {
+        data: data.into_owned(),
+        mime,
+    };
+    if !auto_resize {
+        return (converted, unchanged(data, mime));
+    }
+    let img = match decoded {
+        Some(img) => img,
+        None => match decode(&data, ImageFormat::from_mime_type(&mime)) {
+            Some(img) => img,
+            None => return (converted, Outcome::ResizeFailed { mime }),
+        },
+    };
+    let (w, h) = (img.width(), img.height());
+    if w <= MAX_DIMENSION && h <= MAX_DIMENSION && base64_len(data.len()) <= MAX_BASE64_LEN {
+        return (converted, unchanged(data, mime));
+    }
+    let Some((out, out_mime, dw, dh)) = shrink(&img) else {
+        return (converted, Outcome::ResizeFailed { mime });
+    };
+    let note = format!(
+        "[Image: original {w}x{h}, displayed at {dw}x{dh}. Multiply coordinates by {} to map to original image.]",
+        to_fixed2(f64::from(w) / f64::from(dw))
+    );
+    (
+        converted,
+        Outcome::Resized {
+            data: out,
+            mime: out_mime,
+            note,
+        },
+    )
 }
 
 /// Prepares the bytes of an image whose type `mime` came from
@@ -104,66 +196,56 @@ pub fn prepare(bytes: &[u8], mime: &str, auto_resize: bool) -> PreparedImage {
         text: format!("Read image file [{mime}]\n{note}"),
         image: None,
     };
-    let mut converted = false;
-    let mut decoded = None;
-    let mut data = std::borrow::Cow::Borrowed(bytes);
-    let mut mime = mime.to_string();
-    if mime == "image/bmp" {
-        let Some(img) = decode(bytes, Some(ImageFormat::Bmp)) else {
-            return omitted(&mime, OMITTED_CONVERT);
-        };
-        let Some(png) = encode_png(&img) else {
-            return omitted(&mime, OMITTED_CONVERT);
-        };
-        data = std::borrow::Cow::Owned(png);
-        mime = "image/png".into();
-        converted = true;
-        decoded = Some(img);
-    }
+    let (converted, outcome) = stages(bytes, mime, auto_resize);
     let conversion = |final_mime: &str| {
         if converted {
-            format!("\n[Image converted from image/bmp to {final_mime}.]")
+            format!("\n{}", converted_note(final_mime))
         } else {
             String::new()
         }
     };
-    let unchanged = |data: &[u8], mime: &str| PreparedImage {
-        text: format!("Read image file [{mime}]{}", conversion(mime)),
-        image: Some((
-            base64::engine::general_purpose::STANDARD.encode(data),
-            mime.to_string(),
-        )),
-    };
-    if !auto_resize {
-        return unchanged(&data, &mime);
-    }
-    let img = match decoded {
-        Some(img) => img,
-        None => match decode(&data, ImageFormat::from_mime_type(&mime)) {
-            Some(img) => img,
-            None => return omitted(&mime, OMITTED_RESIZE),
+    match outcome {
+        Outcome::ConversionFailed => omitted(mime, OMITTED_CONVERT),
+        Outcome::ResizeFailed { mime } => omitted(&mime, OMITTED_RESIZE),
+        Outcome::Unchanged { data, mime } => PreparedImage {
+            text: format!("Read image file [{mime}]{}", conversion(&mime)),
+            image: Some((b64(&data), mime)),
         },
-    };
-    let (w, h) = (img.width(), img.height());
-    if w <= MAX_DIMENSION && h <= MAX_DIMENSION && base64_len(data.len()) <= MAX_BASE64_LEN {
-        return unchanged(&data, &mime);
+        Outcome::Resized { data, mime, note } => PreparedImage {
+            text: format!("Read image file [{mime}]{}\n{note}", conversion(mime)),
+            image: Some((b64(&data), mime.to_string())),
+        },
     }
-    let Some((out, out_mime, dw, dh)) = shrink(&img) else {
-        return omitted(&mime, OMITTED_RESIZE);
-    };
-    let note = format!(
-        "[Image: original {w}x{h}, displayed at {dw}x{dh}. Multiply coordinates by {} to map to original image.]",
-        to_fixed2(f64::from(w) / f64::from(dw))
-    );
-    PreparedImage {
-        text: format!(
-            "Read image file [{out_mime}]{}\n{note}",
-            conversion(out_mime)
-        ),
-        image: Some((
-            base64::engine::general_purpose::STANDARD.encode(out),
-            out_mime.to_string(),
-        )),
+}
+
+/// Prepares an image given to a prompt as `@file` like pi 1.6.0 does: the
+/// same conversion and fitting as `read`, but the notes split between the
+/// `<file>` tag (conversion, which always yields PNG) and the prompt's end
+/// (fitting).
+pub fn prepare_attachment(bytes: &[u8], mime: &str, auto_resize: bool) -> Attachment {
+    let (converted, outcome) = stages(bytes, mime, auto_resize);
+    let conversion_note = converted.then(|| converted_note("image/png"));
+    match outcome {
+        Outcome::ConversionFailed => Attachment {
+            conversion_note: Some(OMITTED_CONVERT.to_string()),
+            resize_note: None,
+            image: None,
+        },
+        Outcome::ResizeFailed { .. } => Attachment {
+            conversion_note,
+            resize_note: Some(OMITTED_RESIZE.to_string()),
+            image: None,
+        },
+        Outcome::Unchanged { data, mime } => Attachment {
+            conversion_note,
+            resize_note: None,
+            image: Some((b64(&data), mime)),
+        },
+        Outcome::Resized { data, mime, note } => Attachment {
+            conversion_note,
+            resize_note: Some(note),
+            image: Some((b64(&data), mime.to_string())),
+        },
     }
 }
 

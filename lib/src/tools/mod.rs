@@ -63,6 +63,11 @@ pub struct ToolContext {
     /// The way back into the agent loop (nested calls through its gate,
     /// the session's custom entries); `None` outside the loop.
     pub host: Option<crate::agent::nested::Host>,
+    /// Variables set in the processes a tool starts, as pi sets them for
+    /// its shell: `PI_CODING_AGENT`, the model (`PI_PROVIDER`, `PI_MODEL`,
+    /// `PI_REASONING_LEVEL`) and the session (`PI_SESSION_ID`,
+    /// `PI_SESSION_FILE`).
+    pub env: Vec<(String, String)>,
 }
 
 /// See [`ToolContext::caller`].

@@ -15,8 +15,8 @@
 //!    their default (not under Chat only).
 //! 2. `--chat-only`: no tools (and the Chat-only resource policy).
 //! 3. A plain `--tools` list is an allowlist for every kind: exact names in
-//!    the list's order, a `*` pattern expands over the built-ins (registry
-//!    order), and the later tools a pattern matches follow the list.
+//!    the list's order, then every tool a `*` pattern matches, in registry
+//!    order (built-ins first, then the tools that register later).
 //! 4. Otherwise the defaults: built-ins from `defaultTools` (or read, bash,
 //!    edit, write) unless `-nt` / `-nbt`; then `--tools` `+name` / `-name`
 //!    entries in order; then the later tools active by default unless
@@ -369,28 +369,23 @@ pub fn resolve(
     } else if let Some(ToolsArg::Plain(entries)) = &tools_arg {
         source = ToolSource::Request;
         // An allowlist for every kind (observed with pi 1.6.0: `--tools
-        // read,bash` declares no extension or MCP tool). An exact name
-        // keeps its place in the list; a pattern expands over the
-        // built-ins, and the tools that register later (extension, MCP,
-        // subagent tools) it matches follow the list, in registry order.
-        for e in entries {
-            if e.contains('*') {
-                for t in available.iter().filter(|t| t.kind == ToolKind::Builtin) {
-                    if pattern_matches(e, &t.name) {
-                        push_unique(&mut names, &t.name);
-                    }
-                }
-            } else if exists(e) {
+        // read,bash` declares no extension or MCP tool). The exact names
+        // come first, in the list's order; then every tool a pattern
+        // matches, in registry order (the built-ins, then the tools that
+        // register later: extension, MCP, subagent tools), wherever the
+        // pattern stood (`gr*,read` is `read, grep`, as in pi 1.6.0).
+        let (patterns, exact): (Vec<&String>, Vec<&String>) =
+            entries.iter().partition(|e| e.contains('*'));
+        for e in exact {
+            if exists(e) {
                 push_unique(&mut names, e);
             } else {
                 warnings.push(unknown("--tools", e, available));
             }
         }
-        for t in later() {
-            if entries
-                .iter()
-                .any(|e| e.contains('*') && pattern_matches(e, &t.name))
-            {
+        let builtins = available.iter().filter(|t| t.kind == ToolKind::Builtin);
+        for t in builtins.chain(later()) {
+            if patterns.iter().any(|e| pattern_matches(e, &t.name)) {
                 push_unique(&mut names, &t.name);
             }
         }
@@ -721,6 +716,16 @@ mod tests {
         assert_eq!(
             run(&f(Some("ls,read,ls"), None, false, false), &u),
             ok(&["ls", "read"])
+        );
+        // Exact names first, then the patterns' matches in registry order
+        // wherever the patterns stood (pi 1.6.0).
+        assert_eq!(
+            run(&f(Some("gr*,read"), None, false, false), &u),
+            ok(&["read", "grep"])
+        );
+        assert_eq!(
+            run(&f(Some("f*,ls,gr*,read"), None, false, false), &u),
+            ok(&["ls", "read", "grep", "find"])
         );
         assert_eq!(
             run(&f(Some("*"), None, false, false), &u),
@@ -1154,7 +1159,7 @@ mod tests {
         .unwrap();
         assert_eq!(
             t.persist,
-            Some(vec!["read".to_string(), "bash".to_string()])
+            Some(vec!["bash".to_string(), "read".to_string()])
         );
         // Deltas, -nt and an empty plain list pin nothing.
         for f in [

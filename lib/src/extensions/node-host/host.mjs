@@ -81,10 +81,22 @@ process.on("uncaughtException", (e) => strayError(e, "uncaught exception"));
 process.on("unhandledRejection", (e) => strayError(e, "unhandled rejection"));
 // The event loop ran dry while an extension was loading: nothing is left that could ever settle
 // its factory (pi's process would just exit). During loading stdin does not keep the loop alive.
+// The same for event handlers: while only event handlers run and none waits for an answer from
+// pi-run, stdin does not keep the loop alive either, so a handler that waits for something that
+// can never happen is answered as failed at once instead of after the event timeout (pi's process
+// would just exit).
 process.on("beforeExit", () => {
 	if (loadingNow && !loadingNow.settled) {
 		loadingNow.fail(new LoadError("Failed to load extension: its factory never finished (it waits for something that can never happen)"));
+		return;
 	}
+	if (!runningEvents.size || pendingCalls.size) return;
+	for (const id of runningEvents) {
+		running.delete(id);
+		answer(id, { error: "its handler never finished (it waits for something that can never happen)" });
+	}
+	runningEvents.clear();
+	stdinKeepsAlive();
 });
 // Node's ExperimentalWarning (type stripping) is not the user's concern; other warnings are shown.
 process.removeAllListeners("warning");
@@ -123,6 +135,14 @@ let hello = null;
 let nextCall = 1;
 const pendingCalls = new Map(); // "c<n>" -> {resolve, reject}
 const running = new Map(); // request id -> AbortController
+const runningEvents = new Set(); // ids of the running event requests (see beforeExit)
+let loadingAll = false;
+/** stdin keeps the process alive unless only event handlers run and none waits for pi-run. */
+function stdinKeepsAlive() {
+	if (loadingAll) return;
+	if (runningEvents.size && runningEvents.size === running.size && !pendingCalls.size) process.stdin.unref?.();
+	else process.stdin.ref?.();
+}
 let registered = false;
 const announceQueue = new Map(); // ext index -> {tools:Set, commands:Set, events:Set}
 const busListeners = new Map(); // channel -> [{ext, fn}]
@@ -149,6 +169,7 @@ const rt = {
 		const id = `c${nextCall++}`;
 		return new Promise((resolve, reject) => {
 			pendingCalls.set(id, { resolve, reject });
+			stdinKeepsAlive();
 			send({ type: "call", id, ext: ext.index, method, params: params ?? {} });
 		});
 	},
@@ -349,6 +370,7 @@ async function loadAll(rec) {
 	const ms = Number.isFinite(rec.loadTimeoutMs) && rec.loadTimeoutMs > 0 ? rec.loadTimeoutMs : DEFAULT_LOAD_TIMEOUT_MS;
 	const slots = [];
 	// While loading, only the extensions' own work keeps the process alive (see beforeExit).
+	loadingAll = true;
 	process.stdin.unref?.();
 	try {
 		for (let i = 0; i < load.length; i++) {
@@ -377,7 +399,8 @@ async function loadAll(rec) {
 		// stray rejection still counts against its load.
 		await new Promise((resolve) => setImmediate(resolve));
 	} finally {
-		process.stdin.ref?.();
+		loadingAll = false;
+		stdinKeepsAlive();
 	}
 	for (const slot of slots) {
 		if (slot.late && exts[slot.index]) {
@@ -459,14 +482,19 @@ async function onRequest(rec, run) {
 	const ac = new AbortController();
 	if (rec.ctx?.signalAborted) ac.abort();
 	running.set(rec.id, ac);
+	if (rec.type === "event") runningEvents.add(rec.id);
+	stdinKeepsAlive();
+	let out;
 	try {
 		await prefetch(ext);
-		answer(rec.id, await owner.run(ext.slot ?? null, () => run(ext, ac.signal)));
+		out = await owner.run(ext.slot ?? null, () => run(ext, ac.signal));
 	} catch (e) {
-		answer(rec.id, { error: thrownMessage(e) });
-	} finally {
-		running.delete(rec.id);
+		out = { error: thrownMessage(e) };
 	}
+	// Answered already when the loop ran dry (beforeExit).
+	if (running.delete(rec.id)) answer(rec.id, out);
+	runningEvents.delete(rec.id);
+	stdinKeepsAlive();
 }
 
 async function runEvent(ext, signal, rec) {
@@ -512,6 +540,7 @@ function onReturn(rec) {
 	const p = pendingCalls.get(rec.id);
 	if (!p) return;
 	pendingCalls.delete(rec.id);
+	stdinKeepsAlive();
 	if (rec.error !== undefined && rec.error !== null) p.reject(new Error(String(rec.error)));
 	else p.resolve(rec.result);
 }
