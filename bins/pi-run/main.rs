@@ -98,5 +98,11 @@ fn start(
     opts.then = cli.then;
     opts.drain = cli.drain;
     opts.ext_flags = ext_flags;
+    opts.max_cost = cli.max_cost;
+    opts.timeout = cli.timeout;
+    opts.output_schema = cli.output_schema;
+    opts.output_retries = cli.output_retries;
+    opts.output_last_message = cli.output_last_message;
+    opts.verbose = cli.verbose;
     run::run(opts)
 }

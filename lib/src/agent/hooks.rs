@@ -397,8 +397,9 @@ pub async fn inquiry_ready(q: &Option<std::sync::Arc<dyn Inquiries>>) {
     }
 }
 
-/// What limits an agent's tool calls besides its hooks: the approvers and
-/// the final policy. An agent hands this on whole to every agent it
+/// What limits an agent besides its hooks: the approvers and the final
+/// policy for its tool calls, and the run's budget (money, turns, wall
+/// clock; what was spent). An agent hands this on whole to every agent it
 /// delegates to (see [`AgentExt::for_child`]), so whatever limit is added
 /// here binds subagent children too.
 #[derive(Default, Clone)]
@@ -406,6 +407,8 @@ pub struct Limits {
     /// Every gate must allow a call (`pi-run --gate`, repeatable).
     pub gates: Vec<std::sync::Arc<dyn Gate>>,
     pub policy: FinalPolicy,
+    /// The run's budget, shared (not copied) with every child.
+    pub budget: Option<std::sync::Arc<super::budget::Budget>>,
 }
 
 /// The watchers of one agent: its hooks, its limits (approvers and final
