@@ -90,7 +90,7 @@ pub fn parse_duration(text: &str) -> Result<std::time::Duration, String> {
 /// `1h30m`, `1.5s`.
 pub fn duration_words(d: std::time::Duration) -> String {
     let ms = d.as_millis();
-    if ms % 1000 != 0 {
+    if !ms.is_multiple_of(1000) {
         return format!("{}s", d.as_secs_f64());
     }
     let s = d.as_secs();

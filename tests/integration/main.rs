@@ -3,6 +3,7 @@
 
 mod autocompact;
 mod bad_input;
+mod ci_contract;
 mod cli_docs;
 mod common;
 mod compact;

@@ -141,7 +141,6 @@ pub(super) async fn run(drive: &Drive<'_>, mut agent: Agent) -> Result<i32, CliE
             .await;
         agent.apply_pending(&mut emit);
     }
-    drop(emit);
     // The answer as text mode prints it and --output-last-message keeps it.
     let answer = match (&document, &last) {
         (Some(d), _) => Some(format!("{d}\n")),

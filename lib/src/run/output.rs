@@ -96,13 +96,8 @@ pub fn document_of(answer: &str) -> Result<Value, String> {
     if body.trim().is_empty() {
         return Err("the answer is empty, not a JSON document".into());
     }
-    serde_json::from_str(body.trim()).map_err(|e| {
-        format!(
-            "the answer is not a JSON document (line {} column {}: {e})",
-            e.line(),
-            e.column()
-        )
-    })
+    serde_json::from_str(body.trim())
+        .map_err(|e| format!("the answer is not a JSON document ({e})"))
 }
 
 impl OutputSpec {
