@@ -36,7 +36,7 @@ pub const EXIT_CLOSED_STDOUT: i32 = 141;
 #[macro_export]
 macro_rules! exit_status_table {
     () => {
-        "Exit status (one table for pi-run, pi-session, pi-resources and pi-prompt):
+        "Exit status: one table for pi-run, pi-session, pi-resources and pi-prompt
   0    success (warnings allowed)
   1    failed: the command ran but did not succeed (a model or provider
        error, a failed write, nothing found, stdout could not be written)

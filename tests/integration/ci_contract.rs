@@ -572,3 +572,145 @@ fn a_missing_or_invalid_schema_is_exit_2_before_any_request() {
     }
     assert!(server.requests.lock().unwrap().is_empty());
 }
+
+// ---- many runs ---------------------------------------------------------
+
+#[test]
+fn ls_shows_the_outcome_and_stats_all_adds_up_runs_over_many_folders() {
+    let sb = Sandbox::new();
+    let server = ScriptServer::start(vec![Reply::Sse(sse_text("done"))]);
+    configure(&sb, &server, json!({}), json!({}));
+    let (a, b) = (sb.root().join("runs-a"), sb.root().join("runs-b"));
+    std::fs::create_dir_all(&a).unwrap();
+    std::fs::create_dir_all(&b).unwrap();
+    let run = |dir: &std::path::Path, args: &[&str]| {
+        sb.cmd("pi-run")
+            .arg("--session-dir")
+            .arg(dir)
+            .args(args)
+            .output()
+            .unwrap()
+    };
+    ok(&run(&a, &["-p", "one"]));
+    ok(&run(&a, &["-p", "two"]));
+    ok(&run(&b, &["-p", "three"]));
+    // A run stopped by its turn limit (the model keeps calling tools).
+    let looping = ScriptServer::start(vec![Reply::Sse(sse_tools(&[("ls", "{}")]))]);
+    configure(&sb, &looping, json!({}), json!({}));
+    assert_eq!(
+        run(&b, &["--max-turns", "2", "-p", "four"]).status.code(),
+        Some(3)
+    );
+    // A session of pi's own (no outcome) is read, not counted as a run.
+    std::fs::write(
+        b.join("pi.jsonl"),
+        r#"{"type":"session","version":3,"id":"0000-pi","timestamp":"2026-01-01T00:00:00.000Z","cwd":"/elsewhere"}
+"#,
+    )
+    .unwrap();
+    // ls: the outcome column and record.
+    let ls = sb.session(&[
+        "ls",
+        "--session-dir",
+        b.to_str().unwrap(),
+        "--format",
+        "jsonl",
+    ]);
+    let rows = jsonl(&ls);
+    let outcomes: Vec<&Value> = rows.iter().map(|r| &r["outcome"]["stopReason"]).collect();
+    assert!(outcomes.contains(&&json!("completed")), "{rows:?}");
+    assert!(outcomes.contains(&&json!("max_turns")), "{rows:?}");
+    let text = stdout(&sb.session(&[
+        "ls",
+        "--session-dir",
+        b.to_str().unwrap(),
+        "--format",
+        "text",
+    ]));
+    assert!(text.lines().next().unwrap().contains("OUTCOME"), "{text}");
+    assert!(text.contains("max_turns"), "{text}");
+    // stats --all over both folders.
+    let stats = |extra: &[&str]| {
+        let mut args = vec![
+            "stats",
+            "--all",
+            "--session-dir",
+            a.to_str().unwrap(),
+            "--session-dir",
+            b.to_str().unwrap(),
+            "--format",
+            "jsonl",
+        ];
+        args.extend_from_slice(extra);
+        jsonl(&sb.session(&args))
+    };
+    let all = stats(&[]);
+    assert_eq!(all.len(), 1, "{all:?}");
+    let total = &all[0];
+    assert_eq!(total["type"], "run_stats");
+    assert_eq!(total["group"], Value::Null);
+    assert_eq!(total["runs"], 4, "{total}");
+    assert_eq!(total["turns"], 3 + 2, "{total}");
+    assert_eq!(total["input"], 100 * 5, "{total}");
+    assert!(
+        (total["cost"].as_f64().unwrap() - 5.0 * RESPONSE_COST).abs() < 1e-9,
+        "{total}"
+    );
+    assert_eq!(total["outcomes"], json!({"completed": 3, "max_turns": 1}));
+    let by = stats(&["--by", "outcome"]);
+    let groups: Vec<(&Value, &Value)> = by.iter().map(|g| (&g["group"], &g["runs"])).collect();
+    assert_eq!(
+        groups,
+        [
+            (&json!("completed"), &json!(3)),
+            (&json!("max_turns"), &json!(1)),
+            (&Value::Null, &json!(4))
+        ]
+    );
+    let by_cwd = stats(&["--by", "cwd"]);
+    assert_eq!(by_cwd.len(), 2, "one cwd, then the total: {by_cwd:?}");
+    let by_day = stats(&["--by", "day"]);
+    assert!(
+        by_day[0]["group"].as_str().unwrap().len() == 10,
+        "{by_day:?}"
+    );
+    let text = stdout(&sb.session(&[
+        "stats",
+        "--all",
+        "--session-dir",
+        a.to_str().unwrap(),
+        "--session-dir",
+        b.to_str().unwrap(),
+        "--format",
+        "text",
+    ]));
+    assert!(text.contains("completed 3, max_turns 1"), "{text}");
+    assert!(
+        text.contains("6 session files read") || text.contains("5 session files read"),
+        "{text}"
+    );
+    // More than one folder is for stats --all only.
+    let bad = sb.session(&[
+        "ls",
+        "--session-dir",
+        a.to_str().unwrap(),
+        "--session-dir",
+        b.to_str().unwrap(),
+    ]);
+    assert_eq!(bad.status.code(), Some(2), "{}", stderr(&bad));
+}
+
+#[test]
+fn every_man_page_has_the_one_exit_status_table() {
+    for page in ["pi-run", "pi-session", "pi-resources", "pi-prompt"] {
+        let text = std::fs::read_to_string(repo().join("man").join(format!("{page}.1"))).unwrap();
+        for want in [
+            "one table for pi\\-run, pi\\-session, pi\\-resources and pi\\-prompt",
+            "a limit was reached",
+            "did not match \\-\\-output\\-schema",
+            "the sandbox could not be set up",
+        ] {
+            assert!(text.contains(want), "{page}.1 lacks {want:?}");
+        }
+    }
+}

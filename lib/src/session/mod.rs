@@ -20,6 +20,7 @@ pub mod llm;
 pub mod load;
 pub mod open;
 pub mod resolve;
+pub mod runs;
 pub mod search;
 // `session::session` holds the type the module is named after.
 #[allow(clippy::module_inception)]
