@@ -714,3 +714,85 @@ fn every_man_page_has_the_one_exit_status_table() {
         }
     }
 }
+
+/// The Kubernetes recipe's pod command (examples/k8s/run-task.sh), run
+/// here for indexes 0–3 against the faux provider: four sessions in the
+/// shared folder, and `stats --all` over it reports four runs with their
+/// outcomes and costs.
+#[test]
+fn the_indexed_job_pod_command_runs_four_tasks_that_stats_all_reports() {
+    let sb = Sandbox::new();
+    let script = sb.root().join("script.jsonl");
+    std::fs::write(
+        &script,
+        "{\"text\": \"done\", \"usage\": {\"input\": 1000, \"output\": 100}}\n",
+    )
+    .unwrap();
+    let tasks = sb.root().join("tasks.txt");
+    std::fs::write(
+        &tasks,
+        "fix the build\nadd a test\nit's a quote\nupdate docs\n",
+    )
+    .unwrap();
+    let out = sb.root().join("sessions");
+    std::fs::create_dir_all(&out).unwrap();
+    let bin_dir = bin("pi-run").parent().unwrap().to_path_buf();
+    let path = format!(
+        "{}:{}",
+        bin_dir.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    for i in 0..4 {
+        let o = std::process::Command::new(repo().join("examples/k8s/run-task.sh"))
+            .env("JOB_COMPLETION_INDEX", i.to_string())
+            .env("TASKS_FILE", &tasks)
+            .env("SESSIONS_DIR", &out)
+            .env(
+                "PI_RUN_ARGS",
+                format!("--provider faux --model {}", script.display()),
+            )
+            .env("PATH", &path)
+            .env("PI_CODING_AGENT_DIR", sb.agent())
+            .current_dir(sb.cwd())
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        ok(&o);
+        assert_eq!(jsonl(&o).last().unwrap()["type"], "run_end");
+    }
+    // A fifth index has no line: a usage error.
+    let o = std::process::Command::new(repo().join("examples/k8s/run-task.sh"))
+        .env("JOB_COMPLETION_INDEX", "4")
+        .env("TASKS_FILE", &tasks)
+        .env("SESSIONS_DIR", &out)
+        .env("PATH", &path)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    let ls = jsonl(&sb.session(&[
+        "ls",
+        "--session-dir",
+        out.to_str().unwrap(),
+        "--format",
+        "jsonl",
+    ]));
+    let mut ids: Vec<&str> = ls.iter().map(|r| r["id"].as_str().unwrap()).collect();
+    ids.sort();
+    assert_eq!(ids, ["task-0", "task-1", "task-2", "task-3"]);
+    let stats = jsonl(&sb.session(&[
+        "stats",
+        "--all",
+        "--session-dir",
+        out.to_str().unwrap(),
+        "--by",
+        "outcome",
+        "--format",
+        "jsonl",
+    ]));
+    let total = stats.last().unwrap();
+    assert_eq!(total["runs"], 4, "{stats:?}");
+    assert_eq!(total["outcomes"], json!({"completed": 4}));
+    assert_eq!(total["totalTokens"], 4 * 1100);
+    assert!(total["cost"].is_number(), "{total}");
+    assert_eq!(stats[0]["group"], "completed");
+}

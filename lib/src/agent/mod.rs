@@ -1411,6 +1411,13 @@ impl Agent {
                 Ok((tool, args)) => Ok((tool, args, None)),
                 Err(e) => Err(e),
             };
+            let prepared = match prepared {
+                // The run was stopped (a signal, a limit reached by the
+                // response that asked for this call) before the call
+                // started: it never runs.
+                Ok(_) if self.cancel.is_cancelled() => Err("Operation aborted".to_string()),
+                p => p,
+            };
             let (tool, args, mut ticket) = match prepared {
                 Ok(p) => p,
                 Err(text) => {
