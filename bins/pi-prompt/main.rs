@@ -18,7 +18,8 @@ use serde_json::{json, Value};
 
 const PROG: &str = "pi-prompt";
 
-const AFTER_HELP: &str = "\
+const AFTER_HELP: &str = concat!(
+    "\
 Examples:
   pi-prompt system                               the prompt for this directory
   pi-resources | pi-prompt system | pi-run --system-from - \"task\"
@@ -26,12 +27,16 @@ Examples:
   pi-prompt expand '/review src/main.rs \"be strict\"'
   pi-prompt diff --session 01a2                  what pi-run would append now
 
-Exit status:
-  0    success (`diff`: also when nothing would change)
+",
+    pi_lib::exit_status_table!(),
+    "
+In pi-prompt:
+  0    `diff`: also when nothing would change
   1    stdout could not be written (a full disk)
-  2    usage, configuration or input error (bad resource records, unreadable
-       prompt file, corrupt settings.json or trust.json, bad session)
-A closed stdout (| head) ends quietly with 0.";
+  2    bad resource records, unreadable prompt file, corrupt settings.json
+       or trust.json, bad session
+A closed stdout (| head) ends quietly with 0."
+);
 
 /// Build the sectioned system prompt and expand user input, exactly as
 /// pi-run does.

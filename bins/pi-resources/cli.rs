@@ -11,7 +11,8 @@ use crate::agents_cmd::AgentsArgs;
 use crate::mcp_cmd::McpArgs;
 use crate::trust_cmd::TrustArgs;
 
-pub const AFTER_HELP: &str = "\
+pub const AFTER_HELP: &str = concat!(
+    "\
 Resources are listed in precedence order: CLI paths (-e, --skill,
 --prompt-template, --theme), project settings paths, project
 auto-discovery (.pi/, .agents/skills up to the git root), user settings
@@ -41,20 +42,22 @@ Examples:
   pi-resources mcp login <server>           OAuth sign-in to an HTTP MCP server
   pi-resources mcp logout <server>          drop that server's stored tokens
 
-Exit status:
-  0    success (diagnostics about single resources are allowed)
+",
+    pi_lib::exit_status_table!(),
+    "
+In pi-resources:
+  0    also with diagnostics about single resources
   1    stdout could not be written (a full disk)
-  2    usage, configuration or input error: a corrupt settings.json
-       (named with line and column), an unreadable trust.json, a missing
-       --cwd directory
-  130  interrupted
+  2    a corrupt settings.json (named with line and column), an unreadable
+       trust.json, a missing --cwd directory
 A closed stdout (| head) ends quietly with 0.
 
 Environment:
   PI_CODING_AGENT_DIR  pi's agent directory (default ~/.pi/agent): global
                        resources, settings.json, trust.json, mcp.json and
                        mcp-auth.json (OAuth tokens)
-  HOME                 ~/.agents/skills and `~` in settings paths";
+  HOME                 ~/.agents/skills and `~` in settings paths"
+);
 
 /// Discover pi's resources and decide project trust.
 ///

@@ -6,7 +6,8 @@ use std::path::PathBuf;
 use clap::{Parser, ValueEnum};
 use pi_lib::cli::Generate;
 
-pub const AFTER_HELP: &str = "\
+pub const AFTER_HELP: &str = concat!(
+    "\
 Examples:
   pi-run -p \"fix the failing test\"              answer on stdout
   pi-run --no-approve --mode json \"task\" > events.jsonl
@@ -21,6 +22,8 @@ Examples:
   pi-run --cwd services/api -p \"fix the build\"  run there, no cd needed
   pi-run -p \"add it\" --then \"run the tests\"   a follow-up once the task ended
   pi-run --mode rpc                             pi's RPC protocol on stdin/stdout
+  pi-run --no-approve --max-cost 2 --timeout 30m --mode json \"task\" > run.jsonl
+  pi-run --output-schema verdict.json -p \"review this diff\" | jq .status
 
 Project trust is never silent: when the project has protected resources
 (.pi/settings.json, .pi/skills, ...), one stderr line says whether they
@@ -90,37 +93,51 @@ and skipped. Stdin EOF stops a running request and exits 0, as in pi, so
 exit 143 and 129 with the session saved; a client that stops reading
 stdout is noticed at once (exit 141).
 
-Exit status:
-  0    the run ended with an answer (or an extension command or input
-       handler took the prompt); --mode rpc: stdin ended (--drain: and
-       the work asked for finished)
-  1    the run failed: an extension did not load (nothing was sent to the
-       model), model or provider error (also in --mode json), --max-turns
-       reached with tool calls pending, a session write failed, or stdout
-       could not be written (a full disk: the run stops)
-  2    usage, configuration or input error (unknown model, missing API key,
-       malformed models.json or settings.json, bad flag (also an unknown
-       --flag no extension registered), an interactive-only
-       flag, a missing --export file or --cwd directory, an @file that is missing,
-       not a regular file or over 16 MiB, piped stdin over 16 MiB)
+",
+    pi_lib::exit_status_table!(),
+    "
+In pi-run:
+  0    also when an extension command or input handler took the prompt;
+       --mode rpc: stdin ended (--drain: and the work asked for finished)
+  1    an extension did not load (nothing was sent to the model), a model
+       or provider error (also in --mode json), a session write failed,
+       stdout could not be written (a full disk: the run stops)
+  2    unknown model, missing API key, malformed models.json or
+       settings.json (its \"limits\" too), bad flag (also an unknown --flag
+       no extension registered), an interactive-only flag, a missing
+       --export file, an @file that is missing, not a regular file or over
+       16 MiB, piped stdin over 16 MiB, a missing or invalid
+       --output-schema file, --max-cost with a model that has no prices
+  3    --max-turns (the model still had tool calls), --max-cost,
+       --timeout; in --mode rpc --max-cost and --timeout end the server
+       while --max-turns limits each prompt
   5    the --sandbox (or settings `sandbox`) asked for cannot be set up
        (no Landlock ABI 3, seccomp refused, no user namespaces for
        workspace-write, a writableRoots entry that is no directory): one
        line names what is missing; nothing was sent to the model
-  129  hung up (SIGHUP)
-  130  interrupted (SIGINT)
-  141  stdout was closed (the reader went away, `| head`): the run stops,
-       in JSON and RPC mode at once, even while a tool prints nothing
-  143  terminated (SIGTERM)
-On a signal or a failed stdout the request is aborted, running tools are
-killed with their whole process group, and the partial message is saved as
-aborted; a second signal exits at once. --list-models to a closed stdout
-ends quietly with 0.
+  141  in JSON and RPC mode at once, even while a tool prints nothing
+On a signal, a failed stdout or a limit the request is aborted, running
+tools (subagent children's too) are killed with their whole process group,
+and the partial message is saved as aborted; a second signal exits at once.
+--list-models to a closed stdout ends quietly with 0.
+
+CI: --mode json ends with one record after pi's events, {\"type\":\"run_end\",
+\"exitCode\", \"stopReason\" (completed|error|aborted|max_turns|max_cost|
+timeout|output_schema), \"error\"?, \"model\", \"usage\" (pi's Usage shape,
+subagent children included), \"turns\", \"durationMs\", \"sessionId\",
+\"sessionFile\", \"output\"? (the --output-schema document), \"children\":
+[{\"id\", \"agent\", \"status\", \"usage\"}]}; the same outcome is appended to
+the session as a custom entry (customType \"pi-run:run_end\"), which
+`pi-session ls` and `pi-session stats --all` read. A reply cut at the output
+token limit (stopReason \"length\") is a warning on stderr in every mode.
+Limits also come from settings.json: {\"limits\": {\"maxCost\": 2.5,
+\"timeout\": \"30m\", \"maxTurns\": 40}}; a flag wins (docs/ci.md).
 
 Environment:
   PI_CODING_AGENT_DIR   pi's agent directory (default ~/.pi/agent): models.json,
                         auth.json, settings.json, sessions/
-  ANTHROPIC_API_KEY, OPENAI_API_KEY, GEMINI_API_KEY, ...   provider keys";
+  ANTHROPIC_API_KEY, OPENAI_API_KEY, GEMINI_API_KEY, ...   provider keys"
+);
 
 /// Run the pi agent loop on a task.
 ///
@@ -291,8 +308,11 @@ pub struct Cli {
     #[arg(long)]
     pub offline: bool,
 
-    /// Force pi's verbose interactive start-up banner. No effect: pi-run
-    /// prints no banner.
+    /// Progress on stderr as it happens (each turn, each tool call with
+    /// its time, retries, with the time since the start), then one line
+    /// with the run's turns, tokens, cost (subagents' share) and time
+    /// (text and JSON mode; pi's flag forces its start-up banner, which
+    /// pi-run does not have).
     #[arg(long)]
     pub verbose: bool,
 
@@ -309,10 +329,46 @@ pub struct Cli {
     #[arg(long, value_name = "NAME")]
     pub use_theme: Option<String>,
 
-    /// Stop after N turns if the model still wants to call tools (exit 1);
-    /// N is at least 1. A subagent child never runs more turns either.
+    /// Stop after N turns if the model still wants to call tools (exit 3,
+    /// stopReason max_turns); N is at least 1. A subagent child never runs
+    /// more turns either. Settings: limits.maxTurns.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
     pub max_turns: Option<u32>,
+
+    /// Stop the run once its cost reaches USD (exit 3, stopReason
+    /// max_cost): counted from the models' prices (catalogue or
+    /// models.json), subagent children included; the response that reached
+    /// it is paid, nothing after it starts. A model without prices is a
+    /// usage error. Settings: limits.maxCost.
+    #[arg(long, value_name = "USD", value_parser = pi_lib::run::limits::parse_cost, allow_hyphen_values = true)]
+    pub max_cost: Option<f64>,
+
+    /// Wall clock for the whole run (exit 3, stopReason timeout): seconds
+    /// or a duration, `90`, `90s`, `10m`, `1h`, `1h30m`. Settings:
+    /// limits.timeout.
+    #[arg(long, value_name = "DURATION", value_parser = pi_lib::timefmt::parse_duration, allow_hyphen_values = true)]
+    pub timeout: Option<std::time::Duration>,
+
+    /// The final answer must be one JSON document valid against this JSON
+    /// Schema (draft 2020-12, or the draft its $schema names, e.g. draft-07):
+    /// text mode prints the document alone (compact, one line), --mode
+    /// json puts it in run_end.output. Passed to the API where it can
+    /// constrain the reply (OpenAI strict mode, Gemini), else validated
+    /// only. A mismatch is answered with the errors and the schema; after
+    /// --output-retries it is exit 4. A missing or invalid file is exit 2.
+    #[arg(long, value_name = "FILE", allow_hyphen_values = true)]
+    pub output_schema: Option<PathBuf>,
+
+    /// How many times a final answer that does not match --output-schema
+    /// is sent back for correction.
+    #[arg(long, value_name = "N", default_value_t = pi_lib::run::output::DEFAULT_RETRIES, requires = "output_schema")]
+    pub output_retries: u32,
+
+    /// Also write the final answer (with --output-schema: the document) to
+    /// FILE, replaced whole, when the run ends with exit 0 (as Codex's
+    /// -o); its folder must exist.
+    #[arg(long, value_name = "FILE", allow_hyphen_values = true)]
+    pub output_last_message: Option<PathBuf>,
 
     /// Give up on a model response after this many seconds without data;
     /// the attempt is retried like a dropped connection (settings `retry`).

@@ -106,5 +106,11 @@ fn start(
         env_keep: cli.env_keep,
     };
     opts.ext_flags = ext_flags;
+    opts.max_cost = cli.max_cost;
+    opts.timeout = cli.timeout;
+    opts.output_schema = cli.output_schema;
+    opts.output_retries = cli.output_retries;
+    opts.output_last_message = cli.output_last_message;
+    opts.verbose = cli.verbose;
     run::run(opts)
 }

@@ -7,7 +7,8 @@ use std::path::PathBuf;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use pi_lib::cli::{Generate, OutputFormat};
 
-pub const AFTER_HELP: &str = "\
+pub const AFTER_HELP: &str = concat!(
+    "\
 Sessions are named by path or by a unique prefix of their id.
 
 Examples:
@@ -22,19 +23,22 @@ Examples:
   pi-session select-tool 01a2 --chat-only
   pi-session export 01a2 -o chat.html
 
-Exit status:
-  0    success (warnings about damaged lines may be printed)
+",
+    pi_lib::exit_status_table!(),
+    "
+In pi-session:
+  0    also with warnings about damaged lines; compact with nothing to
+       compact (too small, or compacted last) writes nothing and says so
   1    the command ran but found nothing (ls, search), the model's
        summary request failed (compact, branch --summarize), or stdout
        could not be written (a full disk)
-  2    usage, configuration or input error (missing file, bad session,
-       ambiguous id, invalid tool name, ...)
-  130  interrupted
+  2    missing file, bad session, ambiguous id, invalid tool name, ...
 A closed stdout (| head) ends quietly with 0.
 
 Environment:
   PI_CODING_AGENT_DIR  pi's agent directory (default ~/.pi/agent); sessions
-                       live in its sessions/ folder.";
+                       live in its sessions/ folder."
+);
 
 pub const COMPACT_HELP: &str = "\
 Examples:
@@ -56,9 +60,10 @@ Exit status:
   0    compacted (or, with --dry-run, planned)
   1    the model's summary request failed (after any retries), or the
        session changed while the summary was written (nothing is written)
-  2    usage, configuration or input error, \"Already compacted\",
-       \"Nothing to compact (session too small)\"
-  130  interrupted (nothing written)";
+  2    usage, configuration or input error
+  130  interrupted (nothing written)
+\"Already compacted\" and \"Nothing to compact (session too small)\" are
+said on stderr, nothing is written, and the exit status is 0.";
 
 /// Inspect and edit pi coding agent sessions.
 ///
@@ -70,9 +75,10 @@ Exit status:
 #[derive(Parser, Debug)]
 #[command(name = "pi-session", version, after_help = AFTER_HELP)]
 pub struct Cli {
-    /// Folder holding the session files, instead of <agentDir>/sessions.
+    /// Folder holding the session files, instead of <agentDir>/sessions
+    /// (`stats --all`: repeatable, every folder is read).
     #[arg(long, global = true, value_name = "DIR")]
-    pub session_dir: Option<PathBuf>,
+    pub session_dir: Vec<PathBuf>,
 
     /// Render a man page or a completion script on stdout.
     #[arg(long, value_enum, hide = true, value_name = "WHAT")]
@@ -88,6 +94,14 @@ pub struct FormatArg {
     /// Output format [default: text on a terminal, jsonl otherwise].
     #[arg(long, value_enum)]
     pub format: Option<OutputFormat>,
+}
+
+/// `stats --all --by`.
+#[derive(ValueEnum, Debug, Clone, Copy)]
+pub enum GroupByArg {
+    Day,
+    Cwd,
+    Outcome,
 }
 
 /// A session reference.
@@ -170,10 +184,25 @@ pub enum Command {
         #[command(flatten)]
         format: FormatArg,
     },
-    /// Token and cost totals per model, message counts by role.
+    /// Token and cost totals per model, message counts by role; with
+    /// --all, the runs pi-run stored in every session of the folders
+    /// (--session-dir, repeatable): runs, turns, tokens, cost (subagents
+    /// included) and how many ended each way (stopReason), in total or
+    /// grouped (--by); JSONL records `run_stats` (`group` null: the total).
     Stats {
-        #[command(flatten)]
-        session: SessionArg,
+        /// Session file path, or a unique prefix of the session id.
+        #[arg(
+            value_name = "SESSION",
+            required_unless_present = "all",
+            conflicts_with = "all"
+        )]
+        session: Option<String>,
+        /// Every session of the folders: a report of their runs.
+        #[arg(long)]
+        all: bool,
+        /// Group the runs (with --all): by day (UTC), cwd or outcome.
+        #[arg(long, value_enum, requires = "all", value_name = "KEY")]
+        by: Option<GroupByArg>,
         #[command(flatten)]
         format: FormatArg,
     },

@@ -111,6 +111,17 @@ fn failed(f: Failure<WriteError>) -> CliError {
     }
 }
 
+/// A session with nothing to compact (too small, or compacted last) is
+/// left as it is: a note on stderr and exit 0, since the session is already
+/// as compact as asked (exit 2 would say the command line was wrong).
+fn nothing_to_do(path: &std::path::Path, e: &pi_lib::session::compact::PrepareError) -> i32 {
+    pi_lib::cli::note(
+        "pi-session",
+        &format!("{}: {e}; nothing written", path.display()),
+    );
+    EXIT_OK
+}
+
 /// `pi-session compact`.
 pub fn compact(
     mut s: Session,
@@ -127,9 +138,10 @@ pub fn compact(
         keep_recent_tokens_flag,
     )
     .map_err(CliError::input)?;
-    let prep = s
-        .prepare_compaction(None, keep)
-        .map_err(|e| CliError::input(format!("{}: {e}", s.path.display())))?;
+    let prep = match s.prepare_compaction(None, keep) {
+        Ok(p) => p,
+        Err(e) => return Ok(nothing_to_do(&s.path, &e)),
+    };
     if dry_run {
         return print_plan(&prep.plan(), keep, format);
     }
@@ -233,7 +245,7 @@ pub fn dry_run_fast(
         .map_err(CliError::input)?;
     match index.plan(keep) {
         None => Ok(None),
-        Some(Err(e)) => Err(CliError::input(format!("{}: {e}", path.display()))),
+        Some(Err(e)) => Ok(Some(nothing_to_do(path, &e))),
         Some(Ok(plan)) => print_plan(&plan, keep, format).map(Some),
     }
 }

@@ -57,18 +57,19 @@ pub fn ls(
             // argument.
             let prefixes = IdPrefixes::around(&ctx.roots(), sessions.iter().map(|s| s.id.clone()));
             let id_w = prefixes.column_len(sessions.iter().map(|s| s.id.as_str()));
-            let fixed = id_w + 1 + 16 + 1 + 16 + 1 + 5 + 1 + 8 + 1 + 7 + 1;
+            let fixed = id_w + 1 + 16 + 1 + 16 + 1 + 5 + 1 + 8 + 1 + 7 + 1 + 13 + 1;
             let cwd_w = if all { 28 } else { 0 };
             let name_w = 18;
             let first_w = width.saturating_sub(fixed + cwd_w + name_w + 2).max(12);
             let mut head = format!(
-                "{} {} {} {:>5} {:>8} {:>7} {} ",
+                "{} {} {} {:>5} {:>8} {:>7} {} {} ",
                 cell("ID", id_w),
                 cell("CREATED", 16),
                 cell("MODIFIED", 16),
                 "MSGS",
                 "TOKENS",
                 "COST",
+                cell("OUTCOME", 13),
                 cell("NAME", name_w)
             );
             if all {
@@ -82,13 +83,19 @@ pub fn ls(
                     .map(short_from_ms)
                     .unwrap_or_default();
                 let mut row = format!(
-                    "{} {} {} {:>5} {:>8} {:>7} {} ",
+                    "{} {} {} {:>5} {:>8} {:>7} {} {} ",
                     cell(&s.id.chars().take(id_w).collect::<String>(), id_w),
                     cell(&created, 16),
                     cell(&short_from_ms(s.modified_ms), 16),
                     s.message_count,
                     human_tokens(s.tokens),
                     format!("${:.2}", s.cost),
+                    cell(
+                        s.outcomes
+                            .last()
+                            .map_or("-", |(_, o)| o.stop_reason.as_str()),
+                        13
+                    ),
                     cell(s.name.as_deref().unwrap_or("-"), name_w)
                 );
                 if all {
@@ -176,4 +183,60 @@ pub fn search(
     })?;
     out.flush()?;
     Ok(if hits == 0 { EXIT_FAILED } else { EXIT_OK })
+}
+
+/// `stats --all`: the runs stored in every session of the folders.
+pub fn stats_all(
+    ctx: &Ctx,
+    by: Option<crate::cli::GroupByArg>,
+    format: Option<OutputFormat>,
+) -> Result<i32, CliError> {
+    use crate::cli::GroupByArg;
+    use pi_lib::session::runs::{report_dirs, GroupBy, RunTotals};
+    let by = by.map(|b| match b {
+        GroupByArg::Day => GroupBy::Day,
+        GroupByArg::Cwd => GroupBy::Cwd,
+        GroupByArg::Outcome => GroupBy::Outcome,
+    });
+    let report =
+        report_dirs(&ctx.session_dirs, by, &mut |w| warn(PROG, w)).map_err(CliError::input)?;
+    let mut out = Out::new();
+    match resolve_format(format) {
+        OutputFormat::Jsonl => {
+            for g in report.groups.iter().chain(std::iter::once(&report.total)) {
+                out.record(g)?;
+            }
+        }
+        OutputFormat::Text => {
+            out.line(&format!(
+                "{} {:>6} {:>7} {:>10} {:>10} {:>10}  OUTCOMES",
+                cell("GROUP", 24),
+                "RUNS",
+                "TURNS",
+                "TOKENS",
+                "COST",
+                "TIME"
+            ))?;
+            let row = |g: &RunTotals| {
+                let outcomes: Vec<String> =
+                    g.outcomes.iter().map(|(k, n)| format!("{k} {n}")).collect();
+                format!(
+                    "{} {:>6} {:>7} {:>10} {:>10} {:>10}  {}",
+                    cell(&clip_left(g.group.as_deref().unwrap_or("total"), 24), 24),
+                    g.runs,
+                    g.turns,
+                    human_tokens(g.total_tokens),
+                    format!("${:.4}", g.cost),
+                    format!("{:.1}s", g.duration_ms as f64 / 1000.0),
+                    outcomes.join(", ")
+                )
+            };
+            for g in report.groups.iter().chain(std::iter::once(&report.total)) {
+                out.line(row(g).trim_end())?;
+            }
+            out.line(&format!("{} session files read", report.sessions))?;
+        }
+    }
+    out.flush()?;
+    Ok(EXIT_OK)
 }

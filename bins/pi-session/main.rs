@@ -40,8 +40,16 @@ fn run(cli: Cli) -> Result<i32, CliError> {
         let _ = Cli::command().print_help();
         return Ok(pi_lib::cli::EXIT_USAGE);
     };
+    // Only `stats --all` reads more than one folder.
+    let many = matches!(command, Command::Stats { all: true, .. });
+    if cli.session_dir.len() > 1 && !many {
+        return Err(CliError::input(
+            "--session-dir: given more than once (only `stats --all` reads many folders)",
+        ));
+    }
     let ctx = Ctx {
-        session_dir: cli.session_dir,
+        session_dir: cli.session_dir.first().cloned(),
+        session_dirs: cli.session_dir,
     };
     match command {
         Command::Ls {
@@ -86,9 +94,12 @@ fn run(cli: Cli) -> Result<i32, CliError> {
             limit,
             format.format,
         ),
-        Command::Stats { session, format } => {
-            inspect::stats(&ctx.load(&session.session)?, format.format)
-        }
+        Command::Stats {
+            session: Some(session),
+            format,
+            ..
+        } => inspect::stats(&ctx.load(&session)?, format.format),
+        Command::Stats { by, format, .. } => list::stats_all(&ctx, by, format.format),
         Command::Agents { session, format } => {
             agents::agents(&ctx, &ctx.load(&session.session)?, format.format)
         }
@@ -180,6 +191,8 @@ fn run(cli: Cli) -> Result<i32, CliError> {
 /// Options shared by every subcommand.
 pub struct Ctx {
     pub session_dir: Option<PathBuf>,
+    /// Every `--session-dir` (`stats --all`).
+    pub session_dirs: Vec<PathBuf>,
 }
 
 impl Ctx {

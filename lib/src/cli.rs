@@ -14,6 +14,12 @@ pub const EXIT_OK: i32 = 0;
 pub const EXIT_FAILED: i32 = 1;
 /// Exit status: usage, configuration or input error.
 pub const EXIT_USAGE: i32 = 2;
+/// Exit status: a limit of the run was reached (`--max-turns`,
+/// `--max-cost`, `--timeout`); what ran is saved.
+pub const EXIT_LIMIT: i32 = 3;
+/// Exit status: the final answer did not match `--output-schema` after the
+/// retries.
+pub const EXIT_OUTPUT_SCHEMA: i32 = 4;
 /// Exit status: the requested sandbox could not be set up (pi-run fails
 /// closed before any model request).
 pub const EXIT_SANDBOX: i32 = 5;
@@ -26,6 +32,30 @@ pub const EXIT_TERMINATED: i32 = 143;
 /// Exit status: a run stopped because its stdout was closed (the reader
 /// went away), 128 + SIGPIPE like a process killed by it.
 pub const EXIT_CLOSED_STDOUT: i32 = 141;
+
+/// The exit-status table every binary prints in its `--help` and man
+/// page, word for word: one meaning per code across the toolkit. A string
+/// literal, so a binary's help text can `concat!` it.
+#[macro_export]
+macro_rules! exit_status_table {
+    () => {
+        "Exit status: one table for pi-run, pi-session, pi-resources and pi-prompt
+  0    success (warnings allowed)
+  1    failed: the command ran but did not succeed (a model or provider
+       error, a failed write, nothing found, stdout could not be written)
+  2    usage, configuration or input error (bad flag, unknown model,
+       missing or malformed file); for pi-run: before any model request
+  3    a limit was reached (--max-turns, --max-cost, --timeout); what ran
+       is saved (pi-run)
+  4    the final answer did not match --output-schema after
+       --output-retries retries (pi-run)
+  5    the sandbox could not be set up (--sandbox); nothing ran (pi-run)
+  129  hung up (SIGHUP)
+  130  interrupted (SIGINT)
+  141  stdout was closed while pi-run ran (the others end quietly with 0)
+  143  terminated (SIGTERM)"
+    };
+}
 
 /// `--format` values.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]

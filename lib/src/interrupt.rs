@@ -1,5 +1,6 @@
-//! Stopping a run from outside. SIGINT, SIGTERM and SIGHUP, and a stdout
-//! nobody can write to any more, all end a run the same way: the first
+//! Stopping a run from outside. SIGINT, SIGTERM and SIGHUP, a stdout
+//! nobody can write to any more, and a limit of the run (its budget) all
+//! end a run the same way: the first
 //! cause is recorded and the run's cancellation token fires, so the agent
 //! aborts the request or kills the running tools' process groups, saves the
 //! partial message as aborted, and returns; the binary then exits with the
@@ -12,10 +13,12 @@ use std::sync::{Arc, Mutex};
 
 use tokio_util::sync::CancellationToken;
 
-use crate::cli::{EXIT_CLOSED_STDOUT, EXIT_FAILED, EXIT_HANGUP, EXIT_INTERRUPTED, EXIT_TERMINATED};
+use crate::cli::{
+    EXIT_CLOSED_STDOUT, EXIT_FAILED, EXIT_HANGUP, EXIT_INTERRUPTED, EXIT_LIMIT, EXIT_TERMINATED,
+};
 
 /// Why a run was stopped.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub enum StopReason {
     /// SIGINT (Ctrl-C).
     Interrupt,
@@ -27,11 +30,14 @@ pub enum StopReason {
     StdoutClosed,
     /// Writing to stdout failed otherwise (a full disk); the error text.
     StdoutFailed(String),
+    /// A limit of the run was reached (`--max-cost`, `--timeout`,
+    /// `--max-turns`).
+    Limit(crate::agent::budget::Limit),
 }
 
 impl StopReason {
     /// The exit status: 130 / 143 / 129 for the signals (128 + number),
-    /// 141 for a closed stdout, 1 for another write error.
+    /// 141 for a closed stdout, 1 for another write error, 3 for a limit.
     pub fn exit_code(&self) -> i32 {
         match self {
             StopReason::Interrupt => EXIT_INTERRUPTED,
@@ -39,6 +45,7 @@ impl StopReason {
             StopReason::Hangup => EXIT_HANGUP,
             StopReason::StdoutClosed => EXIT_CLOSED_STDOUT,
             StopReason::StdoutFailed(_) => EXIT_FAILED,
+            StopReason::Limit(_) => EXIT_LIMIT,
         }
     }
 
@@ -50,6 +57,7 @@ impl StopReason {
             StopReason::Hangup => "hung up (SIGHUP)".into(),
             StopReason::StdoutClosed => "stopped: stdout was closed".into(),
             StopReason::StdoutFailed(e) => format!("stopped: cannot write to stdout: {e}"),
+            StopReason::Limit(l) => l.message(),
         }
     }
 

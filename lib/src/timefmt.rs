@@ -1,5 +1,7 @@
 //! Timestamps as pi writes them: ISO-8601 UTC with milliseconds and `Z`
-//! (JavaScript's `toISOString()`), and epoch milliseconds inside messages.
+//! (JavaScript's `toISOString()`), and epoch milliseconds inside messages;
+//! and durations as a command line writes them (`90`, `90s`, `10m`,
+//! `1h30m`).
 
 use time::format_description::well_known::Rfc3339;
 use time::OffsetDateTime;
@@ -43,9 +45,100 @@ pub fn short_from_ms(ms: i64) -> String {
     format!("{} {}", &iso[..10], &iso[11..16])
 }
 
+/// Parses a duration: a number of seconds (`90`, `2.5`), or numbers each
+/// with a unit `ms`, `s`, `m` or `h` (`90s`, `10m`, `1h30m`). More than
+/// zero, at most a year.
+pub fn parse_duration(text: &str) -> Result<std::time::Duration, String> {
+    let bad = || {
+        format!("invalid duration \"{text}\" (use seconds, or a number with s, m or h: 90, 90s, 10m, 1h)")
+    };
+    let t = text.trim();
+    if t.is_empty() {
+        return Err(bad());
+    }
+    let mut secs = 0f64;
+    let mut rest = t;
+    while !rest.is_empty() {
+        let n = rest
+            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+            .unwrap_or(rest.len());
+        let value: f64 = rest[..n].parse().map_err(|_| bad())?;
+        rest = &rest[n..];
+        let u = rest
+            .find(|c: char| c.is_ascii_digit() || c == '.')
+            .unwrap_or(rest.len());
+        let scale = match &rest[..u] {
+            "" if n == t.len() => 1.0,
+            "ms" => 0.001,
+            "s" => 1.0,
+            "m" => 60.0,
+            "h" => 3600.0,
+            _ => return Err(bad()),
+        };
+        rest = &rest[u..];
+        secs += value * scale;
+    }
+    if !(secs > 0.0 && secs <= 366.0 * 86400.0) {
+        return Err(format!(
+            "invalid duration \"{text}\": must be more than 0 and at most a year"
+        ));
+    }
+    Ok(std::time::Duration::from_secs_f64(secs))
+}
+
+/// A duration in the words [`parse_duration`] reads: `90s`, `10m`,
+/// `1h30m`, `1.5s`.
+pub fn duration_words(d: std::time::Duration) -> String {
+    let ms = d.as_millis();
+    if !ms.is_multiple_of(1000) {
+        return format!("{}s", d.as_secs_f64());
+    }
+    let s = d.as_secs();
+    let (h, m, sec) = (s / 3600, (s % 3600) / 60, s % 60);
+    let mut out = String::new();
+    if h > 0 {
+        out.push_str(&format!("{h}h"));
+    }
+    if m > 0 {
+        out.push_str(&format!("{m}m"));
+    }
+    if sec > 0 || out.is_empty() {
+        out.push_str(&format!("{sec}s"));
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn durations_read_and_written() {
+        use std::time::Duration;
+        for (text, secs) in [
+            ("90", 90.0),
+            ("90s", 90.0),
+            ("10m", 600.0),
+            ("1h", 3600.0),
+            ("1h30m", 5400.0),
+            ("2.5", 2.5),
+            ("1500ms", 1.5),
+            (" 2m ", 120.0),
+        ] {
+            assert_eq!(
+                parse_duration(text),
+                Ok(Duration::from_secs_f64(secs)),
+                "{text}"
+            );
+        }
+        for bad in ["", "0", "-5", "10x", "m", "1h 30m", "5d", "1e3", "400d"] {
+            assert!(parse_duration(bad).is_err(), "{bad}");
+        }
+        assert_eq!(duration_words(Duration::from_secs(90)), "1m30s");
+        assert_eq!(duration_words(Duration::from_secs(3600)), "1h");
+        assert_eq!(duration_words(Duration::from_millis(1500)), "1.5s");
+        assert_eq!(duration_words(Duration::from_secs(5)), "5s");
+    }
 
     #[test]
     fn iso_round_trip() {

@@ -313,7 +313,8 @@ fn throwing_tool_result_is_reported_and_the_run_goes_on() {
         line.contains("Extension error (") && line.contains("probe.py): result handler threw"),
         "{line}"
     );
-    assert_eq!(evs.last().unwrap()["type"], "agent_settled");
+    assert_eq!(evs[evs.len() - 2]["type"], "agent_settled");
+    assert_eq!(evs.last().unwrap()["type"], "run_end");
     // Text mode: the same stderr line.
     let sb = Sandbox::new();
     let probe = write_exec(&sb.root().join("probe.py"), PROBE);
@@ -575,7 +576,10 @@ for line in sys.stdin:
     let ours = run(true);
     assert_eq!(ours.0, theirs.0, "system message");
     assert_eq!(ours.1, theirs.1, "tool result");
-    assert_eq!(ours.2, theirs.2, "event types");
+    // pi-run closes its JSON stream with run_end (pi has none).
+    let mut our_types = ours.2.clone();
+    assert_eq!(our_types.pop().as_deref(), Some("run_end"));
+    assert_eq!(our_types, theirs.2, "event types");
 }
 
 #[test]

@@ -234,13 +234,18 @@ fn sigterm_and_sighup_kill_the_tool_group_and_save_the_run() {
         assert!(st.success());
         let out = wait_within(child, Duration::from_secs(20), signal);
         assert_eq!(out.status.code(), Some(code), "{signal}: {}", stderr(&out));
-        // The event stream is complete: it ends settled, aborted.
+        // The event stream is complete: it ends settled, aborted, then
+        // the run's outcome.
         let events = jsonl(&out);
+        let n = events.len();
         assert_eq!(
-            events.last().unwrap(),
-            &json!({"type": "agent_settled", "aborted": true}),
+            events[n - 2],
+            json!({"type": "agent_settled", "aborted": true}),
             "{signal}"
         );
+        assert_eq!(events[n - 1]["type"], "run_end", "{signal}");
+        assert_eq!(events[n - 1]["stopReason"], "aborted", "{signal}");
+        assert_eq!(events[n - 1]["exitCode"], code, "{signal}");
         // The whole group is gone: the shell and its background job.
         let t = Instant::now();
         while (alive(bg) || alive(sh)) && t.elapsed() < Duration::from_secs(5) {
@@ -251,7 +256,9 @@ fn sigterm_and_sighup_kill_the_tool_group_and_save_the_run() {
         // The run is saved: the call, its aborted result, then (as pi
         // 1.6.0 ends an aborted tool turn) one empty aborted assistant
         // message made without a request.
-        let entries = session_entries(&sb);
+        let mut entries = session_entries(&sb);
+        let outcome = entries.pop().unwrap();
+        assert_eq!(outcome["customType"], "pi-run:run_end", "{signal}");
         let n = entries.len();
         let result = &entries[n - 2];
         assert_eq!(result["message"]["role"], "toolResult", "{signal}");

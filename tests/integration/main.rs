@@ -5,6 +5,7 @@ mod at_file;
 mod autocompact;
 mod bad_input;
 mod browser;
+mod ci_contract;
 mod cli_docs;
 mod codemode;
 mod common;

@@ -2553,7 +2553,10 @@ fn mcp_command_in_json_mode_is_handled_silently_as_pi() {
             .collect();
         (out.status.code(), types, server.request_count())
     };
-    let ours = run(None);
+    // pi prints the header only; pi-run closes every JSON run with its
+    // run_end record.
+    let mut ours = run(None);
+    assert_eq!(ours.1.pop().as_deref(), Some("run_end"));
     assert_eq!(ours, (Some(0), vec!["session".to_string()], 0));
     if let Some(o) = crate::common::Oracle::find("mcp command in json mode") {
         assert_eq!(run(Some(&o)), ours, "pi 1.6.0 vs ours");

@@ -71,7 +71,8 @@ fn faux_demo_text_and_json_modes() {
     ok(&out);
     let t = types(&out);
     assert_eq!(t.first().unwrap(), "session");
-    assert_eq!(t.last().unwrap(), "agent_settled");
+    assert_eq!(t.last().unwrap(), "run_end");
+    assert_eq!(t[t.len() - 2], "agent_settled");
     assert!(t.contains(&"agent_end".to_string()));
 }
 
@@ -222,7 +223,13 @@ fn http_500_gives_up_with_exit_1() {
     let evs = jsonl(&out);
     let end = evs.iter().rfind(|e| e["type"] == "auto_retry_end").unwrap();
     assert_eq!(end["success"], false);
-    assert_eq!(evs.last().unwrap()["type"], "agent_settled");
+    assert_eq!(evs[evs.len() - 2]["type"], "agent_settled");
+    let run_end = evs.last().unwrap();
+    assert_eq!(run_end["type"], "run_end");
+    assert_eq!(
+        (&run_end["exitCode"], &run_end["stopReason"]),
+        (&json!(1), &json!("error"))
+    );
 }
 
 #[test]
@@ -368,7 +375,7 @@ fn invalid_tool_arguments_go_back_to_the_model() {
 }
 
 #[test]
-fn max_turns_stops_with_exit_1() {
+fn max_turns_stops_with_exit_3() {
     let sb = Sandbox::new();
     let script = faux_script(
         &sb,
@@ -392,7 +399,7 @@ fn max_turns_stops_with_exit_1() {
         ])
         .output()
         .unwrap();
-    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(out.status.code(), Some(3));
     assert!(stderr(&out).contains("--max-turns"), "{}", stderr(&out));
 }
 
@@ -490,7 +497,7 @@ fn sigint_aborts_and_exits_130() {
     assert_eq!(out.status.code(), Some(130), "{}", stderr(&out));
     let ls = jsonl(&sb.session(&["ls"]));
     let ctx = jsonl(&sb.session(&["show", ls[0]["path"].as_str().unwrap()]));
-    let last = ctx.last().unwrap();
+    let last = ctx.iter().rfind(|e| e.get("message").is_some()).unwrap();
     assert_eq!(
         last["message"]["stopReason"], "aborted",
         "the partial message is saved as aborted"
@@ -542,7 +549,9 @@ fn json_mode_exits_1_on_auth_error() {
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(1));
-    assert_eq!(jsonl(&out).last().unwrap()["type"], "agent_settled");
+    let evs = jsonl(&out);
+    assert_eq!(evs[evs.len() - 2]["type"], "agent_settled");
+    assert_eq!(evs.last().unwrap()["stopReason"], "error");
     assert_eq!(
         server.requests.lock().unwrap().len(),
         1,

@@ -74,8 +74,9 @@ fn four_turn_task_matches_real_pi() {
         std::fs::read_to_string(sb.cwd().join("notes.txt")).unwrap(),
         std::fs::read_to_string(pi_sb.cwd().join("notes.txt")).unwrap()
     );
-    // Same event sequence.
-    let ours = event_types(&stdout(&out));
+    // Same event sequence, then our closing run_end record.
+    let mut ours = event_types(&stdout(&out));
+    assert_eq!(ours.pop().as_deref(), Some("run_end"));
     let theirs = event_types(&stdout(&pi_out));
     assert_eq!(ours, theirs);
     // The session: pi exports it and continues it.
@@ -96,6 +97,13 @@ fn four_turn_task_matches_real_pi() {
     );
     cont.configure(&sb.agent());
     let before = std::fs::read_to_string(&file).unwrap();
+    // The run's outcome is the session's last entry (a custom entry pi
+    // keeps), and pi continues the session past it.
+    let last: Value = serde_json::from_str(before.lines().last().unwrap()).unwrap();
+    assert_eq!(last["type"], "custom", "{last}");
+    assert_eq!(last["customType"], "pi-run:run_end", "{last}");
+    assert_eq!(last["data"]["stopReason"], "completed", "{last}");
+    assert_eq!(last["data"]["turns"], 4, "{last}");
     let c = o
         .pi160(&sb)
         .args(["--session", &file, "-p", "and now?"])
@@ -116,6 +124,14 @@ fn four_turn_task_matches_real_pi() {
         .filter_map(|e| e["message"]["role"].as_str())
         .collect();
     assert_eq!(&roles[roles.len() - 2..], ["user", "assistant"]);
+    // pi went on from the outcome entry (its leaf), and the outcome never
+    // reached the model.
+    assert_eq!(appended[0]["parentId"], last["id"], "{appended:?}");
+    let sent = std::fs::read_to_string(&cont.log).unwrap();
+    assert!(
+        sent.contains("and now?") && !sent.contains("run_end"),
+        "{sent}"
+    );
 }
 
 #[test]

@@ -1018,6 +1018,7 @@ fn resume_continues_the_child_and_a_dead_running_child_reads_as_interrupted() {
     let out = sb
         .cmd("pi-session")
         .args(["ls", "--format", "text"])
+        .env("COLUMNS", "160")
         .output()
         .unwrap();
     ok(&out);

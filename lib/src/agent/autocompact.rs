@@ -271,7 +271,14 @@ impl Agent {
         };
         let mut host = AgentHost { agent: self, emit };
         match run(&mut host, prep, &mut model, req).await {
-            Outcome::Done { result, .. } => Compacted::Done(result),
+            Outcome::Done { result, .. } => {
+                // The summary was paid for: the run's budget counts it.
+                let a = &host.agent;
+                if let (Some(b), Some(u)) = (&a.ext.limits.budget, &result.usage) {
+                    b.record_usage(u, a.ext.delegation.as_ref());
+                }
+                Compacted::Done(result)
+            }
             Outcome::Failed(Failure::Cancelled) => Compacted::Failed(CANCELLED.into()),
             Outcome::Failed(Failure::Summary(e) | Failure::Write(e)) => Compacted::Failed(e),
         }

@@ -397,8 +397,9 @@ pub async fn inquiry_ready(q: &Option<std::sync::Arc<dyn Inquiries>>) {
     }
 }
 
-/// What limits an agent's tool calls besides its hooks: the approvers, the
-/// final policy and the sandbox. An agent hands this on whole to every agent it
+/// What limits an agent besides its hooks: the approvers, the final policy
+/// and the sandbox for its tool calls, and the run's budget (money, turns,
+/// wall clock; what was spent). An agent hands this on whole to every agent it
 /// delegates to (see [`AgentExt::for_child`]), so whatever limit is added
 /// here binds subagent children too.
 #[derive(Default, Clone)]
@@ -409,6 +410,8 @@ pub struct Limits {
     /// The sandbox every tool call runs in (unconfined by default): the
     /// bash tool's processes and the file tools' paths.
     pub sandbox: std::sync::Arc<crate::sandbox::Sandbox>,
+    /// The run's budget, shared (not copied) with every child.
+    pub budget: Option<std::sync::Arc<super::budget::Budget>>,
 }
 
 /// The watchers of one agent: its hooks, its limits (approvers and final

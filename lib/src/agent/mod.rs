@@ -6,13 +6,15 @@
 //! message is appended; then each turn streams one assistant message,
 //! validates and runs its tool calls in parallel (results emitted in call
 //! order), and appends everything to the session the moment it exists.
-//! Transient provider errors are retried with pi's backoff; `--max-turns`
-//! and cancellation (SIGINT) end the run early.
+//! Transient provider errors are retried with pi's backoff; `--max-turns`,
+//! the run's budget ([`budget`]) and cancellation (SIGINT) end the run
+//! early.
 
 // The conversion lives with the session (compaction needs it too, and the
 // session sits below the agent); the old path stays.
 pub use crate::session::llm as convert;
 pub mod autocompact;
+pub mod budget;
 pub mod events;
 pub mod hooks;
 pub mod nested;
@@ -82,6 +84,9 @@ pub struct RunOutcome {
     /// Why the run failed (`None` on success).
     pub error: Option<String>,
     pub aborted: bool,
+    /// The limit that ended it (the turn limit; the budget says which
+    /// other limit stopped an aborted run).
+    pub limit: Option<budget::Limit>,
 }
 
 /// A tool set and its tools' definitions as JSON.
@@ -106,6 +111,9 @@ pub struct Agent {
     /// A compaction is running ([`Agent::compact_now`]; pi's
     /// `isCompacting`).
     pub compacting: bool,
+    /// The JSON Schema the final answer must follow, handed to APIs that
+    /// can constrain a reply to it (`--output-schema`).
+    pub response_schema: Option<Arc<provider::schema::ResponseSchema>>,
     /// This run's whole prompt from `before_agent_start` (sent, never
     /// recorded).
     run_forced: Option<String>,
@@ -187,6 +195,7 @@ impl Agent {
             compaction: Default::default(),
             inquiries: None,
             compacting: false,
+            response_schema: None,
             run_forced: None,
             run_extra: Vec::new(),
             tool_values: None,
@@ -828,6 +837,7 @@ impl Agent {
                                 last: last_assistant(&new_messages),
                                 error: Some("Retry cancelled".into()),
                                 aborted: true,
+                                limit: None,
                             };
                         }
                         new_messages.clear();
@@ -880,18 +890,21 @@ impl Agent {
             )
             .await;
             let last = last_assistant(&new_messages);
+            let limit = match result {
+                TurnsEnd::MaxTurns(n) => Some(budget::Limit::MaxTurns(n)),
+                _ => None,
+            };
             let error = match result {
                 TurnsEnd::Done => None,
                 TurnsEnd::ModelError(e, _) | TurnsEnd::Failed(e) => Some(e),
                 TurnsEnd::Aborted => Some("Request was aborted".into()),
-                TurnsEnd::MaxTurns(n) => Some(format!(
-                    "stopped after {n} turns (--max-turns) while the model still had tool calls"
-                )),
+                TurnsEnd::MaxTurns(n) => Some(budget::Limit::MaxTurns(n).message()),
             };
             return RunOutcome {
                 last,
                 error,
                 aborted,
+                limit,
             };
         }
     }
@@ -958,6 +971,14 @@ impl Agent {
                 new_messages.push(m);
             }
             let (assistant, failure) = self.stream_assistant(emit).await;
+            if let Some(b) = &self.ext.limits.budget {
+                b.record(&assistant, self.ext.delegation.as_ref());
+                // A limit reached (by this response, a child or the clock)
+                // starts nothing more: the run winds down as on a signal.
+                if b.tripped().is_some() {
+                    self.cancel.cancel();
+                }
+            }
             let msg = AgentMessage::Assistant(Box::new(assistant.clone()));
             if let Err(e) = self.append_message(msg.clone()) {
                 return TurnsEnd::Failed(e);
@@ -1048,12 +1069,22 @@ impl Agent {
                 return TurnsEnd::Aborted;
             }
             deliver = self.plan_drain(queue::QueueKind::Steering);
-            if let Some(max) = self.opts.max_turns {
+            if let Some(max) = self.turn_limit() {
                 if turn >= max {
                     return TurnsEnd::MaxTurns(max);
                 }
             }
             self.compact_between_turns(emit).await;
+        }
+    }
+
+    /// The turns this agent may take: its own limit or the run's, the
+    /// smaller.
+    fn turn_limit(&self) -> Option<u32> {
+        let shared = self.ext.limits.budget.as_ref().and_then(|b| b.max_turns());
+        match (self.opts.max_turns, shared) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
         }
     }
 
@@ -1259,6 +1290,7 @@ impl Agent {
             idle_timeout: self.opts.idle_timeout,
             cancel: self.cancel.clone(),
             session_id: Some(self.store.session.id().to_string()),
+            response_schema: self.response_schema.clone(),
         };
         let started = Instant::now();
         let mut started_emitted = false;

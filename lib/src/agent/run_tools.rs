@@ -68,10 +68,16 @@ impl Agent {
                 (Arc::clone(tool), args)
             }
         };
-        if !gated {
-            return Ok((tool, args, None));
+        let (args, ticket) = if gated {
+            self.gate_call(call, args, emit).await?
+        } else {
+            (args, None)
+        };
+        // The run was stopped (a signal, a limit reached by the response
+        // that asked for this call) before the call started: it never runs.
+        if self.cancel.is_cancelled() {
+            return Err("Operation aborted".to_string());
         }
-        let (args, ticket) = self.gate_call(call, args, emit).await?;
         Ok((tool, args, ticket))
     }
 

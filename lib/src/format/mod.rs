@@ -19,6 +19,7 @@ pub mod num;
 pub mod records;
 pub mod resources;
 pub mod rpc;
+pub mod run_end;
 pub mod subagent;
 pub mod tool;
 

@@ -28,6 +28,30 @@ pub struct SessionRecord {
     pub tokens: u64,
     pub cost: f64,
     pub bytes: u64,
+    /// How the session's last `pi-run` run ended (its stored outcome).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub outcome: Option<OutcomeRecord>,
+    /// How many runs stored an outcome in the session.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub runs: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
+}
+
+/// The stored outcome of a session's last run, as `ls` shows it.
+#[derive(Debug, Clone, Serialize)]
+pub struct OutcomeRecord {
+    #[serde(rename = "stopReason")]
+    pub stop_reason: String,
+    #[serde(rename = "exitCode")]
+    pub exit_code: i32,
+    /// The run's cost, its subagent children included (US dollars).
+    pub cost: f64,
+    pub turns: u64,
+    #[serde(rename = "durationMs")]
+    pub duration_ms: u64,
 }
 
 /// `{"type":"diagnostic",…}` — a warning or error tied to a file and line.

@@ -498,6 +498,7 @@ mod tests {
             idle_timeout: Duration::from_secs(5),
             cancel: CancellationToken::new(),
             session_id: None,
+            response_schema: None,
         }
     }
 

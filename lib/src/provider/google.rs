@@ -114,6 +114,17 @@ pub fn build_body(req: &Request) -> Value {
     if let Some(tc) = thinking_config(model, level) {
         gen.insert("thinkingConfig".into(), tc);
     }
+    // `--output-schema`: a JSON response to the schema, when it is in
+    // Gemini's subset and the request declares no tools (Gemini refuses
+    // function calling with a JSON response type); else validated locally.
+    if let Some(rs) = req
+        .response_schema
+        .as_ref()
+        .filter(|rs| rs.gemini.is_ok() && req.tools.is_empty())
+    {
+        gen.insert("responseMimeType".into(), "application/json".into());
+        gen.insert("responseJsonSchema".into(), rs.wire.clone());
+    }
     if !gen.is_empty() {
         body.insert("generationConfig".into(), Value::Object(gen));
     }

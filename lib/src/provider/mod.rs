@@ -15,6 +15,7 @@ pub mod openai_completions;
 pub mod openai_responses;
 pub mod partial_json;
 pub mod retry;
+pub mod schema;
 pub mod sse;
 pub mod transform;
 
@@ -52,6 +53,9 @@ pub struct Request<'a> {
     pub cancel: CancellationToken,
     /// A stable id for prompt caching (pi's `sessionId`).
     pub session_id: Option<String>,
+    /// The schema the final answer must follow, for APIs that can
+    /// constrain a reply to it ([`schema`]).
+    pub response_schema: Option<std::sync::Arc<schema::ResponseSchema>>,
 }
 
 /// One event of the assistant-message stream (pi's `assistantMessageEvent`).

@@ -182,6 +182,15 @@ pub fn build_body(req: &Request) -> Value {
     if model.reasoning {
         add_thinking(&mut body, req, &compat);
     }
+    // `--output-schema`: strict structured output where the model does
+    // strict mode and the schema fits it (else it is validated locally).
+    if let Some(rs) = req
+        .response_schema
+        .as_ref()
+        .filter(|rs| compat.supports_strict_mode && rs.openai.is_ok())
+    {
+        body.insert("response_format".into(), rs.openai_chat_format());
+    }
     if let Some(r) = &compat.open_router_routing {
         body.insert("provider".into(), r.clone());
     }

@@ -60,11 +60,23 @@ pub fn build_body(req: &Request) -> Value {
     if let Some(mt) = default_max_tokens(req).filter(|_| supports_max) {
         body.insert("max_output_tokens".into(), mt.into());
     }
+    let strict = model
+        .compat_value("supportsStrictMode")
+        .and_then(Value::as_bool)
+        .unwrap_or(false);
+    // `--output-schema`: strict structured output where the model does
+    // strict mode and the schema fits it (else it is validated locally).
+    if let Some(rs) = req
+        .response_schema
+        .as_ref()
+        .filter(|rs| strict && rs.openai.is_ok())
+    {
+        body.insert(
+            "text".into(),
+            json!({"format": rs.openai_responses_format()}),
+        );
+    }
     if !req.tools.is_empty() {
-        let strict = model
-            .compat_value("supportsStrictMode")
-            .and_then(Value::as_bool)
-            .unwrap_or(false);
         let tools: Vec<Value> = req
             .tools
             .iter()

@@ -103,8 +103,9 @@ fn line(buf: &mut Vec<u8>) -> String {
 
 /// Stdin, SIGTERM (143), SIGHUP (129) and a stdout whose reader went away
 /// (141, with its line on stderr) as one input stream (call inside a tokio
-/// runtime). A second signal while shutting down exits at once.
-pub fn stdin_and_signals() -> Result<UnboundedReceiver<Input>, String> {
+/// runtime), and a sender for other reasons to stop (a limit of the run).
+/// A second signal while shutting down exits at once.
+pub fn stdin_and_signals() -> Result<(UnboundedSender<Input>, UnboundedReceiver<Input>), String> {
     use tokio::signal::unix::{signal, SignalKind};
     let (tx, rx) = unbounded_channel();
     for (kind, code, name) in [
@@ -128,8 +129,8 @@ pub fn stdin_and_signals() -> Result<UnboundedReceiver<Input>, String> {
     crate::interrupt::on_stdout_closed(move || {
         let _ = closed.send(Input::Signal(EXIT_CLOSED_STDOUT));
     });
-    spawn_reader(std::io::stdin(), tx);
-    Ok(rx)
+    spawn_reader(std::io::stdin(), tx.clone());
+    Ok((tx, rx))
 }
 
 /// The response to a line over [`MAX_LINE_BYTES`] (a parse error, as for

@@ -90,6 +90,17 @@ pub struct Assembly {
     session_started: bool,
     pub(super) subagents: Option<Arc<Controller>>,
     pub(super) sections: Vec<(String, String)>,
+    /// The run's budget: its limits and what it spent (not in a plan).
+    pub(super) budget: Option<Arc<crate::agent::budget::Budget>>,
+    /// `--output-schema`, loaded.
+    pub(super) output: Option<Arc<super::output::OutputSpec>>,
+}
+
+/// The `--output-schema` section (the answer's format) goes last.
+fn push_format(sections: &mut Vec<(String, String)>, text: Option<&str>) {
+    if let Some(t) = text {
+        sections.push(("output_format".to_string(), t.to_string()));
+    }
 }
 
 /// What a run would send first: its system-prompt sections and declared
@@ -113,7 +124,20 @@ impl Assembly {
     /// Puts the run of `opts` together on `rt`. Whatever was started
     /// before a failing step (extension hosts, MCP servers) is stopped.
     pub fn new(opts: RunOptions, rt: &Runtime) -> Result<Assembly, CliError> {
+        // The output options are checked before anything is opened or
+        // started: a bad schema never costs a request.
+        let output = match (&opts.output_schema, opts.mode) {
+            (Some(p), m) if m != Mode::Plan => Some(Arc::new(super::output::load(
+                &opts.cwd.join(p),
+                opts.output_retries,
+            )?)),
+            _ => None,
+        };
+        if let Some(p) = &opts.output_last_message {
+            super::output::check_last_message_path(&opts.cwd.join(p))?;
+        }
         let mut asm = Assembly::open(opts)?;
+        asm.output = output;
         match asm.build(rt) {
             Ok(()) => Ok(asm),
             Err(e) => {
@@ -205,6 +229,8 @@ impl Assembly {
             session_started: false,
             subagents: None,
             sections: Vec::new(),
+            budget: None,
+            output: None,
         })
     }
 
@@ -247,7 +273,13 @@ impl Assembly {
             ));
         }
         if self.opts.mode != Mode::Plan {
-            self.resolved = Some(self.resolve_model()?);
+            let resolved = self.resolve_model()?;
+            self.budget = Some(super::limits::budget(
+                &self.opts,
+                &self.settings,
+                &resolved.model,
+            )?);
+            self.resolved = Some(resolved);
         }
         let mcp_tools = match &self.mcp {
             Some(m) => {
@@ -583,7 +615,6 @@ impl Assembly {
             auto_resize_images: self.settings.auto_resize_images(),
             trusted: self.trusted,
             tool_ceiling: self.sel.ceiling(),
-            max_turns: self.opts.max_turns,
         });
         // A piped listing names the subagent tools it keeps.
         let control: Vec<_> = c
@@ -619,7 +650,7 @@ impl Assembly {
             });
         }
         if let Some(src) = &self.opts.system_from {
-            let (sections, made_trusted) = super::input::sections_from(src, self.opts.prog)?;
+            let (mut sections, made_trusted) = super::input::sections_from(src, self.opts.prog)?;
             // A prompt listing a trusted project's skills and templates is
             // refused by a run that does not trust the project: `/skill:x`
             // would reach the model unexpanded. Trust is never taken from
@@ -633,6 +664,8 @@ impl Assembly {
                     "pass -a to pi-run too (pi-resources -a | pi-prompt system | pi-run -a --system-from -): trust is decided by each run, never read from its input",
                 ));
             }
+            let format = self.output.as_ref().map(|o| o.instructions());
+            push_format(&mut sections, format.as_deref());
             return Ok(sections);
         }
         let plan = PlanOptions {
@@ -646,6 +679,8 @@ impl Assembly {
         let mut sections = plan_sections(&plan, &self.resources).map_err(CliError::input)?;
         let mcp_section = self.mcp.as_ref().and_then(|m| m.servers_section());
         crate::mcp::push_section(&mut sections, mcp_section.as_ref());
+        let format = self.output.as_ref().map(|o| o.instructions());
+        push_format(&mut sections, format.as_deref());
         if self.has_exts {
             let res = self.resources.clone();
             self.runner.set_prompt_builder(Some(Arc::new(move |tools| {
@@ -655,6 +690,7 @@ impl Assembly {
                 };
                 let mut sections = plan_sections(&plan, &res)?;
                 crate::mcp::push_section(&mut sections, mcp_section.as_ref());
+                push_format(&mut sections, format.as_deref());
                 Ok(sections)
             })));
         }

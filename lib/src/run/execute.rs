@@ -1,9 +1,9 @@
 //! From an [`Assembly`] to a running agent: the prompts are read (piped
 //! stdin, `@file`s, `--then`), the session gets its name and tool pin, the
 //! agent is built with the run's hooks, approval gates, queue and
-//! compaction settings, and the mode's driver takes over — the one-shot
-//! loop of text and JSON mode ([`super::oneshot`]) or the RPC server
-//! ([`super::rpc`]). Whatever the outcome, the extension hosts and MCP
+//! compaction settings, the run's budget and output schema, and the mode's
+//! driver takes over — the one-shot loop of text and JSON mode
+//! ([`super::oneshot`]) or the RPC server ([`super::rpc`]). Whatever the outcome, the extension hosts and MCP
 //! servers are stopped before the exit code is returned.
 
 use std::sync::Arc;
@@ -110,7 +110,8 @@ impl Assembly {
             cwd: self.cwd.clone(),
             sections: std::mem::take(&mut self.sections),
             forced_prompt: None,
-            max_turns: self.opts.max_turns,
+            // The run's turn limit travels in its budget (children too).
+            max_turns: None,
             idle_timeout: match self.opts.idle_timeout {
                 Some(0) => None,
                 Some(secs) => Some(Duration::from_secs(secs)),
@@ -140,6 +141,7 @@ impl Assembly {
             limits: Limits {
                 gates,
                 sandbox: Arc::clone(&self.sandbox),
+                budget: self.budget.clone(),
                 ..Limits::default()
             },
             late_tools: self.mcp.as_ref().map(|m| Arc::clone(&m.inbox)),
@@ -157,10 +159,12 @@ impl Assembly {
         if let Some(c) = &self.subagents {
             c.set_parent_queue(Arc::clone(&queue));
         }
-        Ok(Agent::builder(opts, store, self.cancel.clone())
+        let mut agent = Agent::builder(opts, store, self.cancel.clone())
             .ext(ext)
             .queue(queue)
             .compaction(compaction)
-            .build())
+            .build();
+        agent.response_schema = self.output.as_ref().map(|o| Arc::clone(&o.native));
+        Ok(agent)
     }
 }

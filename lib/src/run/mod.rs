@@ -16,15 +16,20 @@ pub mod assemble;
 mod execute;
 pub mod extflags;
 pub mod input;
+pub mod limits;
 pub mod model;
 mod oneshot;
+mod outcome;
+pub mod output;
 pub mod preflight;
+mod progress;
 mod rpc;
 mod sandbox;
 pub mod session;
 pub mod tools;
 
 use std::path::PathBuf;
+use std::time::{Duration, Instant};
 
 use crate::cli::CliError;
 use crate::tools::select::ToolFlags;
@@ -126,6 +131,20 @@ pub struct RunOptions {
     /// Options no built-in flag knows: extension flags, resolved once the
     /// extensions registered theirs.
     pub ext_flags: Vec<extflags::Pending>,
+    /// `--max-cost USD`: the run's (and its subagents') cost limit.
+    pub max_cost: Option<f64>,
+    /// `--timeout`: the whole run's wall clock.
+    pub timeout: Option<Duration>,
+    /// `--output-schema FILE`: the final answer must validate against it.
+    pub output_schema: Option<PathBuf>,
+    /// `--output-retries N`: corrections asked for before giving up.
+    pub output_retries: u32,
+    /// `--output-last-message FILE`: where the final answer is written.
+    pub output_last_message: Option<PathBuf>,
+    /// `--verbose`: progress and a closing usage line on stderr.
+    pub verbose: bool,
+    /// When the run started (`--timeout` counts from here).
+    pub started: Instant,
 }
 
 impl RunOptions {
@@ -156,6 +175,13 @@ impl RunOptions {
             drain: false,
             sandbox: Default::default(),
             ext_flags: Vec::new(),
+            max_cost: None,
+            timeout: None,
+            output_schema: None,
+            output_retries: output::DEFAULT_RETRIES,
+            output_last_message: None,
+            verbose: false,
+            started: Instant::now(),
         }
     }
 }

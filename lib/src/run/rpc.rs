@@ -89,7 +89,19 @@ impl Preflight for RunPreflight<'_> {
 /// Serves the protocol on stdin/stdout; the exit code.
 pub(super) async fn serve(drive: &Drive<'_>, mut agent: Agent) -> Result<i32, CliError> {
     let asm = drive.asm;
-    let input = crate::rpc::io::stdin_and_signals().map_err(CliError::failed)?;
+    let (stopper, input) = crate::rpc::io::stdin_and_signals().map_err(CliError::failed)?;
+    // A limit of the run (--max-cost, --timeout) ends the server as a
+    // signal would, with exit 3; a reply cut at the token limit is said on
+    // stderr.
+    if let Some(b) = &asm.budget {
+        let prog = asm.opts.prog;
+        b.on_trip(move |l| {
+            crate::cli::note(prog, &l.message());
+            let _ = stopper.send(crate::rpc::io::Input::Signal(crate::cli::EXIT_LIMIT));
+        });
+        b.on_warning(move |w| crate::cli::warn(prog, w));
+        b.arm_timeout();
+    }
     agent.prepare_session().map_err(CliError::failed)?;
     let mcp_on = !asm.opts.no_mcp;
     // Made again after a session replacement (the extensions load anew).

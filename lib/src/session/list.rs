@@ -27,6 +27,7 @@ pub use super::file::Skipped;
 use super::lines::{stream_lines, LineIter, CHUNK};
 use super::load::parse_json;
 use super::usage_scan::{line_usage, usage_totals, USAGE_KEY};
+use crate::format::records::OutcomeRecord;
 
 /// What `ls` shows of one session.
 #[derive(Debug, Clone, PartialEq, Default)]
@@ -54,6 +55,9 @@ pub struct SessionSummary {
     pub bytes: u64,
     /// Damaged lines skipped while scanning (the first few, and a count).
     pub problems: Diagnostics,
+    /// The outcomes `pi-run` stored in the session, one per run, oldest
+    /// first: the entry's timestamp and the outcome.
+    pub outcomes: Vec<(String, crate::format::run_end::RunEnd)>,
 }
 
 impl SessionSummary {
@@ -84,6 +88,14 @@ impl SessionSummary {
             tokens: self.tokens,
             cost: self.cost,
             bytes: self.bytes,
+            outcome: self.outcomes.last().map(|(_, o)| OutcomeRecord {
+                stop_reason: o.stop_reason.clone(),
+                exit_code: o.exit_code,
+                cost: o.usage.cost.total,
+                turns: o.turns,
+                duration_ms: o.duration_ms,
+            }),
+            runs: self.outcomes.len() as u64,
         }
     }
 }
@@ -368,6 +380,14 @@ impl Summarizer {
                 Ok((v, _)) => set_name(s, &v),
                 Err(_) => s.bad_line(no),
             },
+            Some(b"custom") if memmem::find(line, b"\"pi-run:run_end\"").is_some() => {
+                if let Ok((v, _)) = parse_json(line) {
+                    if let Some(end) = crate::format::run_end::RunEnd::from_entry(&v) {
+                        let ts = v["timestamp"].as_str().unwrap_or_default().to_string();
+                        s.outcomes.push((ts, end));
+                    }
+                }
+            }
             Some(b"custom")
                 if s.subagent_of.is_none()
                     && memmem::find(line, b"\"pi-web:subagent\"").is_some() =>

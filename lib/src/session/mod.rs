@@ -22,6 +22,7 @@ pub mod load;
 pub mod open;
 pub mod prefixes;
 pub mod resolve;
+pub mod runs;
 pub mod search;
 // `session::session` holds the type the module is named after.
 #[allow(clippy::module_inception)]

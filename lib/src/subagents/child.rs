@@ -24,9 +24,9 @@ use crate::session::store::SessionStore;
 use crate::tools::Tool;
 
 /// A child's agent options: its own model, tools, cwd and prompt sections;
-/// from the parent its idle timeout, image and retry settings and its turn
-/// limit (the tool's own two-phase limit steers within it); no forced
-/// prompt.
+/// from the parent its idle timeout, image and retry settings (its turn
+/// limit comes with the run's budget in its [`AgentExt`]; the tool's own
+/// two-phase limit steers within it); no forced prompt.
 pub(super) fn child_options(
     ctx: &ParentContext,
     model: Model,
@@ -44,7 +44,7 @@ pub(super) fn child_options(
         cwd,
         sections,
         forced_prompt: None,
-        max_turns: ctx.max_turns,
+        max_turns: None,
         idle_timeout: ctx.idle_timeout,
         auto_resize_images: ctx.auto_resize_images,
         retry: ctx.retry,
@@ -466,7 +466,13 @@ impl Controller {
             done,
             settled,
             queue: Arc::new(MessageQueue::default()),
-            cancel: CancellationToken::new(),
+            // A limit of the run stops every child, also a background one.
+            cancel: ext
+                .limits
+                .budget
+                .as_ref()
+                .map(|b| b.token().child_token())
+                .unwrap_or_default(),
         });
         lock(&self.runs).insert(id, Arc::clone(&state));
         if background {

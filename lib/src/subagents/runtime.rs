@@ -7,8 +7,9 @@
 //! itself: `child`). A child obeys every limit of the agent whose
 //! `Agent` call started it: its tool calls pass that agent's whole gate
 //! (hooks, approvers, final policy; [`AgentExt::for_child`]), its tools
-//! never include one the parent's tool flags shut out, and it never runs
-//! more turns than the parent may. Foreground calls wait for the child;
+//! never include one the parent's tool flags shut out, and it shares the
+//! run's budget (the same turn limit, purse and clock; a child on a model
+//! without prices is refused under `--max-cost`). Foreground calls wait for the child;
 //! background calls return at once and the parent receives the completion
 //! as a follow-up custom message. A child that fails or panics becomes a
 //! `failed` run, never a parent crash. `resume` reopens a finished (or
@@ -66,8 +67,6 @@ pub struct ParentContext {
     /// The built-in tools the parent's tool flags allow a child at all: a
     /// profile's tools outside it are left out.
     pub tool_ceiling: crate::tools::select::ToolCeiling,
-    /// The parent's own turn limit (`--max-turns`): no child runs longer.
-    pub max_turns: Option<u32>,
 }
 
 pub(super) struct RunState {
@@ -105,6 +104,15 @@ fn text_output(text: String, details: Option<Value>, is_error: bool) -> ToolOutp
         details,
         is_error,
         ..Default::default()
+    }
+}
+
+/// A child's model must be one the run's budget can count (a cost limit
+/// needs prices).
+fn counted(parent: &AgentExt, model: &Model) -> Result<(), String> {
+    match &parent.limits.budget {
+        Some(b) => b.check_priced(model),
+        None => Ok(()),
     }
 }
 
@@ -151,6 +159,49 @@ impl Controller {
                 }) as Arc<dyn Tool>
             })
             .collect()
+    }
+
+    /// Every child this controller started or resumed: its session id,
+    /// profile and status (`running` while it runs).
+    pub fn child_statuses(&self) -> Vec<(String, String, RunStatus)> {
+        let mut v: Vec<(String, String, RunStatus, String)> = lock(&self.runs)
+            .values()
+            .map(|r| {
+                let i = lock(&r.info);
+                (
+                    i.session_id.clone(),
+                    i.profile.clone(),
+                    i.status,
+                    i.created_at.clone(),
+                )
+            })
+            .collect();
+        v.sort_by(|a, b| a.3.cmp(&b.3).then(a.0.cmp(&b.0)));
+        v.into_iter().map(|(id, p, s, _)| (id, p, s)).collect()
+    }
+
+    /// Tells every child still queued or running to stop (the run is
+    /// stopping): each ends as aborted, its tools killed.
+    pub fn stop_all(&self) {
+        for r in lock(&self.runs).values() {
+            r.cancel.cancel();
+        }
+    }
+
+    /// Waits at most `grace` for every child still running to end (they
+    /// were told to stop): their tools' process groups are killed on the
+    /// way, so nothing a child started outlives the run.
+    pub async fn wait_children(&self, grace: Duration) {
+        let pending: Vec<_> = lock(&self.runs)
+            .values()
+            .map(|r| r.done.subscribe())
+            .collect();
+        let all = async {
+            for mut rx in pending {
+                let _ = rx.wait_for(|d| *d).await;
+            }
+        };
+        let _ = tokio::time::timeout(grace, all).await;
     }
 
     /// Whether a background child is still running.
@@ -282,6 +333,7 @@ impl Controller {
             Some(m) => child_model(&self.ctx, m.trim())?,
             None => (ctx.model.clone(), ctx.api_key.clone()),
         };
+        counted(parent, &model)?;
         let task = s("prompt").unwrap_or_default();
         let context = if inherit {
             Some(parent_context(&parent_path)?)
@@ -488,6 +540,7 @@ impl Controller {
             Some((p, m)) => child_model(&self.ctx, &format!("{p}/{m}"))?,
             None => (ctx.model.clone(), ctx.api_key.clone()),
         };
+        counted(parent, &model)?;
         let thinking = ThinkingLevel::parse(&context.thinking_level).unwrap_or(ctx.thinking);
         let description = s("description")
             .map(|d| d.trim().to_string())

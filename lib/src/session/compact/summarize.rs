@@ -105,6 +105,7 @@ pub async fn summarize(m: &SummaryModel, user: String, what: &str) -> Result<Sum
         idle_timeout: m.idle_timeout,
         cancel: m.cancel.clone(),
         session_id: Some(crate::session::ids::new_session_id()),
+        response_schema: None,
     };
     let mut attempt = 0;
     let reply = loop {
