@@ -24,6 +24,7 @@ mod providers_vs_pi;
 mod resources;
 mod roundtrip;
 mod rpc;
+mod rss_guard;
 mod run;
 mod run_flags;
 mod run_vs_pi;
