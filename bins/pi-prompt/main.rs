@@ -23,7 +23,7 @@ const AFTER_HELP: &str = concat!(
 Examples:
   pi-prompt system                               the prompt for this directory
   pi-resources | pi-prompt system | pi-run --system-from - \"task\"
-  pi-prompt system --chat-only --format text     context files only (seed 000)
+  pi-prompt system --chat-only --format text     context files only (Chat only)
   pi-prompt expand '/review src/main.rs \"be strict\"'
   pi-prompt diff --session 01a2                  what pi-run would append now
 

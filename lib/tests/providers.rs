@@ -218,6 +218,7 @@ fn request(m: Model) -> Request<'static> {
         idle_timeout: Duration::from_secs(5),
         cancel: CancellationToken::new(),
         session_id: None,
+        response_schema: None,
     }
 }
 

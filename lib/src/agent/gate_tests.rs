@@ -1,4 +1,4 @@
-//! The agent loop with hooks and gates: seed 004's tool-call gate in
+//! The agent loop with hooks and gates: the tool-call gate in
 //! order, against the scripted faux provider.
 
 use std::sync::{Arc, Mutex};

@@ -1,14 +1,14 @@
 //! The gates the agent loop passes through, for whoever wants to watch or
 //! steer a run (extensions, a CI policy) without the loop knowing who that
 //! is: [`Hooks`] is called at every point pi 1.6.0 dispatches an extension
-//! event, [`Gate`] is the approval step of seed 004 (step 10), and
+//! event, [`Gate`] is the approval step, and
 //! [`AgentOp`] lets a hook's owner read or change the agent's state (the
 //! session, the active tools) while the loop waits for it.
 //!
 //! With no hooks and no gates the loop takes none of these paths: nothing
 //! is built, nothing is awaited (`Agent::ext` is all `None`/empty).
 //!
-//! The tool-call gate, in seed 004's order: validation → `tool_call` hooks
+//! The tool-call gate, in this order: validation → `tool_call` hooks
 //! (rewrite or block; a hook that fails blocks: fail closed) → approval on
 //! the final canonical arguments (every [`Gate`] must allow) → the final
 //! policy right before execute ([`FinalPolicy`]: the arguments are
@@ -529,7 +529,7 @@ pub enum Approval {
     Block(String),
 }
 
-/// The approval step (seed 004 step 10): `pi-run --gate CMD`, or anything
+/// The approval step: `pi-run --gate CMD`, or anything
 /// else that must allow each call.
 pub trait Gate: Send + Sync {
     fn approve(&self, req: ApprovalRequest) -> BoxFuture<'_, Approval>;
@@ -575,7 +575,7 @@ pub fn canonical_json(v: &Value) -> String {
     serde_json::to_string(&sorted(v)).unwrap_or_default()
 }
 
-/// The last check before a tool runs (seed 004 step 10: approval is not
+/// The last check before a tool runs (approval is not
 /// the final permission).
 #[derive(Debug, Clone, Default)]
 pub struct FinalPolicy {

@@ -1,4 +1,4 @@
-//! The RPC `bash` command (the user's own shell command, reference §2):
+//! The RPC `bash` command (the user's own shell command):
 //! it runs at once in the session's cwd, streaming
 //! `bash_execution_update`, and is recorded as a `bashExecution` message.
 //! Idle, the message is appended before the response. While a run streams

@@ -9,7 +9,7 @@
 //! `session_start` (which may add tools and resource paths); the built-in
 //! subagents; and the system-prompt sections. [`Assembly`] holds the
 //! result; it becomes an [`Agent`](crate::agent::Agent) for a run
-//! ([`super::oneshot`], [`super::rpc`]) or a [`Plan`] for `pi-prompt`.
+//! ([`super::oneshot`], [`super::rpc`]) or a [`super::Plan`] for `pi-prompt`.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -27,8 +27,6 @@ use crate::extensions::loader::{self, LoadOptions};
 use crate::extensions::runner::{Runner, RunnerConfig};
 use crate::format::resources::{ResourceRecord, ToolSetRecord};
 use crate::mcp::Mcp;
-use crate::prompt::plan::{plan_sections, PlanOptions};
-use crate::prompt::toolkit_docs;
 use crate::resources::{DiscoverOptions, Resources};
 use crate::session::store::SessionStore;
 use crate::session::tool_selection::RunSelection;
@@ -44,14 +42,14 @@ pub struct Assembly {
     pub cwd: PathBuf,
     pub(super) store: SessionStore,
     /// The session's persisted tool policy.
-    selection: RunSelection,
+    pub(super) selection: RunSelection,
     /// The session already had entries on its branch (continued).
     pub(super) continued: bool,
     pub(super) cancel: CancellationToken,
     pub(super) runner: Arc<Runner>,
     discover: DiscoverOptions,
     /// Whether the project's resources are allowed.
-    trusted: bool,
+    pub(super) trusted: bool,
     /// The `trust` record for `--mode json`, when the project has
     /// protected resources.
     pub(super) trust_record: Option<Value>,
@@ -62,7 +60,7 @@ pub struct Assembly {
     pub(super) sandbox_record: Option<Value>,
     /// The trust decision the run was assembled under (its own, or the
     /// one piped records carry).
-    decision: Option<crate::format::resources::TrustRecord>,
+    pub(super) decision: Option<crate::format::resources::TrustRecord>,
     /// Settings as the trust decision allows them.
     pub(super) settings: Settings,
     /// The model (`None` in a plan, which needs none; taken by the agent).
@@ -94,26 +92,6 @@ pub struct Assembly {
     pub(super) budget: Option<Arc<crate::agent::budget::Budget>>,
     /// `--output-schema`, loaded.
     pub(super) output: Option<Arc<super::output::OutputSpec>>,
-}
-
-/// The `--output-schema` section (the answer's format) goes last.
-fn push_format(sections: &mut Vec<(String, String)>, text: Option<&str>) {
-    if let Some(t) = text {
-        sections.push(("output_format".to_string(), t.to_string()));
-    }
-}
-
-/// What a run would send first: its system-prompt sections and declared
-/// tools (`pi-prompt system`), and the session it read (`pi-prompt diff`).
-pub struct Plan {
-    pub sections: Vec<(String, String)>,
-    pub tools: Vec<Arc<dyn Tool>>,
-    /// The resources the prompt was planned from (`pi-prompt expand`).
-    pub resources: Resources,
-    pub session: crate::session::Session,
-    /// The trust decision the prompt was planned under (`pi-prompt
-    /// system` passes it on, so `pi-run --system-from` can check its own).
-    pub trust: Option<crate::format::resources::TrustRecord>,
 }
 
 fn input_err(e: impl std::fmt::Display) -> CliError {
@@ -635,79 +613,6 @@ impl Assembly {
             crate::cli::note(self.opts.prog, &w);
         }
         self.subagents = Some(c);
-    }
-
-    /// The system-prompt sections: a subagent's exact prompt, a
-    /// `--system-from` prompt, or the planned sections (with MCP's
-    /// `mcp_servers` listing); with extensions, the plan is kept so
-    /// `setActiveTools` and late registrations rebuild it.
-    fn plan_sections(&self) -> Result<Vec<(String, String)>, CliError> {
-        if let Some(exact) = &self.selection.exact_prompt {
-            return Ok(if exact.is_empty() {
-                Vec::new()
-            } else {
-                vec![("preamble".to_string(), exact.clone())]
-            });
-        }
-        if let Some(src) = &self.opts.system_from {
-            let (mut sections, made_trusted) = super::input::sections_from(src, self.opts.prog)?;
-            // A prompt listing a trusted project's skills and templates is
-            // refused by a run that does not trust the project: `/skill:x`
-            // would reach the model unexpanded. Trust is never taken from
-            // a file; the run decides it, so it is asked for here too.
-            if made_trusted == Some(true) && !self.trusted {
-                return Err(CliError::input(format!(
-                    "--system-from {src}: the prompt was made for a trusted project, but this run does not trust {}",
-                    self.cwd.display()
-                ))
-                .with_hint(
-                    "pass -a to pi-run too (pi-resources -a | pi-prompt system | pi-run -a --system-from -): trust is decided by each run, never read from its input",
-                ));
-            }
-            let format = self.output.as_ref().map(|o| o.instructions());
-            push_format(&mut sections, format.as_deref());
-            return Ok(sections);
-        }
-        let plan = PlanOptions {
-            cwd: self.cwd.display().to_string(),
-            tools: crate::agent::prompt_tools(&self.tools),
-            system_prompt: self.opts.system_prompt.clone(),
-            append: self.opts.append_system_prompt.clone(),
-            docs: Some(toolkit_docs()),
-            chat_only: self.chat_only,
-        };
-        let mut sections = plan_sections(&plan, &self.resources).map_err(CliError::input)?;
-        let mcp_section = self.mcp.as_ref().and_then(|m| m.servers_section());
-        crate::mcp::push_section(&mut sections, mcp_section.as_ref());
-        let format = self.output.as_ref().map(|o| o.instructions());
-        push_format(&mut sections, format.as_deref());
-        if self.has_exts {
-            let res = self.resources.clone();
-            self.runner.set_prompt_builder(Some(Arc::new(move |tools| {
-                let plan = PlanOptions {
-                    tools: crate::agent::prompt_tools(tools),
-                    ..plan.clone()
-                };
-                let mut sections = plan_sections(&plan, &res)?;
-                crate::mcp::push_section(&mut sections, mcp_section.as_ref());
-                push_format(&mut sections, format.as_deref());
-                Ok(sections)
-            })));
-        }
-        Ok(sections)
-    }
-
-    /// The prompt and tools a run would declare first; everything started
-    /// for the assembly is stopped.
-    pub fn into_plan(self, rt: &Runtime) -> Plan {
-        self.shutdown(rt);
-        Plan {
-            sections: self.sections,
-            tools: self.tools,
-            resources: self.resources,
-            session: self.store.session,
-            trust: self.decision,
-        }
     }
 
     /// Stops the extension hosts and MCP servers (after a signal, the

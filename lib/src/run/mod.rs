@@ -25,6 +25,7 @@ pub mod preflight;
 mod progress;
 mod rpc;
 mod sandbox;
+mod sections;
 pub mod session;
 pub mod tools;
 
@@ -35,7 +36,8 @@ use crate::cli::CliError;
 use crate::tools::select::ToolFlags;
 use crate::trust::CliTrust;
 
-pub use assemble::{Assembly, Plan};
+pub use assemble::Assembly;
+pub use sections::Plan;
 
 /// How the run talks to its caller.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

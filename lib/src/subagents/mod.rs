@@ -16,6 +16,7 @@ mod control;
 pub mod input;
 pub mod legacy;
 pub mod profiles;
+mod resume;
 pub mod runs;
 pub mod runtime;
 pub mod settings;

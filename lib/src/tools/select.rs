@@ -2,7 +2,7 @@
 //! `pi-prompt` and `pi-resources`: the tool flags (`-t/--tools`,
 //! `-xt/--exclude-tools`, `-nt/--no-tools`, `-nbt/--no-builtin-tools`,
 //! `--chat-only`), the `defaultTools` setting and a session's persisted
-//! selection (seed 000), applied to the tools that exist, exactly as pi
+//! selection, applied to the tools that exist, exactly as pi
 //! 1.6.0 applies them (every rule was observed by running pi against the
 //! mock LLM and reading the `tools` it declared; `tests/oracle/FINDINGS.md`
 //! §5). Tools carry their kind, so extension, MCP and subagent tools plug
@@ -92,7 +92,7 @@ pub struct ToolFlags {
     pub no_tools: bool,
     /// `-nbt/--no-builtin-tools`.
     pub no_builtin_tools: bool,
-    /// `--chat-only` (seed 000): an explicitly empty selection, pinned.
+    /// `--chat-only`: an explicitly empty selection, pinned.
     pub chat_only: bool,
 }
 
@@ -151,7 +151,7 @@ pub enum PinSource {
     Session,
 }
 
-/// A persisted selection (seed 000).
+/// A persisted selection.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Pinned {
     pub tools: Vec<String>,
@@ -179,7 +179,7 @@ pub enum ToolSource {
 pub struct ToolSet {
     /// The active tools, in the order they are declared to the model.
     pub names: Vec<String>,
-    /// Chat only (seed 000): no resources besides context files.
+    /// Chat only: no resources besides context files.
     pub chat_only: bool,
     pub source: ToolSource,
     /// The built-in selection to pin in the session now (`--chat-only`, or

@@ -1,10 +1,16 @@
 //! What every binary's command line shares: output format choice (text on
 //! a terminal, JSONL in a pipe), error reporting and exit codes, stdout that
 //! never panics (a closed pipe ends quietly, a full disk is an error, never
-//! a silent success), the hidden `--generate` for man pages and shell
-//! completions, pi's tool and resource options ([`ToolArgs`],
-//! [`ResourceArgs`]) and pi's multi-letter short forms
-//! ([`rewrite_pi_aliases`]).
+//! a silent success), `--generate` for man pages and shell completions
+//! ([`generate`]), unknown long options ([`unknown`]), pi's tool and
+//! resource options ([`ToolArgs`], [`ResourceArgs`]) and pi's multi-letter
+//! short forms ([`rewrite_pi_aliases`]).
+
+mod generate;
+mod unknown;
+
+pub use generate::{generate, render_man, Generate};
+pub use unknown::{closest, split_unknown_options, Pending};
 
 use std::io::{IsTerminal, Write};
 
@@ -75,183 +81,6 @@ pub fn resolve_format(explicit: Option<OutputFormat>) -> OutputFormat {
             OutputFormat::Jsonl
         }
     })
-}
-
-/// What `--generate` can render.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum Generate {
-    /// roff man page on stdout.
-    Man,
-    /// bash completion script.
-    CompleteBash,
-    /// zsh completion script.
-    CompleteZsh,
-    /// fish completion script.
-    CompleteFish,
-}
-
-/// Renders a man page or completion script for `cmd` to `out`.
-pub fn generate(
-    mut cmd: clap::Command,
-    what: Generate,
-    out: &mut dyn Write,
-) -> std::io::Result<()> {
-    let name = cmd.get_name().to_string();
-    match what {
-        Generate::Man => render_man(cmd, out),
-        Generate::CompleteBash => {
-            let mut script = Vec::new();
-            clap_complete::generate(
-                clap_complete::Shell::Bash,
-                &mut cmd,
-                name.clone(),
-                &mut script,
-            );
-            out.write_all(fix_bash_completion(&String::from_utf8_lossy(&script), &name).as_bytes())
-        }
-        Generate::CompleteZsh => {
-            clap_complete::generate(clap_complete::Shell::Zsh, &mut cmd, name, out);
-            Ok(())
-        }
-        Generate::CompleteFish => {
-            clap_complete::generate(clap_complete::Shell::Fish, &mut cmd, name, out);
-            Ok(())
-        }
-    }
-}
-
-/// Repairs clap_complete's bash script for a program whose name holds a
-/// `-`. The script walks the words typed into a state named after the
-/// program with `-` made `__` (`pi__session__subcmd__ls`), but it names
-/// the `case` arms that offer each subcommand's options with `-` made
-/// `__subcmd__` (`pi__subcmd__session__subcmd__ls`), so no arm ever
-/// matches and subcommand options are never completed. The arms are
-/// renamed to the state names.
-fn fix_bash_completion(script: &str, bin: &str) -> String {
-    if !bin.contains('-') {
-        return script.to_string();
-    }
-    let wrong = bin.replace('-', "__subcmd__");
-    let right = bin.replace('-', "__");
-    script
-        .lines()
-        .map(|line| {
-            let body = line.trim_start();
-            let indent = &line[..line.len() - body.len()];
-            match body.strip_prefix(&wrong) {
-                Some(rest)
-                    if rest.ends_with(')') && (rest == ")" || rest.starts_with("__subcmd__")) =>
-                {
-                    format!("{indent}{right}{rest}\n")
-                }
-                _ => format!("{line}\n"),
-            }
-        })
-        .collect()
-}
-
-/// Escapes text for roff.
-fn roff(s: &str) -> String {
-    let mut out = s.replace('\\', "\\e").replace('-', "\\-");
-    if out.starts_with('.') || out.starts_with('\'') {
-        out.insert_str(0, "\\&");
-    }
-    out
-}
-
-/// Renders one man page for a command and all its subcommands: the usual
-/// sections from clap_mangen, a COMMANDS section with every subcommand's
-/// usage and options, and the after-help text (examples, exit status,
-/// environment) verbatim.
-pub fn render_man(mut cmd: clap::Command, out: &mut dyn Write) -> std::io::Result<()> {
-    cmd.build();
-    let man = clap_mangen::Man::new(cmd.clone());
-    man.render_title(out)?;
-    man.render_name_section(out)?;
-    man.render_synopsis_section(out)?;
-    man.render_description_section(out)?;
-    man.render_options_section(out)?;
-    let name = cmd.get_name().to_string();
-    let subs: Vec<&clap::Command> = cmd
-        .get_subcommands()
-        .filter(|s| !s.is_hide_set() && s.get_name() != "help")
-        .collect();
-    if !subs.is_empty() {
-        writeln!(out, ".SH COMMANDS")?;
-        for sub in subs {
-            let mut sub = sub.clone();
-            let usage = sub.render_usage().to_string();
-            let usage = usage.trim_start_matches("Usage: ").to_string();
-            writeln!(out, ".SS \"{} {}\"", name, sub.get_name())?;
-            writeln!(out, "\\fB{}\\fR", roff(&usage))?;
-            if let Some(about) = sub.get_long_about().or(sub.get_about()) {
-                writeln!(out, ".PP")?;
-                writeln!(out, "{}", roff(&about.to_string()))?;
-            }
-            for arg in sub
-                .get_arguments()
-                .filter(|a| !a.is_hide_set() && a.get_id() != "help")
-            {
-                let mut flag = Vec::new();
-                if let Some(s) = arg.get_short() {
-                    flag.push(format!("\\fB\\-{s}\\fR"));
-                }
-                if let Some(l) = arg.get_long() {
-                    flag.push(format!("\\fB\\-\\-{}\\fR", roff(l)));
-                }
-                let value = arg
-                    .get_value_names()
-                    .map(|v| {
-                        v.iter()
-                            .map(|n| format!("<{n}>"))
-                            .collect::<Vec<_>>()
-                            .join(" ")
-                    })
-                    .unwrap_or_default();
-                let takes_value = arg.get_num_args().is_some_and(|n| n.takes_values());
-                let head = if flag.is_empty() {
-                    format!(
-                        "\\fI{}\\fR",
-                        roff(&format!("<{}>", arg.get_id()).to_uppercase())
-                    )
-                } else if takes_value {
-                    format!(
-                        "{} {}",
-                        flag.join(", "),
-                        roff(if value.is_empty() { "<VALUE>" } else { &value })
-                    )
-                } else {
-                    flag.join(", ")
-                };
-                writeln!(out, ".TP")?;
-                writeln!(out, "{head}")?;
-                let mut help = arg
-                    .get_long_help()
-                    .or(arg.get_help())
-                    .map(|h| h.to_string())
-                    .unwrap_or_default();
-                let values: Vec<String> = arg
-                    .get_possible_values()
-                    .iter()
-                    .filter(|v| !v.is_hide_set())
-                    .map(|v| v.get_name().to_string())
-                    .collect();
-                if !values.is_empty() && takes_value {
-                    help.push_str(&format!(" [possible values: {}]", values.join(", ")));
-                }
-                writeln!(out, "{}", roff(&help))?;
-            }
-        }
-    }
-    if let Some(after) = cmd.get_after_long_help().or(cmd.get_after_help()) {
-        writeln!(out, ".SH NOTES")?;
-        writeln!(out, ".nf")?;
-        for line in after.to_string().lines() {
-            writeln!(out, "{}", roff(line))?;
-        }
-        writeln!(out, ".fi")?;
-    }
-    man.render_version_section(out)
 }
 
 /// An error for the user: a one-line message, optional hint, and exit code.
@@ -539,7 +368,7 @@ pub struct ToolArgs {
     /// entries cannot be mixed. A value starting with `-` is a value
     /// (`--tools -bash`). Repeated: the last one counts. Unknown names are
     /// warned about and ignored. pi-run pins a plain list in a session that
-    /// has no pin yet (seed 000), and a session's pin wins over every tool
+    /// has no pin yet, and a session's pin wins over every tool
     /// option and `defaultTools` (pi-run, pi-prompt diff; change it with
     /// `pi-session select-tool`).
     #[arg(
@@ -571,7 +400,7 @@ pub struct ToolArgs {
     #[arg(long)]
     pub no_builtin_tools: bool,
 
-    /// Chat only (seed 000): an empty tool selection (pi-run pins it in the
+    /// Chat only: an empty tool selection (pi-run pins it in the
     /// session; undo with `pi-session select-tool --clear`); no extensions,
     /// skills, templates or base prompt — the context files are the whole
     /// system prompt.
@@ -662,131 +491,6 @@ impl ResourceArgs {
         opts.no_themes = self.no_themes;
         opts.no_context_files = self.no_context_files;
     }
-}
-
-/// One unknown long option, as given.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Pending {
-    pub name: String,
-    /// `--name=value`.
-    pub inline: Option<String>,
-    /// The token after `--name`, when it was not an option.
-    pub next: Option<String>,
-    /// How many arguments clap got before this one (to put `next` back).
-    pub at: usize,
-    /// The command's own option closest to `name`, when one is close (a
-    /// typo of a built-in option, unless an extension registers `name`).
-    pub near: Option<String>,
-}
-
-/// The name among `candidates` closest to `name`, when it is close
-/// enough to be the one meant (Jaro similarity, clap's measure and bar).
-pub fn closest<'a>(name: &str, candidates: impl IntoIterator<Item = &'a str>) -> Option<&'a str> {
-    candidates
-        .into_iter()
-        .map(|c| (strsim::jaro(name, c), c))
-        .filter(|(score, _)| *score > 0.7)
-        .max_by(|a, b| a.0.total_cmp(&b.0))
-        .map(|(_, c)| c)
-}
-
-/// Splits `args` (program name first) into what clap parses and the
-/// long options `cmd` does not know (extension flags, resolved once the
-/// extensions registered theirs): each set aside with the token after it
-/// when that is not an option (it may be the flag's value or a message).
-pub fn split_unknown_options(
-    args: Vec<std::ffi::OsString>,
-    cmd: &clap::Command,
-) -> (Vec<std::ffi::OsString>, Vec<Pending>) {
-    let mut longs: Vec<(String, bool)> = Vec::new();
-    let mut shorts: Vec<(char, bool)> = Vec::new();
-    for a in cmd.get_arguments() {
-        let takes = a.get_action().takes_values();
-        if let Some(l) = a.get_long() {
-            longs.push((l.to_string(), takes));
-        }
-        for l in a.get_all_aliases().unwrap_or_default() {
-            longs.push((l.to_string(), takes));
-        }
-        if let Some(s) = a.get_short() {
-            shorts.push((s, takes));
-        }
-    }
-    longs.push(("help".into(), false));
-    let visible: Vec<String> = cmd
-        .get_arguments()
-        .filter(|a| !a.is_hide_set())
-        .filter_map(|a| a.get_long().map(str::to_string))
-        .chain(["help".to_string()])
-        .collect();
-    let mut out = Vec::new();
-    let mut pending = Vec::new();
-    let mut it = args.into_iter().peekable();
-    if let Some(p) = it.next() {
-        out.push(p);
-    }
-    while let Some(a) = it.next() {
-        let Some(s) = a.to_str().map(str::to_string) else {
-            out.push(a);
-            continue;
-        };
-        if s == "--" {
-            out.push(a);
-            out.extend(it);
-            break;
-        }
-        if let Some(body) = s.strip_prefix("--") {
-            let (name, inline) = match body.split_once('=') {
-                Some((n, v)) => (n.to_string(), Some(v.to_string())),
-                None => (body.to_string(), None),
-            };
-            match longs.iter().find(|(l, _)| *l == name) {
-                Some((_, takes)) => {
-                    out.push(a);
-                    if *takes && inline.is_none() {
-                        if let Some(v) = it.next() {
-                            out.push(v);
-                        }
-                    }
-                }
-                None => {
-                    let next = if inline.is_none() {
-                        match it.peek().and_then(|n| n.to_str()) {
-                            Some(n) if !n.starts_with('-') => {
-                                it.next().and_then(|n| n.into_string().ok())
-                            }
-                            _ => None,
-                        }
-                    } else {
-                        None
-                    };
-                    let near =
-                        closest(&name, visible.iter().map(String::as_str)).map(str::to_string);
-                    pending.push(Pending {
-                        name,
-                        inline,
-                        next,
-                        at: out.len(),
-                        near,
-                    });
-                }
-            }
-            continue;
-        }
-        // A known short option's value is not a message.
-        let takes_short = s.len() == 2
-            && s.starts_with('-')
-            && shorts
-                .iter()
-                .any(|(c, t)| *t && s.chars().nth(1) == Some(*c));
-        out.push(a);
-        if takes_short {
-            if let Some(v) = it.next() {
-                out.push(v);
-            }
-        }
-    }
-    (out, pending)
 }
 
 #[cfg(test)]
