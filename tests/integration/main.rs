@@ -18,6 +18,7 @@ mod pi_compat;
 mod pi_flags;
 mod prompt;
 mod providers_vs_pi;
+mod real_model;
 mod resources;
 mod roundtrip;
 mod rpc;
