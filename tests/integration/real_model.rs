@@ -128,9 +128,9 @@ fn run(llama: &Llama, oracle: Option<&Oracle>, window: u64, args: &[&str]) -> En
         .expect("spawn");
     let last = stdout(&out)
         .lines()
+        .rev()
         .filter_map(|l| serde_json::from_str::<Value>(l).ok())
-        .filter(|e| e["type"] == "message_end" && e["message"]["role"] == "assistant")
-        .last()
+        .find(|e| e["type"] == "message_end" && e["message"]["role"] == "assistant")
         .unwrap_or(Value::Null);
     End {
         code: out.status.code(),
