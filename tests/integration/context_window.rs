@@ -120,3 +120,80 @@ fn partial_window_clamps_like_pi() {
         );
     }
 }
+
+/// The entry types of the one session a run wrote, and its `context_edit`
+/// targets.
+fn session_shape(sb: &Sandbox) -> (Vec<String>, Vec<(String, Value)>) {
+    let mut files = Vec::new();
+    let mut dirs = vec![sb.agent().join("sessions")];
+    while let Some(d) = dirs.pop() {
+        for e in std::fs::read_dir(&d).into_iter().flatten().flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                dirs.push(p);
+            } else if p.extension().is_some_and(|x| x == "jsonl") {
+                files.push(p);
+            }
+        }
+    }
+    assert_eq!(files.len(), 1, "one session: {files:?}");
+    let entries: Vec<Value> = std::fs::read_to_string(&files[0])
+        .unwrap()
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect();
+    let kind = |e: &Value| match e["type"].as_str() {
+        Some("message") => format!("message:{}", e["message"]["role"].as_str().unwrap_or("")),
+        Some(t) => t.to_string(),
+        None => String::new(),
+    };
+    let by_id = |id: &Value| entries.iter().find(|e| &e["id"] == id).map(kind);
+    let edits = entries
+        .iter()
+        .filter(|e| e["type"] == "context_edit")
+        .map(|e| {
+            (
+                by_id(&e["targetId"]).unwrap_or_default(),
+                e["replacement"].clone(),
+            )
+        })
+        .collect();
+    (entries.iter().map(kind).collect(), edits)
+}
+
+/// llama-server refusing a prompt longer than its context: pi hides the
+/// error reply from later context with a `context_edit` (and exits 0
+/// silently); pi-run writes the same session but keeps its exit 1.
+#[test]
+fn prompt_over_the_server_context_is_hidden_like_pi() {
+    let Some(o) = Oracle::find("prompt_over_the_server_context_is_hidden_like_pi") else {
+        return;
+    };
+    // llama-server's refusal (its `exceed_context_size_error`).
+    let refusal = json!({"error": {"code": 400,
+        "message": "request (9000 tokens) exceeds the available context size (2048 tokens), try increasing it",
+        "type": "exceed_context_size_error", "n_prompt_tokens": 9000, "n_ctx": 2048}})
+    .to_string();
+    let mut shapes = Vec::new();
+    for pi in [true, false] {
+        let sb = Sandbox::new();
+        let server = ScriptServer::start(vec![Reply::Status(400, refusal.clone())]);
+        configure(&sb, server.port, "openai-completions", 128000);
+        let mut cmd = if pi { o.pi160(&sb) } else { sb.cmd("pi-run") };
+        let out = cmd
+            .args(["-p", "--no-tools", "word word word"])
+            .output()
+            .expect("spawn");
+        let code = out.status.code();
+        assert_eq!(code, Some(if pi { 0 } else { 1 }), "{}", stderr(&out));
+        shapes.push(session_shape(&sb));
+    }
+    let (pi_kinds, pi_edits) = &shapes[0];
+    assert_eq!(
+        pi_edits,
+        &vec![("message:assistant".to_string(), Value::Null)],
+        "pi hides the failed reply"
+    );
+    assert_eq!(&shapes[1].0, pi_kinds, "pi-run's session entries");
+    assert_eq!(&shapes[1].1, pi_edits, "pi-run's context edits");
+}
