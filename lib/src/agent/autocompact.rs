@@ -60,7 +60,7 @@ pub fn is_overflow_error(message: &str, failure: Option<&FailureInfo>) -> bool {
     static RE: OnceLock<Option<(Regex, Regex)>> = OnceLock::new();
     let re = RE.get_or_init(|| {
         let yes = Regex::new(
-            r"(?i)prompt (is )?too long|exceeds? the context window|context[_ ]length[_ ]exceeded|maximum context length|context window (is )?exceeded|too many tokens|token limit exceeded|input is too long|request too large|exceeds the maximum (number of )?tokens",
+            r"(?i)prompt (is )?too long|exceeds? the context window|context[_ ]length[_ ]exceeded|maximum context length|context window (is )?exceeded|too many tokens|token limit exceeded|input is too long|request too large|exceeds the maximum (number of )?tokens|exceeds the available context size",
         )
         .ok()?;
         let no = Regex::new(r"(?i)rate limit|too many requests|^(Throttling error|Service unavailable):")
@@ -515,6 +515,7 @@ mod tests {
             "Your input exceeds the context window of this model",
             "context_length_exceeded",
             "too many tokens in request",
+            r#"400: {"code":400,"message":"request (9000 tokens) exceeds the available context size (2048 tokens), try increasing it","type":"exceed_context_size_error"}"#,
         ] {
             assert!(is_overflow_error(m, None), "{m}");
         }

@@ -18,6 +18,7 @@ pub mod retry;
 pub mod schema;
 pub mod sse;
 pub mod transform;
+mod window;
 
 use std::time::Duration;
 
@@ -640,12 +641,12 @@ pub(crate) fn strict_schema(schema: &Value) -> Value {
     Value::Object(out)
 }
 
-/// Max output tokens pi sends when the caller gives none: the model's
-/// `maxTokens`, uncapped as pi 1.6.0 sends it (`None` when the model does
+/// Max output tokens to send: the caller's, else the model's `maxTokens`
+/// lowered to what the context window leaves (`None` when the model does
 /// not say).
 pub(crate) fn default_max_tokens(req: &Request) -> Option<u64> {
     req.max_tokens.or(if req.model.max_tokens > 0 {
-        Some(req.model.max_tokens)
+        Some(window::clamp(req, req.model.max_tokens))
     } else {
         None
     })

@@ -58,7 +58,8 @@ pub fn build_body(req: &Request) -> Value {
         .and_then(Value::as_bool)
         .unwrap_or(true);
     if let Some(mt) = default_max_tokens(req).filter(|_| supports_max) {
-        body.insert("max_output_tokens".into(), mt.into());
+        // The Responses API takes no fewer than 16 output tokens.
+        body.insert("max_output_tokens".into(), mt.max(16).into());
     }
     let strict = model
         .compat_value("supportsStrictMode")
