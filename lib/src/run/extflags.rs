@@ -236,7 +236,7 @@ mod tests {
             default: None,
             description: None,
         };
-        let e = resolve(&[pending("dry-rn", None)], &[dry.clone()], true).unwrap_err();
+        let e = resolve(&[pending("dry-rn", None)], std::slice::from_ref(&dry), true).unwrap_err();
         assert_eq!(
             e.message,
             "unknown option --dry-rn (no loaded extension registers it)"
