@@ -6,6 +6,7 @@ mod bad_input;
 mod cli_docs;
 mod common;
 mod compact;
+mod docs;
 mod ext_node;
 mod extensions;
 mod extensions_hard;
