@@ -96,7 +96,7 @@ fn man_pages_have_examples_and_exit_status_sections() {
         };
         let examples = section("EXAMPLES");
         assert!(
-            examples.contains(&format!("{}", b.replace('-', "\\-"))),
+            examples.contains(&b.replace('-', "\\-")),
             "{b}: EXAMPLES shows no command:\n{examples}"
         );
         let exit = section("EXIT STATUS");
