@@ -10,6 +10,7 @@ mod cli_docs;
 mod codemode;
 mod common;
 mod compact;
+mod docs;
 mod ext_node;
 mod extensions;
 mod extensions_hard;
