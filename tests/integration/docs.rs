@@ -196,12 +196,8 @@ impl Stage {
     fn command(&self, program: &str) -> Command {
         let bins = bin("pi-run").parent().unwrap().to_path_buf();
         let mut path = std::env::join_paths([bins, self.root().join("stub")]).unwrap();
-        if let Some(sys) = std::env::var_os("PATH") {
-            let mut all = path.clone();
-            all.push(":");
-            all.push(sys);
-            path = all;
-        }
+        path.push(":");
+        path.push(tools_path());
         let mut c = Command::new(program);
         c.env_clear()
             .env("HOME", self.home())
@@ -324,6 +320,7 @@ fn chmod_x(p: &Path) {
 fn have_program(name: &str) -> bool {
     Command::new("sh")
         .args(["-c", &format!("command -v {name}")])
+        .env("PATH", tools_path())
         .stdout(Stdio::null())
         .status()
         .is_ok_and(|s| s.success())
