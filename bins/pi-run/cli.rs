@@ -48,7 +48,7 @@ get_state has a \"sandbox\" field. It fails closed: exit 5.
 Extensions: pi's TS/JS extensions run in the bundled Node host ($PI_NODE or
 node on PATH); any executable that speaks the JSONL protocol pi-ext/1 on
 stdin and stdout (or fd 3, $PI_EXT_RECORDS_FD) is a process extension
-(README: Extensions). CLI and user
+(docs/extensions.md). CLI and user
 extensions start first and may answer project_trust; project extensions
 start only in a trusted project. Extensions and --gate fail closed: an
 extension that fails to load (a throw, a missing file, no Node, a hang, a
@@ -69,21 +69,22 @@ command of the pipeline holds its write end. An open pipe fed by nobody
 (only the caller holds it, as a CI runner's stdin) is ignored with a
 warning after 2 s; </dev/null skips the wait. A terminal is never read.
 
-Codemode: an MCP server at pi's default exposure (codemode) brings the
-codemode tool (autoEnableCodemode: false in mcp.json keeps it away). The
-model writes JavaScript, run as an async function body in an embedded
-QuickJS (no Node, files, network or timers; 256 MB of memory; a first line
-`// @options: {\"max_output_tokens\": N, \"timeout_ms\": N}`), that calls the
-other tools as `await tools.<name>(args)`; each call passes the same gate,
-hooks and --gate as a call of the model. Globals: text(), image(),
-console.log(), exit(), store()/load() (kept in the session), ALL_TOOLS,
-searchTools(), describeTool(), describeNamespace(), and `models`, which
-lists no models here (no classifier or image models). Settings:
-codemode.mode (on: other tools get a `Codemode:` line; only: they are
-listed in the codemode description instead), codemode.inlineBudget.
+Codemode (docs/mcp.md): an MCP server at pi's default exposure (codemode)
+brings the codemode tool (autoEnableCodemode: false in mcp.json keeps it
+away). The model writes JavaScript, run as an async function body in an
+embedded QuickJS (no Node, files, network or timers; 256 MB of memory; a
+first line `// @options: {\"max_output_tokens\": N, \"timeout_ms\": N}`),
+that calls the other tools as `await tools.<name>(args)`; each call passes
+the same gate, hooks and --gate as a call of the model. Globals: text(),
+image(), console.log(), exit(), store()/load() (kept in the session),
+ALL_TOOLS, searchTools(), describeTool(), describeNamespace(), and
+`models`, which lists no models here (no classifier or image models).
+Settings: codemode.mode (on: other tools get a `Codemode:` line; only:
+they are listed in the codemode description instead),
+codemode.inlineBudget.
 
 RPC mode (--mode rpc): JSON commands on stdin, responses and events on
-stdout (README: RPC mode). `bash` runs at once, also while a run streams
+stdout (docs/rpc.md). `bash` runs at once, also while a run streams
 (after asking any user_bash handler). `abort` never waits for an
 extension handler: a tool call it was deciding on is blocked. A command
 line holds at most 64 MiB; a longer one is answered with a parse error
@@ -171,7 +172,7 @@ pub struct Cli {
 
     /// Output: `text` (final answer), `json` (pi's event stream) or `rpc`
     /// (pi's RPC protocol on stdin/stdout: prompt, steer, follow_up,
-    /// abort, get_state, …; see the README).
+    /// abort, get_state, …; see docs/rpc.md).
     #[arg(long, value_enum, default_value_t = Mode::Text)]
     pub mode: Mode,
 
@@ -419,8 +420,8 @@ pub struct Cli {
     #[arg(short = 'v', long, action = clap::ArgAction::Version)]
     pub version: (),
 
-    /// Render a man page or a completion script on stdout.
-    #[arg(long, value_enum, hide = true, value_name = "WHAT")]
+    /// Print a man page or a shell completion script and exit.
+    #[arg(long, value_enum, value_name = "WHAT")]
     pub generate: Option<Generate>,
 }
 

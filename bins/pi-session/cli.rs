@@ -80,8 +80,8 @@ pub struct Cli {
     #[arg(long, global = true, value_name = "DIR")]
     pub session_dir: Vec<PathBuf>,
 
-    /// Render a man page or a completion script on stdout.
-    #[arg(long, value_enum, hide = true, value_name = "WHAT")]
+    /// Print a man page or a shell completion script and exit.
+    #[arg(long, value_enum, value_name = "WHAT")]
     pub generate: Option<Generate>,
 
     #[command(subcommand)]

@@ -78,3 +78,49 @@ fn help_has_examples_and_exit_codes() {
         ok(&sb.cmd("pi-prompt").args([sub, "--help"]).output().unwrap());
     }
 }
+
+/// The man pages put the `Examples:`, `Exit status:` and `Environment:`
+/// paragraphs of the help text under EXAMPLES, EXIT STATUS and
+/// ENVIRONMENT, not all of it under NOTES.
+#[test]
+fn man_pages_have_examples_and_exit_status_sections() {
+    let sb = Sandbox::new();
+    for b in BINS {
+        let page = ok(&sb.cmd(b).args(["--generate", "man"]).output().unwrap());
+        let section = |title: &str| {
+            let start = page
+                .find(&format!(".SH {title}\n"))
+                .unwrap_or_else(|| panic!("{b}: no {title} section"));
+            let rest = &page[start + 1..];
+            rest[..rest.find("\n.SH ").unwrap_or(rest.len())].to_string()
+        };
+        let examples = section("EXAMPLES");
+        assert!(
+            examples.contains(&b.replace('-', "\\-")),
+            "{b}: EXAMPLES shows no command:\n{examples}"
+        );
+        let exit = section("EXIT STATUS");
+        assert!(exit.contains("\n  0 "), "{b}: EXIT STATUS:\n{exit}");
+        if page.contains(".SH NOTES\n") {
+            let notes = section("NOTES");
+            assert!(
+                !notes.contains("Examples:") && !notes.contains("Exit status:"),
+                "{b}: examples or exit status left under NOTES:\n{notes}"
+            );
+        }
+    }
+}
+
+/// `--generate` is how completions and man pages are installed, so
+/// `--help` names it.
+#[test]
+fn help_names_generate() {
+    let sb = Sandbox::new();
+    for b in BINS {
+        let help = ok(&sb.cmd(b).arg("--help").output().unwrap());
+        assert!(
+            help.contains("--generate <WHAT>") && help.contains("complete-bash"),
+            "{b} --help does not show --generate:\n{help}"
+        );
+    }
+}

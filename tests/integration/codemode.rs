@@ -544,3 +544,62 @@ fn codemode_nested_calls_pass_the_gate() {
     );
     assert_eq!(nested["isError"], true);
 }
+
+/// The sandbox confines the tools a script calls exactly as it confines
+/// direct calls: a nested bash call cannot write outside the workspace
+/// under `--sandbox workspace-write`, and the same script writes there
+/// unconfined (the control run).
+#[test]
+fn codemode_nested_calls_run_in_the_run_s_sandbox() {
+    let sb = Sandbox::new();
+    let root = std::fs::canonicalize(sb.root()).unwrap();
+    for d in ["tmp", "out"] {
+        std::fs::create_dir_all(root.join(d)).unwrap();
+    }
+    let outside = root.join("out/escaped");
+    let code = format!(
+        "try {{ await tools.bash({{command: 'echo x > {}'}}); return 'ran'; }} catch (e) {{ return 'failed: ' + e.message; }}",
+        outside.display()
+    );
+    let run = |extra: &[&str]| {
+        ours(&sb, &[faux_cm(&code), json!({"text": "done"})], extra)
+            .env("TMPDIR", root.join("tmp"))
+            .output()
+            .unwrap()
+    };
+    let out = run(&["--sandbox", "workspace-write"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        !outside.exists(),
+        "a script's bash call wrote outside the workspace"
+    );
+    let texts = codemode_texts(&out);
+    assert!(texts[0].contains("failed"), "{}", texts[0]);
+    let out = run(&[]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(outside.exists(), "control run: {}", stdout(&out));
+}
+
+/// `--timeout` ends a spinning script (no deadline of its own) at once:
+/// the run exits 3 with `run_end` saying `timeout`.
+#[test]
+fn codemode_run_timeout_ends_a_running_script() {
+    let sb = Sandbox::new();
+    let t = Instant::now();
+    let out = ours(
+        &sb,
+        &[faux_cm("while (true) {}"), json!({"text": "done"})],
+        &["--timeout", "2s"],
+    )
+    .output()
+    .unwrap();
+    assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
+    assert!(t.elapsed() < Duration::from_secs(10), "{:?}", t.elapsed());
+    let events = jsonl(&out);
+    let end = events.last().unwrap();
+    assert_eq!(end["type"], "run_end", "{end}");
+    assert_eq!(end["stopReason"], "timeout", "{end}");
+    let texts = codemode_texts(&out);
+    assert_eq!(texts.len(), 1, "{}", stdout(&out));
+    assert!(texts[0].contains("Script failed"), "{}", texts[0]);
+}

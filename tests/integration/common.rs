@@ -55,6 +55,24 @@ pub fn bin(name: &str) -> PathBuf {
     }
 }
 
+/// The test's PATH with the programs `tests/tools/install.sh` unpacked
+/// (jq, on a machine without it and without root) put last, so a program
+/// the system has still wins.
+pub fn tools_path() -> std::ffi::OsString {
+    let tools = std::env::var_os("PI_TOOLS_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            PathBuf::from(std::env::var_os("HOME").unwrap_or_default())
+                .join(".cache/pi-toolkit-tools")
+        })
+        .join("bin");
+    let mut dirs: Vec<PathBuf> = std::env::var_os("PATH")
+        .map(|p| std::env::split_paths(&p).collect())
+        .unwrap_or_default();
+    dirs.push(tools);
+    std::env::join_paths(dirs).unwrap_or_default()
+}
+
 /// A sandbox: temp HOME, agent dir and cwd.
 pub struct Sandbox {
     pub dir: tempfile::TempDir,

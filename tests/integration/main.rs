@@ -11,6 +11,7 @@ mod codemode;
 mod common;
 mod compact;
 mod context_window;
+mod docs;
 mod ext_node;
 mod extensions;
 mod extensions_hard;

@@ -169,15 +169,75 @@ pub fn render_man(mut cmd: clap::Command, out: &mut dyn Write) -> std::io::Resul
                 }
                 writeln!(out, "{}", roff(&help))?;
             }
+            if let Some(after) = sub.get_after_long_help().or(sub.get_after_help()) {
+                writeln!(out, ".PP")?;
+                verbatim(&after.to_string(), out)?;
+            }
         }
     }
     if let Some(after) = cmd.get_after_long_help().or(cmd.get_after_help()) {
-        writeln!(out, ".SH NOTES")?;
-        writeln!(out, ".nf")?;
-        for line in after.to_string().lines() {
-            writeln!(out, "{}", roff(line))?;
+        let sections = after_help_sections(&after.to_string());
+        // man-pages(7) order: EXIT STATUS, ENVIRONMENT, NOTES, EXAMPLES.
+        for title in ["EXIT STATUS", "ENVIRONMENT", "NOTES", "EXAMPLES"] {
+            let text: Vec<&str> = sections
+                .iter()
+                .filter(|(t, _)| *t == title)
+                .map(|(_, body)| body.as_str())
+                .collect();
+            if text.is_empty() {
+                continue;
+            }
+            writeln!(out, ".SH {title}")?;
+            verbatim(&text.join("\n\n"), out)?;
         }
-        writeln!(out, ".fi")?;
     }
     man.render_version_section(out)
+}
+
+/// The after-help text split into man page sections: each blank-line
+/// separated paragraph that opens with `Examples:`, `Exit status:` or
+/// `Environment:` goes (without that heading word; the rest of its line
+/// stays) to EXAMPLES, EXIT STATUS or ENVIRONMENT; every other paragraph
+/// to NOTES. `--help` shows the same
+/// text in one piece.
+fn after_help_sections(after: &str) -> Vec<(&'static str, String)> {
+    let mut sections: Vec<(&'static str, String)> = Vec::new();
+    for para in after.split("\n\n") {
+        let para = para.trim_matches('\n');
+        if para.is_empty() {
+            continue;
+        }
+        let (head, rest) = para.split_once('\n').unwrap_or((para, ""));
+        let Some((title, tail)) = [
+            ("Examples:", "EXAMPLES"),
+            ("Exit status:", "EXIT STATUS"),
+            ("Environment:", "ENVIRONMENT"),
+        ]
+        .iter()
+        .find_map(|(h, t)| Some((*t, head.trim_end().strip_prefix(h)?.trim()))) else {
+            sections.push(("NOTES", para.to_string()));
+            continue;
+        };
+        // A heading line may go on ("Exit status: one table for …"): that
+        // rest of the line opens the section.
+        let body = match tail.chars().next() {
+            None => rest.to_string(),
+            Some(first) => format!(
+                "{}{}\n{rest}",
+                first.to_uppercase(),
+                &tail[first.len_utf8()..]
+            ),
+        };
+        sections.push((title, body));
+    }
+    sections
+}
+
+/// Writes text as a no-fill roff block (lines kept as written).
+fn verbatim(text: &str, out: &mut dyn Write) -> std::io::Result<()> {
+    writeln!(out, ".nf")?;
+    for line in text.lines() {
+        writeln!(out, "{}", roff(line))?;
+    }
+    writeln!(out, ".fi")
 }

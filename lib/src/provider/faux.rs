@@ -1,51 +1,7 @@
 //! The scripted offline provider (`api: "faux"`): replays assistant turns
 //! from a JSONL script, streaming them like a real provider. For tests and
-//! demos of the agent loop without a network or a key.
-//!
-//! # Where the script comes from
-//!
-//! The model's `baseUrl`: a file path or a `file://` URL; when `baseUrl` is
-//! empty, the model id is the path. So a models.json provider
-//!
-//! ```json
-//! {"providers": {"faux": {"api": "faux", "baseUrl": "/path/script.jsonl",
-//!                         "models": [{"id": "faux"}]}}}
-//! ```
-//!
-//! with `--model faux/faux` replays `/path/script.jsonl` (no API key needed).
-//! A relative path is relative to the current directory.
-//!
-//! # Script format
-//!
-//! One JSON object per line, one line per assistant turn (blank lines are
-//! skipped and do not count). Every field is optional; unknown fields are an
-//! error, so typos are caught:
-//!
-//! ```json
-//! {"thinking": "let me look", "text": "Reading it.", "toolCalls": [{"name": "read", "arguments": {"path": "a.txt"}, "id": "call_1"}]}
-//! {"text": "Done.", "usage": {"input": 1200, "output": 40, "cacheRead": 1000, "cacheWrite": 0}}
-//! {"error": "overloaded", "delayMs": 50}
-//! {"text": "cut sh", "stopReason": "length"}
-//! ```
-//!
-//! * `thinking`, `text`: streamed in that order as a thinking block and a
-//!   text block, in small chunks (`*_start`, `*_delta`…, `*_end`).
-//! * `toolCalls`: `[{name, arguments?: object (default {}), id?}]`, streamed
-//!   after the text, arguments as JSON in chunks; ids default to
-//!   `faux_<turn>_<n>`.
-//! * `error`: after streaming the rest, the turn ends with `stopReason:
-//!   "error"` and this `errorMessage`.
-//! * `stopReason`: `stop`, `length`, `toolUse`, `error` or `aborted`
-//!   (default: `toolUse` with tool calls, else `stop`; `error` when `error`
-//!   is set).
-//! * `delayMs`: wait this long before streaming; cancelling the request
-//!   meanwhile (or between chunks) ends it with `stopReason: "aborted"`.
-//! * `usage`: token counts; missing counts are estimated (input: characters
-//!   of system prompt, messages and tools / 4; output: characters produced /
-//!   4, rounded up). The cost comes from the model's prices.
-//!
-//! A line that is not such an object is an error naming the script path and
-//! line number (reported as an `error` event, like every provider failure).
+//! demos of the agent loop without a network or a key. Where the script
+//! comes from and its format, for users: `docs/faux.md`.
 //!
 //! # Which turn plays
 //!
@@ -119,7 +75,8 @@ pub struct FauxUsage {
 
 const STOP_REASONS: &[&str] = &["stop", "length", "toolUse", "error", "aborted"];
 
-/// The script path of a faux model (see the module header).
+/// The script path of a faux model: the model's `baseUrl` (a path or a
+/// `file://` URL), or its id when `baseUrl` is empty; relative to the cwd.
 pub fn script_path(base_url: &str, model_id: &str) -> PathBuf {
     let s = if base_url.is_empty() {
         model_id
@@ -348,7 +305,7 @@ impl Player<'_, '_> {
     }
 }
 
-/// Streams one scripted assistant turn (see the module header).
+/// Streams one scripted assistant turn (its fields: docs/faux.md).
 pub async fn stream(req: Request<'_>, on_event: EventSink<'_>) -> AssistantMessage {
     let path = script_path(&req.model.base_url, &req.model.id);
     let mut p = Player {
