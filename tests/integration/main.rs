@@ -6,6 +6,7 @@ mod autocompact;
 mod bad_input;
 mod browser;
 mod ci_contract;
+mod ci_contract_recipes;
 mod cli_docs;
 mod codemode;
 mod common;
