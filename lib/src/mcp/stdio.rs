@@ -254,6 +254,13 @@ pub async fn end_group(pgid: i32, grace: Duration) {
     while has_live_process(pgid) {
         if start.elapsed() >= grace {
             signal(pgid, libc::SIGKILL);
+            // SIGKILL takes effect when the kernel next schedules each
+            // process (a moment on a loaded machine): wait for that, so an
+            // ended group has no live process left when this returns.
+            let killed = tokio::time::Instant::now();
+            while has_live_process(pgid) && killed.elapsed() < Duration::from_secs(1) {
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
             return;
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
