@@ -254,7 +254,7 @@ impl crate::tools::Tool for Nester {
         _on_update: crate::tools::UpdateSink,
     ) -> crate::tools::ToolFuture<'a> {
         Box::pin(async move {
-            let Some(host) = ctx.host else {
+            let Some(host) = nested::Host::of(&ctx) else {
                 return ToolOutput::error("no host");
             };
             let write = crate::tools::select::builtin_tools(&["write".to_string()]);

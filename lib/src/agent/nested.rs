@@ -68,6 +68,14 @@ pub struct Host {
 const GONE: &str = "The agent loop is no longer running";
 
 impl Host {
+    /// The host the loop gave a running tool (`None` outside the loop).
+    pub fn of(ctx: &crate::tools::ToolContext) -> Option<Host> {
+        ctx.host
+            .as_ref()
+            .and_then(|h| h.0.downcast_ref::<Host>())
+            .cloned()
+    }
+
     pub(crate) fn new(
         index: usize,
         tx: mpsc::UnboundedSender<Event>,

@@ -132,7 +132,7 @@ impl Agent {
             caller: Some(self.ext.as_caller()),
             sandbox: std::sync::Arc::clone(&self.ext.limits.sandbox),
             env: self.tool_env(),
-            host,
+            host: host.map(|h| crate::tools::LoopHost(Arc::new(h))),
         }
     }
 

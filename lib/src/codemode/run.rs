@@ -105,7 +105,7 @@ pub(super) async fn execute(
         Err(e) => return refused(e),
     };
     let started = Instant::now();
-    let Some(host) = ctx.host.clone() else {
+    let Some(host) = crate::agent::nested::Host::of(&ctx) else {
         return refused("codemode scripts run only inside the agent loop");
     };
     let mut calls: Vec<CallRecord> = Vec::new();

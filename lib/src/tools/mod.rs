@@ -61,8 +61,10 @@ pub struct ToolContext {
     /// [`crate::sandbox::Sandbox::none`]).
     pub sandbox: std::sync::Arc<crate::sandbox::Sandbox>,
     /// The way back into the agent loop (nested calls through its gate,
-    /// the session's custom entries); `None` outside the loop.
-    pub host: Option<crate::agent::nested::Host>,
+    /// the session's custom entries); `None` outside the loop. Opaque at
+    /// this layer (the loop sits above the tools): the loop puts its
+    /// `crate::agent::nested::Host` here and codemode takes it out.
+    pub host: Option<LoopHost>,
     /// Variables set in the processes a tool starts, as pi sets them for
     /// its shell: `PI_CODING_AGENT`, the model (`PI_PROVIDER`, `PI_MODEL`,
     /// `PI_REASONING_LEVEL`) and the session (`PI_SESSION_ID`,
@@ -77,6 +79,16 @@ pub struct Caller(pub std::sync::Arc<dyn std::any::Any + Send + Sync>);
 impl std::fmt::Debug for Caller {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str("Caller(..)")
+    }
+}
+
+/// See [`ToolContext::host`].
+#[derive(Clone)]
+pub struct LoopHost(pub std::sync::Arc<dyn std::any::Any + Send + Sync>);
+
+impl std::fmt::Debug for LoopHost {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("LoopHost(..)")
     }
 }
 
