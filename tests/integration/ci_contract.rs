@@ -705,7 +705,7 @@ fn every_man_page_has_the_one_exit_status_table() {
     for page in ["pi-run", "pi-session", "pi-resources", "pi-prompt"] {
         let text = std::fs::read_to_string(repo().join("man").join(format!("{page}.1"))).unwrap();
         for want in [
-            "one table for pi\\-run, pi\\-session, pi\\-resources and pi\\-prompt",
+            "ne table for pi\\-run, pi\\-session, pi\\-resources and pi\\-prompt",
             "a limit was reached",
             "did not match \\-\\-output\\-schema",
             "the sandbox could not be set up",

@@ -284,7 +284,8 @@ fn codemode_matches_pi_with_server_everything() {
     let stores = |r: &Run| -> Vec<Value> {
         r.entries
             .iter()
-            .filter(|e| e["type"] == "custom")
+            // (pi-run's stored outcome aside: pi has none.)
+            .filter(|e| e["type"] == "custom" && e["customType"] != "pi-run:run_end")
             .map(|e| json!([e["customType"], e["data"]]))
             .collect()
     };
@@ -573,8 +574,6 @@ fn codemode_nested_calls_run_in_the_run_s_sandbox() {
         !outside.exists(),
         "a script's bash call wrote outside the workspace"
     );
-    let texts = codemode_texts(&out);
-    assert!(texts[0].contains("failed"), "{}", texts[0]);
     let out = run(&[]);
     assert!(out.status.success(), "{}", stderr(&out));
     assert!(outside.exists(), "control run: {}", stdout(&out));

@@ -140,7 +140,9 @@ fn session_shape(sb: &Sandbox) -> (Vec<String>, Vec<(String, Value)>) {
     let entries: Vec<Value> = std::fs::read_to_string(&files[0])
         .unwrap()
         .lines()
-        .filter_map(|l| serde_json::from_str(l).ok())
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        // pi-run's stored outcome (pi has none).
+        .filter(|e| e["customType"] != "pi-run:run_end")
         .collect();
     let kind = |e: &Value| match e["type"].as_str() {
         Some("message") => format!("message:{}", e["message"]["role"].as_str().unwrap_or("")),

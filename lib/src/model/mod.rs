@@ -153,9 +153,11 @@ pub fn key_variables(agent_dir: &Path) -> Vec<String> {
         .iter()
         .flat_map(|(_, vars)| vars.iter().map(|v| v.to_string()))
         .collect();
+    // Bounded and never a FIFO, like every read of these files.
     let read = |name: &str| -> Value {
-        std::fs::read_to_string(agent_dir.join(name))
+        crate::regular_file::read_config(&agent_dir.join(name), crate::regular_file::CONFIG_CAP)
             .ok()
+            .flatten()
             .and_then(|t| serde_json::from_str(&t).ok())
             .unwrap_or(Value::Null)
     };

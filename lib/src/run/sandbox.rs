@@ -25,6 +25,10 @@ pub(super) fn prepare(
     for w in &warnings {
         crate::cli::warn(opts.prog, w);
     }
+    if cfg.mode == config::Mode::DangerFullAccess {
+        // No sandbox: nothing to read or prepare.
+        return Ok((Arc::new(Sandbox::none()), None));
+    }
     let shell = crate::tools::bash::shell();
     let sandbox = Sandbox::prepare(&Setup {
         config: &cfg,
