@@ -300,27 +300,33 @@ impl Ctx<'_> {
         );
     }
 
+    /// An extension's message (an entry or a message of the context):
+    /// `(display, custom type, text)`; one not displayed is minor.
+    fn custom(&self, out: &mut String, i: usize, msg: (bool, &str, &str), hidden: bool) {
+        let (display, custom_type, text) = msg;
+        let class = if display { "custom" } else { "custom minor" };
+        self.open(
+            out,
+            i,
+            class,
+            &format!("Extension message · {custom_type}"),
+            hidden,
+        );
+        let _ = write!(out, "<div class=\"md\">{}</div>", markdown::to_html(text));
+    }
+
     /// The section of tree entry `i`; `hidden` when it is off the branch
     /// the page opens on.
     pub fn section(&self, out: &mut String, i: usize, hidden: bool) {
         let e = &self.s.entries[i];
         match e {
             Entry::Message(m) => self.message(out, i, &m.message, hidden),
-            Entry::CustomMessage(c) => {
-                let class = if c.display { "custom" } else { "custom minor" };
-                self.open(
-                    out,
-                    i,
-                    class,
-                    &format!("Extension message · {}", c.custom_type),
-                    hidden,
-                );
-                let _ = write!(
-                    out,
-                    "<div class=\"md\">{}</div>",
-                    markdown::to_html(&c.content.joined_text("\n"))
-                );
-            }
+            Entry::CustomMessage(c) => self.custom(
+                out,
+                i,
+                (c.display, &c.custom_type, &c.content.joined_text("\n")),
+                hidden,
+            ),
             Entry::Compaction(c) => {
                 self.open(out, i, "summary", "Compaction", hidden);
                 let _ = write!(
@@ -496,21 +502,12 @@ impl Ctx<'_> {
                 }
                 out.push_str("</details>");
             }
-            AgentMessage::Custom(c) => {
-                let class = if c.display { "custom" } else { "custom minor" };
-                self.open(
-                    out,
-                    i,
-                    class,
-                    &format!("Extension message · {}", c.custom_type),
-                    hidden,
-                );
-                let _ = write!(
-                    out,
-                    "<div class=\"md\">{}</div>",
-                    markdown::to_html(&c.content.joined_text("\n"))
-                );
-            }
+            AgentMessage::Custom(c) => self.custom(
+                out,
+                i,
+                (c.display, &c.custom_type, &c.content.joined_text("\n")),
+                hidden,
+            ),
             AgentMessage::System(sys) => {
                 self.open(out, i, "system", "System prompt", hidden);
                 let text = m.text();
