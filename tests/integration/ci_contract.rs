@@ -7,7 +7,7 @@
 //! report usage (100 input and 10 output tokens per response; the mock
 //! model costs $3 / $15 per million, so $0.00045 a response).
 
-use std::process::{Child, Output, Stdio};
+use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
@@ -17,21 +17,6 @@ use crate::subagents::{agent_call, enable, parent_and_children, read_jsonl, Mock
 
 /// What one mock response costs.
 const RESPONSE_COST: f64 = 0.00045;
-
-fn wait_within(mut child: Child, limit: Duration, what: &str) -> Output {
-    let t = Instant::now();
-    loop {
-        if child.try_wait().unwrap().is_some() {
-            return child.wait_with_output().unwrap();
-        }
-        if t.elapsed() > limit {
-            let _ = child.kill();
-            let out = child.wait_with_output().unwrap();
-            panic!("{what}: still running after {limit:?}\n{}", stderr(&out));
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
 
 /// Whether a process exists and is not a zombie.
 fn alive(pid: u32) -> bool {

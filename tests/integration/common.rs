@@ -548,3 +548,24 @@ impl ScriptServer {
         .unwrap();
     }
 }
+
+/// Waits for `child`, killing it (and failing, with its stderr) after
+/// `limit`.
+pub fn wait_within(
+    mut child: std::process::Child,
+    limit: std::time::Duration,
+    what: &str,
+) -> std::process::Output {
+    let t = std::time::Instant::now();
+    loop {
+        if child.try_wait().unwrap().is_some() {
+            return child.wait_with_output().unwrap();
+        }
+        if t.elapsed() > limit {
+            let _ = child.kill();
+            let out = child.wait_with_output().unwrap();
+            panic!("{what}: still running after {limit:?}\n{}", stderr(&out));
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}

@@ -4,7 +4,7 @@
 //! process or report success for output that was never written.
 
 use std::path::Path;
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
@@ -16,22 +16,6 @@ fn faux_script(sb: &Sandbox, lines: &[Value]) -> String {
     let text: Vec<String> = lines.iter().map(|l| l.to_string()).collect();
     std::fs::write(&p, text.join("\n") + "\n").unwrap();
     p.display().to_string()
-}
-
-/// Waits for a child, killing it (and failing) after `limit`.
-fn wait_within(mut child: Child, limit: Duration, what: &str) -> Output {
-    let t = Instant::now();
-    loop {
-        if child.try_wait().unwrap().is_some() {
-            return child.wait_with_output().unwrap();
-        }
-        if t.elapsed() > limit {
-            let _ = child.kill();
-            let out = child.wait_with_output().unwrap();
-            panic!("{what}: still running after {limit:?}\n{}", stderr(&out));
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
 }
 
 fn wait_for_file(p: &Path, limit: Duration) {

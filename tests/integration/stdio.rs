@@ -42,25 +42,6 @@ fn after_producer(c: &Command, producer: &str) -> Command {
     sh
 }
 
-/// Waits for `child`, killing it (and failing) after `limit`.
-fn wait_within(mut child: Child, limit: Duration, what: &str) -> std::process::Output {
-    let t = Instant::now();
-    loop {
-        if child.try_wait().unwrap().is_some() {
-            return child.wait_with_output().unwrap();
-        }
-        if t.elapsed() > limit {
-            let _ = child.kill();
-            let out = child.wait_with_output().unwrap();
-            panic!(
-                "{what}: still running after {limit:?}\n{}",
-                String::from_utf8_lossy(&out.stderr)
-            );
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
 /// The text of the last user message of a chat-completions request body.
 fn last_user_text(body: &Value) -> String {
     let msgs = body["messages"].as_array().cloned().unwrap_or_default();
