@@ -10,6 +10,7 @@
 //! a server that ignores EOF and SIGTERM outlives the run. A process that
 //! is dropped without being ended gets SIGKILL to its group.
 
+use crate::process_group::signal;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::pin::Pin;
@@ -199,16 +200,6 @@ impl Drop for Process {
             signal(self.pgid, libc::SIGKILL);
         }
     }
-}
-
-/// Sends `sig` to group `pgid`; `false` when it has no process left.
-fn signal(pgid: i32, sig: i32) -> bool {
-    if pgid <= 1 {
-        return false;
-    }
-    // SAFETY: kill(2) with a negative pid signals a process group; no
-    // memory is involved.
-    unsafe { libc::kill(-pgid, sig) == 0 }
 }
 
 /// Whether group `pgid` holds a process that is not a zombie. A zombie has
