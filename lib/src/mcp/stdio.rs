@@ -10,7 +10,6 @@
 //! a server that ignores EOF and SIGTERM outlives the run. A process that
 //! is dropped without being ended gets SIGKILL to its group.
 
-use crate::process_group::signal;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::pin::Pin;
@@ -23,6 +22,8 @@ use rmcp::transport::async_rw::AsyncRwTransport;
 use rmcp::RoleClient;
 use tokio::io::{AsyncRead, ReadBuf};
 use tokio::process::{Child, ChildStderr, ChildStdin, ChildStdout};
+
+use crate::process_group::signal;
 
 /// The largest message a server may send: 16 MiB, the SDK's own cap for
 /// stdio lines and streamable HTTP events.
