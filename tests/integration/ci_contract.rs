@@ -179,7 +179,10 @@ fn verbose_prints_progress_and_one_usage_line_and_a_cut_reply_warns() {
         Reply::Sse(sse_tools(&[("bash", r#"{"command":"echo hi"}"#)])),
         Reply::Sse(cut),
     ]);
-    configure(&sb, &server, json!({}), json!({}));
+    // Cut at the model's whole `maxTokens` (the mock's 10 output tokens):
+    // the reply stays. One cut short of it is hidden, as pi hides it
+    // (context_window.rs).
+    configure(&sb, &server, json!({"maxTokens": 10}), json!({}));
     let out = sb
         .cmd("pi-run")
         .args(["--verbose", "-p", "go"])
@@ -203,7 +206,7 @@ fn verbose_prints_progress_and_one_usage_line_and_a_cut_reply_warns() {
     let server = ScriptServer::start(vec![Reply::Sse(
         sse_text("short").replace("\"finish_reason\":\"stop\"", "\"finish_reason\":\"length\""),
     )]);
-    configure(&sb, &server, json!({}), json!({}));
+    configure(&sb, &server, json!({"maxTokens": 10}), json!({}));
     for mode in ["text", "json"] {
         let out = sb
             .cmd("pi-run")

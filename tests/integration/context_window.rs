@@ -121,9 +121,12 @@ fn partial_window_clamps_like_pi() {
     }
 }
 
+/// The entry types of a session, and what its `context_edit`s target.
+pub(crate) type Shape = (Vec<String>, Vec<(String, Value)>);
+
 /// The entry types of the one session a run wrote, and its `context_edit`
 /// targets.
-fn session_shape(sb: &Sandbox) -> (Vec<String>, Vec<(String, Value)>) {
+pub(crate) fn session_shape(sb: &Sandbox) -> Shape {
     let mut files = Vec::new();
     let mut dirs = vec![sb.agent().join("sessions")];
     while let Some(d) = dirs.pop() {
@@ -163,39 +166,183 @@ fn session_shape(sb: &Sandbox) -> (Vec<String>, Vec<(String, Value)>) {
     (entries.iter().map(kind).collect(), edits)
 }
 
+/// One run of pi (`oracle` given) or pi-run against `replies` with a
+/// 128000-token window: its output, the request bodies the server saw and
+/// the session it wrote.
+fn run_against(
+    oracle: Option<&Oracle>,
+    replies: Vec<Reply>,
+    args: &[&str],
+) -> (std::process::Output, Vec<Value>, Shape) {
+    let sb = Sandbox::new();
+    let server = ScriptServer::start(replies);
+    configure(&sb, server.port, "openai-completions", 128000);
+    let mut cmd = match oracle {
+        Some(o) => o.pi160(&sb),
+        None => sb.cmd("pi-run"),
+    };
+    let out = cmd.args(args).output().expect("spawn");
+    let requests = server.requests.lock().unwrap().clone();
+    let shape = session_shape(&sb);
+    (out, requests, shape)
+}
+
 /// llama-server refusing a prompt longer than its context: pi hides the
 /// error reply from later context with a `context_edit` (and exits 0
-/// silently); pi-run writes the same session but keeps its exit 1.
+/// silently), and sends nothing more, since so short a session has
+/// nothing to compact; pi-run writes the same session and sends nothing
+/// more either, but keeps its exit 1.
 #[test]
 fn prompt_over_the_server_context_is_hidden_like_pi() {
     let Some(o) = Oracle::find("prompt_over_the_server_context_is_hidden_like_pi") else {
         return;
     };
-    // llama-server's refusal (its `exceed_context_size_error`).
+    // llama-server's refusal (its `exceed_context_size_error`), as the
+    // real server sends it with HTTP 400.
     let refusal = json!({"error": {"code": 400,
         "message": "request (9000 tokens) exceeds the available context size (2048 tokens), try increasing it",
         "type": "exceed_context_size_error", "n_prompt_tokens": 9000, "n_ctx": 2048}})
     .to_string();
-    let mut shapes = Vec::new();
-    for pi in [true, false] {
-        let sb = Sandbox::new();
-        let server = ScriptServer::start(vec![Reply::Status(400, refusal.clone())]);
-        configure(&sb, server.port, "openai-completions", 128000);
-        let mut cmd = if pi { o.pi160(&sb) } else { sb.cmd("pi-run") };
-        let out = cmd
-            .args(["-p", "--no-tools", "word word word"])
-            .output()
-            .expect("spawn");
-        let code = out.status.code();
-        assert_eq!(code, Some(if pi { 0 } else { 1 }), "{}", stderr(&out));
-        shapes.push(session_shape(&sb));
-    }
-    let (pi_kinds, pi_edits) = &shapes[0];
+    let replies = vec![
+        Reply::Status(400, refusal),
+        Reply::Sse(sse_text("a summary nobody asked for")),
+    ];
+    let args = ["-p", "--no-tools", "word word word"];
+    let (pi_out, pi_reqs, pi_shape) = run_against(Some(&o), replies.clone(), &args);
+    let (out, reqs, shape) = run_against(None, replies, &args);
+    assert_eq!(pi_out.status.code(), Some(0), "{}", stderr(&pi_out));
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let (pi_kinds, pi_edits) = &pi_shape;
     assert_eq!(
         pi_edits,
         &vec![("message:assistant".to_string(), Value::Null)],
         "pi hides the failed reply"
     );
-    assert_eq!(&shapes[1].0, pi_kinds, "pi-run's session entries");
-    assert_eq!(&shapes[1].1, pi_edits, "pi-run's context edits");
+    assert_eq!(&shape.0, pi_kinds, "pi-run's session entries");
+    assert_eq!(&shape.1, pi_edits, "pi-run's context edits");
+    assert_eq!(pi_reqs.len(), 1, "pi sends no summary request");
+    assert_eq!(reqs.len(), pi_reqs.len(), "pi-run's requests: {reqs:?}");
+}
+
+/// The stream llama.cpp's llama-server (build 11434) sends for an answer
+/// it cut at its context size, as captured from the real server: one
+/// chunk a token after the role chunk, `finish_reason` `length` once
+/// prompt and answer fill `n_ctx`, then the usage chunk with no choices
+/// (asked for with `stream_options.include_usage`) carrying llama.cpp's
+/// `prompt_tokens_details` and `timings`.
+fn llama_cut_sse(tokens: &[&str], prompt: u64, completion: u64) -> String {
+    let chunk = |choices: Value, more: Value| {
+        let mut c = json!({"choices": choices, "created": 1796551938,
+            "id": "chatcmpl-J6yh99iYXgLqsPghwqLE08G5duAwI8G4", "model": "smollm2",
+            "system_fingerprint": "b0-unknown", "object": "chat.completion.chunk"});
+        if let (Some(c), Some(m)) = (c.as_object_mut(), more.as_object()) {
+            c.extend(m.clone());
+        }
+        format!("data: {c}\n\n")
+    };
+    let mut s = chunk(
+        json!([{"finish_reason": null, "index": 0, "delta": {"role": "assistant", "content": null}}]),
+        json!({}),
+    );
+    for t in tokens {
+        s.push_str(&chunk(
+            json!([{"finish_reason": null, "index": 0, "delta": {"content": t}}]),
+            json!({}),
+        ));
+    }
+    s.push_str(&chunk(
+        json!([{"finish_reason": "length", "index": 0, "delta": {}}]),
+        json!({}),
+    ));
+    s.push_str(&chunk(
+        json!([]),
+        json!({"usage": {"completion_tokens": completion, "prompt_tokens": prompt,
+                "total_tokens": prompt + completion, "prompt_tokens_details": {"cached_tokens": 0}},
+            "timings": {"cache_n": 0, "prompt_n": prompt, "prompt_ms": 5861.072,
+                "prompt_per_token_ms": 26.52, "prompt_per_second": 37.71, "predicted_n": completion,
+                "predicted_ms": 7367.285, "predicted_per_token_ms": 736.73,
+                "predicted_per_second": 1.36}}),
+    ));
+    s.push_str("data: [DONE]\n\n");
+    s
+}
+
+/// The event types of a `--mode json` run, message events by role and
+/// appended entries by type; `message_update` and pi-run's closing
+/// `run_end` (pi has none) left out.
+fn event_types(out: &std::process::Output) -> Vec<String> {
+    stdout(out)
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter_map(|e| {
+            let t = e["type"].as_str()?.to_string();
+            match t.as_str() {
+                "message_update" | "run_end" => None,
+                "message_start" | "message_end" => Some(format!(
+                    "{t}:{}",
+                    e["message"]["role"].as_str().unwrap_or("")
+                )),
+                "entry_appended" => {
+                    Some(format!("{t}:{}", e["entry"]["type"].as_str().unwrap_or("")))
+                }
+                _ => Some(t),
+            }
+        })
+        .collect()
+}
+
+/// llama-server cutting an answer at its context size: the prompt's 1900
+/// tokens and 148 generated fill its 2048, and the stream ends with
+/// `finish_reason` `length` (fewer tokens than the model's `maxTokens`).
+/// pi 1.6.0 hides the cut reply with a `context_edit`, finds nothing to
+/// compact in so short a session, sends no other request, prints nothing
+/// and exits 0, with or without tools, in text and JSON mode. pi-run does
+/// the same, and says on stderr why there is no answer.
+#[test]
+fn answer_cut_at_the_server_context_is_hidden_like_pi() {
+    let Some(o) = Oracle::find("answer_cut_at_the_server_context_is_hidden_like_pi") else {
+        return;
+    };
+    let replies = vec![
+        Reply::Sse(llama_cut_sse(&["Hello", "!", " Here", " is"], 1900, 148)),
+        Reply::Sse(sse_text("a summary nobody asked for")),
+    ];
+    for tools in [&["--no-tools"][..], &[]] {
+        for mode in [&["-p"][..], &["--mode", "json"]] {
+            let args: Vec<&str> = [tools, mode, &["Say hello."]].concat();
+            let (pi_out, pi_reqs, pi_shape) = run_against(Some(&o), replies.clone(), &args);
+            let (out, reqs, shape) = run_against(None, replies.clone(), &args);
+            assert_eq!(
+                pi_out.status.code(),
+                Some(0),
+                "pi {args:?}: {}",
+                stderr(&pi_out)
+            );
+            assert_eq!(
+                out.status.code(),
+                Some(0),
+                "pi-run {args:?}: {}",
+                stderr(&out)
+            );
+            assert_eq!(pi_reqs.len(), 1, "pi {args:?} sends no summary request");
+            assert_eq!(reqs.len(), 1, "pi-run {args:?}: {reqs:?}");
+            assert_eq!(
+                pi_shape.1,
+                vec![("message:assistant".to_string(), Value::Null)],
+                "pi {args:?} hides the cut reply"
+            );
+            assert_eq!(shape, pi_shape, "pi-run's session {args:?}");
+            if mode == ["-p"] {
+                assert_eq!(stdout(&pi_out), "", "pi {args:?} prints nothing");
+                assert_eq!(stdout(&out), "", "pi-run {args:?}");
+            } else {
+                assert_eq!(event_types(&out), event_types(&pi_out), "{args:?}");
+            }
+            assert!(
+                stderr(&out).contains("hidden from later context"),
+                "pi-run {args:?} says why: {}",
+                stderr(&out)
+            );
+        }
+    }
 }

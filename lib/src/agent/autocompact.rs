@@ -88,6 +88,19 @@ pub(super) enum Overflow {
     CompactOnly,
 }
 
+/// What overflow recovery or the threshold check did after a run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum AfterRun {
+    /// The failed reply was hidden and the branch compacted: run again.
+    Retry,
+    /// The failed reply was hidden, but the compaction found nothing to
+    /// summarise (a branch under `keepRecentTokens`) or failed: no retry,
+    /// and the run ends without an answer.
+    Hidden,
+    /// The last reply stays as it was.
+    Kept,
+}
+
 impl Agent {
     fn over_threshold(&self, tokens: u64) -> bool {
         let window = self.opts.model.context_window;
@@ -351,18 +364,18 @@ impl Agent {
     }
 
     /// After a run (its `agent_end` emitted): overflow recovery, else the
-    /// threshold check. `true`: start a fresh run (the failed reply is
-    /// omitted and the branch compacted). `tried` remembers that this
-    /// prompt already had its one compact-and-retry.
+    /// threshold check. [`AfterRun::Retry`]: start a fresh run (the failed
+    /// reply is omitted and the branch compacted). `tried` remembers that
+    /// this prompt already had its one compact-and-retry.
     pub(super) async fn compact_after_run(
         &mut self,
         last: Option<&AssistantMessage>,
         failure: Option<&FailureInfo>,
         tried: &mut bool,
         emit: Emit<'_>,
-    ) -> bool {
+    ) -> AfterRun {
         if !self.auto_compaction || self.cancel.is_cancelled() {
-            return false;
+            return AfterRun::Kept;
         }
         let overflow = last.and_then(|l| self.overflow_kind(l, failure));
         match overflow {
@@ -376,7 +389,7 @@ impl Agent {
                     let mut end = CompactionEnd::failure(CompactionReason::Overflow, "");
                     end.error_message = Some(msg.to_string());
                     emit(&to_value(&end));
-                    return false;
+                    return AfterRun::Kept;
                 }
                 *tried = true;
                 if let Err(e) = self.omit_last_reply(emit) {
@@ -384,25 +397,27 @@ impl Agent {
                         CompactionReason::Overflow,
                         &e,
                     )));
-                    return false;
+                    return AfterRun::Kept;
                 }
-                matches!(
-                    self.compact_now(CompactionReason::Overflow, None, true, emit)
-                        .await,
-                    Compacted::Done(_)
-                )
+                match self
+                    .compact_now(CompactionReason::Overflow, None, true, emit)
+                    .await
+                {
+                    Compacted::Done(_) => AfterRun::Retry,
+                    Compacted::Nothing(_) | Compacted::Failed(_) => AfterRun::Hidden,
+                }
             }
             Some(Overflow::CompactOnly) => {
                 self.compact_now(CompactionReason::Overflow, None, false, emit)
                     .await;
-                false
+                AfterRun::Kept
             }
             None => {
                 if self.last_reply_over_threshold(false) {
                     self.compact_now(CompactionReason::Threshold, None, false, emit)
                         .await;
                 }
-                false
+                AfterRun::Kept
             }
         }
     }

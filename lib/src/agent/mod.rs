@@ -91,6 +91,11 @@ pub struct RunOutcome {
     /// The limit that ended it (the turn limit; the budget says which
     /// other limit stopped an aborted run).
     pub limit: Option<budget::Limit>,
+    /// The last reply failed (a length stop or an overflow error) and was
+    /// hidden from later context with a `context_edit`, but the branch had
+    /// nothing to compact, so nothing was retried: the run has no answer
+    /// (pi 1.6.0 prints nothing for it).
+    pub hidden: bool,
 }
 
 /// A tool set and its tools' definitions as JSON.

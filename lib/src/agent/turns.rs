@@ -6,6 +6,7 @@
 //! overflow answered by compacting once; `turn_end` and `agent_end` with
 //! what extensions appended at each boundary.
 
+use super::autocompact::AfterRun;
 use super::*;
 
 impl Agent {
@@ -80,6 +81,8 @@ impl Agent {
         let mut retrying = false;
         let mut overflow_tried = false;
         loop {
+            // This run's last reply was hidden without a retry.
+            let mut hidden = false;
             self.dispatch(events::simple("agent_start"), None, emit)
                 .await;
             let mut result = self
@@ -156,6 +159,7 @@ impl Agent {
                                 error: Some("Retry cancelled".into()),
                                 aborted: true,
                                 limit: None,
+                                hidden: false,
                             };
                         }
                         new_messages.clear();
@@ -176,13 +180,17 @@ impl Agent {
                     _ => None,
                 };
                 let last = last_assistant(&new_messages);
-                if self
+                match self
                     .compact_after_run(last.as_ref(), failure.as_ref(), &mut overflow_tried, emit)
                     .await
                 {
-                    new_messages.clear();
-                    retrying = false;
-                    continue;
+                    AfterRun::Retry => {
+                        new_messages.clear();
+                        retrying = false;
+                        continue;
+                    }
+                    AfterRun::Hidden => hidden = true,
+                    AfterRun::Kept => {}
                 }
             }
             let aborted = self.cancel.is_cancelled() || matches!(result, TurnsEnd::Aborted);
@@ -223,6 +231,7 @@ impl Agent {
                 error,
                 aborted,
                 limit,
+                hidden,
             };
         }
     }

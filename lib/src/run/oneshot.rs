@@ -282,6 +282,16 @@ async fn prompts(
         };
         let outcome = agent.run(user, emit).await;
         *last = outcome.last.clone();
+        if outcome.hidden {
+            // pi prints nothing for a reply its recovery hid; so do we, but
+            // not without a word.
+            if outcome.error.is_none() {
+                if let Some(m) = last.as_ref() {
+                    crate::cli::warn(prog, &hidden_warning(m, agent.opts.model.max_tokens));
+                }
+            }
+            *last = None;
+        }
         if let Some(e) = interrupted(&outcome, stop, asm.budget.as_deref()) {
             return e;
         }
@@ -309,6 +319,17 @@ fn interrupted(outcome: &RunOutcome, stop: &Stopper, budget: Option<&Budget>) ->
         return Some(Ended::Stopped(StopReason::Interrupt));
     }
     outcome.error.clone().map(Ended::Failed)
+}
+
+/// Why a run that ended with a length stop prints no answer.
+fn hidden_warning(m: &AssistantMessage, max_tokens: u64) -> String {
+    format!(
+        "the reply stopped after {} of the model's {max_tokens} output tokens (stopReason \"length\": \
+         the server's context size or the context window cut it); as pi 1.6.0 does, it is hidden from \
+         later context (a context_edit) and not retried, since compaction found nothing to summarise \
+         or failed, so no answer is printed and the exit status is 0",
+        m.usage.output.as_u64()
+    )
 }
 
 /// The error for a run that was stopped from outside: its one line on

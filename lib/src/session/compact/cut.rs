@@ -136,8 +136,9 @@ pub(crate) struct Cut {
 /// pi's cut-point search over the projected entries `kinds` (the
 /// contributing compaction, if any, before `start`): walk back from the
 /// newest entry adding `tokens(k)` until `keep` is reached, take the next
-/// cut point, step over an omitted failed tail, extend back over metadata,
-/// and find the turn a cut inside a turn splits. `tokens` is asked only for
+/// cut point, step over an omitted failed tail (when the walk reached
+/// `keep`), extend back over metadata, and find the turn a cut inside a
+/// turn splits. `tokens` is asked only for
 /// the entries the walk reaches (newest first), so a caller may compute
 /// them lazily.
 pub(crate) fn find_cut(
@@ -155,6 +156,7 @@ pub(crate) fn find_cut(
     };
     let mut cut = first_cp;
     let mut acc = 0u64;
+    let mut reached = false;
     for k in (start..n).rev() {
         if !kinds[k].has_message() {
             continue;
@@ -165,6 +167,7 @@ pub(crate) fn find_cut(
         }
         acc += t;
         if acc >= keep {
+            reached = true;
             cut = (k..n)
                 .find(|&c| c >= start && kinds[c].is_cut_point())
                 .unwrap_or(last_cp);
@@ -172,8 +175,11 @@ pub(crate) fn find_cut(
         }
     }
     // Omitted-suffix advancement: a failed, omitted tail after the cut is
-    // summarised with it rather than kept.
-    if cut + 1 < n && !replaces_visible {
+    // summarised with it rather than kept. Only a cut the walk found: a
+    // branch smaller than `keep` keeps everything, its hidden failed reply
+    // too, and so has nothing to compact (pi 1.6.0 makes no summary
+    // request after hiding the one reply of a short session).
+    if reached && cut + 1 < n && !replaces_visible {
         let tail = &kinds[cut + 1..];
         let invisible = tail.iter().all(|k| !k.has_message());
         let omitted_assistant = tail.contains(&Kind::Omitted { assistant: true });
@@ -361,6 +367,37 @@ mod tests {
             .collect();
         assert!(texts[0].starts_with("Step two"), "{texts:?}");
         assert!(prep.split_turn);
+    }
+
+    /// A prompt whose only reply was hidden (a cut or refused answer):
+    /// under `keep` nothing is compacted; once the walk reaches `keep` the
+    /// hidden reply is summarised with the turn it ends.
+    #[test]
+    fn hidden_failed_reply_moves_the_cut_only_past_keep() {
+        let kinds = [
+            Kind::Meta,
+            Kind::System,
+            Kind::TurnStart,
+            Kind::Omitted { assistant: true },
+            Kind::Meta,
+        ];
+        let tokens = |k: usize| [0, 1000, 4, 0, 0][k];
+        let small = find_cut(&kinds, 0, 20000, false, tokens).unwrap();
+        assert_eq!(
+            small,
+            Cut {
+                cut: 2,
+                turn_start: None
+            }
+        );
+        let past = find_cut(&kinds, 0, 30, false, tokens).unwrap();
+        assert_eq!(
+            past,
+            Cut {
+                cut: 3,
+                turn_start: Some(2)
+            }
+        );
     }
 
     #[test]
