@@ -229,7 +229,11 @@ impl Mcp {
         cache: Option<cache::Cache>,
     ) -> Arc<Mcp> {
         let counter = Arc::new(std::sync::atomic::AtomicUsize::new(0));
-        let entries = cache.as_ref().map(cache::Cache::load).unwrap_or_default();
+        // No servers, no cache file to read.
+        let entries = match &cache {
+            Some(cache) if !config.servers.is_empty() => cache.load(),
+            _ => Default::default(),
+        };
         let servers: Vec<Arc<Server>> = config
             .servers
             .iter()
