@@ -15,7 +15,8 @@
 # BENCH_SKIP_BUILD=1), BENCH_REAL=1, BENCH_KEEP=1 (keep the scratch directory), BENCH_SERVER_PY=<cmd>
 # (the fixture servers' command instead of the resolved interpreter, e.g. `python3` to time the
 # shim), BENCH_BASE_BIN=<older pi-run> (its cold time too, runs alternating with PI_RUN_BIN's),
-# BENCH_SKIP_PI=1 (pi-run only).
+# BENCH_SKIP_PI=1 (pi-run only), BENCH_SERVER_SITE=1 (start the fixture servers without -S, so
+# each also imports the interpreter's site-packages .pth hooks; see bench/README.md).
 set -euo pipefail
 
 die() { echo "bench/mcp.sh: error: $*" >&2; exit 1; }
@@ -100,13 +101,18 @@ JSON
 else
     F="$REPO/tests/mcp/fixture.py"
     SPY="${BENCH_SERVER_PY:-$PY}"
+    # -S: no `site` module. The fixture needs only the standard library, and `site` runs every
+    # .pth file in site-packages (on the work machine one imports certifi: ~20 ms of CPU per
+    # interpreter, half its start-up). Both programs start the same command.
+    S='"-S",'
+    [ -n "${BENCH_SERVER_SITE:-}" ] && S=
     cat > "$WORK/agent/mcp.json" <<JSON
 {"mcpServers":{
- "one":{"command":"$SPY","args":["$F","ok"],"exposure":"direct"},
- "two":{"command":"$SPY","args":["$F","ok"],"exposure":"direct"},
- "three":{"command":"$SPY","args":["$F","ok"],"exposure":"direct"}}}
+ "one":{"command":"$SPY","args":[$S"$F","ok"],"exposure":"direct"},
+ "two":{"command":"$SPY","args":[$S"$F","ok"],"exposure":"direct"},
+ "three":{"command":"$SPY","args":[$S"$F","ok"],"exposure":"direct"}}}
 JSON
-    WHAT="3 x tests/mcp/fixture.py (command $SPY)"
+    WHAT="3 x tests/mcp/fixture.py (command $SPY ${S:+-S})"
 fi
 
 one() { # program args... -> ms from start to the first model request

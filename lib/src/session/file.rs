@@ -111,6 +111,12 @@ pub fn describe_error(e: &io::Error) -> String {
 /// blocking: a FIFO, device, socket or folder is refused with an error that
 /// says what it is.
 pub fn open_regular(path: &Path, append: bool) -> io::Result<File> {
+    open_regular_meta(path, append).map(|(f, _)| f)
+}
+
+/// [`open_regular`], with the metadata it fetched to check the file's
+/// type (a reader needing the size or mtime asks the kernel only once).
+pub fn open_regular_meta(path: &Path, append: bool) -> io::Result<(File, std::fs::Metadata)> {
     let mut o = OpenOptions::new();
     o.read(true).custom_flags(libc::O_NONBLOCK);
     if append {
@@ -119,14 +125,15 @@ pub fn open_regular(path: &Path, append: bool) -> io::Result<File> {
     let f = o
         .open(path)
         .map_err(|e| io::Error::new(e.kind(), describe_error(&e)))?;
-    let ft = f.metadata()?.file_type();
+    let meta = f.metadata()?;
+    let ft = meta.file_type();
     if !ft.is_file() {
         return Err(io::Error::new(
             io::ErrorKind::InvalidInput,
             not_a_session_file(&ft),
         ));
     }
-    Ok(f)
+    Ok((f, meta))
 }
 
 /// Whether a folder entry of type `ft` is a regular file (through a

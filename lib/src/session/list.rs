@@ -22,7 +22,7 @@ use crate::format::{AgentMessage, Usage};
 use crate::timefmt::{iso_from_ms, parse_iso_ms};
 
 use super::diagnostics::{Diagnostic, Diagnostics};
-use super::file::open_regular;
+use super::file::open_regular_meta;
 pub use super::file::Skipped;
 use super::lines::{stream_lines, LineIter, CHUNK};
 use super::load::parse_json;
@@ -130,15 +130,23 @@ pub fn list_sessions(
             Err(skip) => warn(&skip.to_string()),
         }
     }
+    // The path breaks ties only: compared lazily (`then_with`), since a
+    // path comparison walks components and costs more than the key.
     match sort {
-        SortKey::Modified => {
-            sessions.sort_by(|a, b| b.modified_ms.cmp(&a.modified_ms).then(a.path.cmp(&b.path)))
-        }
-        SortKey::Created => sessions.sort_by(|a, b| {
-            let ca = parse_iso_ms(&a.created).unwrap_or(0);
-            let cb = parse_iso_ms(&b.created).unwrap_or(0);
-            cb.cmp(&ca).then(a.path.cmp(&b.path))
+        SortKey::Modified => sessions.sort_by(|a, b| {
+            b.modified_ms
+                .cmp(&a.modified_ms)
+                .then_with(|| a.path.cmp(&b.path))
         }),
+        SortKey::Created => {
+            // Each header time parsed once, not at every comparison.
+            let mut keyed: Vec<(i64, SessionSummary)> = sessions
+                .into_iter()
+                .map(|s| (parse_iso_ms(&s.created).unwrap_or(0), s))
+                .collect();
+            keyed.sort_by(|(ca, a), (cb, b)| cb.cmp(ca).then_with(|| a.path.cmp(&b.path)));
+            sessions = keyed.into_iter().map(|(_, s)| s).collect();
+        }
     }
     if let Some(n) = limit {
         sessions.truncate(n);
@@ -204,8 +212,7 @@ pub fn scan_file(path: &Path, buf: &mut Vec<u8>) -> Result<SessionSummary, Skipp
         path: path.to_path_buf(),
         reason,
     };
-    let mut f = open_regular(path, false).map_err(|e| skip(e.to_string()))?;
-    let meta = f.metadata().map_err(|e| skip(e.to_string()))?;
+    let (mut f, meta) = open_regular_meta(path, false).map_err(|e| skip(e.to_string()))?;
     let mtime_ms = meta
         .modified()
         .ok()

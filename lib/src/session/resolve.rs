@@ -38,7 +38,7 @@ impl SessionFiles {
     }
 
     fn sort(mut self) -> Self {
-        self.files.sort();
+        self.files.sort_unstable_by(|a, b| entry_order(a, b));
         self.skipped.sort_by(|a, b| a.path.cmp(&b.path));
         self
     }
@@ -74,6 +74,22 @@ pub fn session_files_flat(dir: &Path) -> std::io::Result<SessionFiles> {
 /// Every session file under `root`, top level included (for id lookups).
 pub fn session_files(root: &Path) -> std::io::Result<SessionFiles> {
     session_files_in(root, true)
+}
+
+/// `Path`'s own order (component by component) for paths made by joining
+/// folder entry names onto one root: past their common bytes, a separator
+/// sorts before any other byte, as a shorter component does. Comparing
+/// bytes once avoids re-parsing both paths into components at each of a
+/// sort's comparisons, which dominated sorting thousands of session files.
+fn entry_order(a: &Path, b: &Path) -> std::cmp::Ordering {
+    use std::os::unix::ffi::OsStrExt;
+    let (a, b) = (a.as_os_str().as_bytes(), b.as_os_str().as_bytes());
+    let same = a.iter().zip(b).take_while(|(x, y)| x == y).count();
+    let key = |s: &[u8]| {
+        s.get(same)
+            .map(|&c| if c == b'/' { 0 } else { u16::from(c) + 1 })
+    };
+    key(a).cmp(&key(b))
 }
 
 fn is_jsonl(p: &Path) -> bool {
@@ -326,4 +342,49 @@ fn may_hold(path: &Path, prefix: &str) -> bool {
 /// Whether `s` has a UUID's shape (36 hex digits and dashes).
 pub(crate) fn uuid_like(s: &str) -> bool {
     s.len() == 36 && s.bytes().all(|b| b.is_ascii_hexdigit() || b == b'-')
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn entry_order_is_the_order_of_paths() {
+        // Bytes below and around the separator, prefixes of one another,
+        // pi's `--cwd--` folder names, non-ASCII: sorted by bytes these
+        // would put `--a---b--/x` before `--a--/x`; paths do the opposite.
+        let names = [
+            "--a--",
+            "--a---b--",
+            "--a--b",
+            "a",
+            "a.jsonl",
+            "a-b",
+            "a b",
+            "a!",
+            "a/",
+            "ab",
+            "a0",
+            "A",
+            "é",
+            "~",
+            "-",
+            ".x",
+            "a.jsonl.jsonl",
+        ];
+        for root in ["/r", "/r/", "rel/./x", "."] {
+            let mut paths: Vec<PathBuf> = Vec::new();
+            for d in names.iter().filter(|n| !n.ends_with('/')) {
+                paths.push(Path::new(root).join(d));
+                for f in names.iter().filter(|n| !n.ends_with('/')) {
+                    paths.push(Path::new(root).join(d).join(f));
+                }
+            }
+            let mut by_path = paths.clone();
+            by_path.sort();
+            let mut ours = paths;
+            ours.sort_unstable_by(|a, b| entry_order(a, b));
+            assert_eq!(ours, by_path, "root {root}");
+        }
+    }
 }

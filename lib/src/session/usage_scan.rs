@@ -97,7 +97,7 @@ fn exact_usage(obj: &[u8]) -> Option<(u64, f64)> {
     if p.get(n..n + 2) != Some(b"}}") {
         return None;
     }
-    let total_cost: f64 = std::str::from_utf8(&p[..n]).ok()?.parse().ok()?;
+    let total_cost = decimal_f64(&p[..n])?;
     let [input, output, cache_read, cache_write, total] = ints;
     let tokens = if total > 0 {
         total
@@ -125,6 +125,44 @@ fn plain_int(b: &[u8]) -> Option<(u64, usize)> {
 
 /// The length of a JSON number without exponent (`-`, `0` or no leading
 /// zero, an optional fraction with digits): always finite.
+/// The value of a [`plain_decimal`] token, as `str::parse::<f64>` gives
+/// it. A token of at most 15 digits is `mantissa / 10^fraction digits`
+/// with both operands exact in an `f64` (mantissa < 2^53, power <= 10^22),
+/// so the one division is correctly rounded, which is what `parse` returns;
+/// longer tokens go through `parse`.
+fn decimal_f64(tok: &[u8]) -> Option<f64> {
+    const POW10: [f64; 23] = [
+        1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10, 1e11, 1e12, 1e13, 1e14, 1e15, 1e16,
+        1e17, 1e18, 1e19, 1e20, 1e21, 1e22,
+    ];
+    let (neg, digits) = match tok.split_first() {
+        Some((b'-', rest)) => (true, rest),
+        _ => (false, tok),
+    };
+    let frac = digits
+        .iter()
+        .position(|&c| c == b'.')
+        .map_or(0, |dot| digits.len() - dot - 1);
+    let slow = || std::str::from_utf8(tok).ok()?.parse().ok();
+    let (mut mantissa, mut count) = (0u64, 0);
+    for &c in digits {
+        if c.is_ascii_digit() {
+            if count == 15 {
+                return slow();
+            }
+            mantissa = mantissa * 10 + u64::from(c - b'0');
+            count += 1;
+        } else if c != b'.' {
+            return slow();
+        }
+    }
+    if count == 0 || frac >= POW10.len() || digits.len() != count + usize::from(frac > 0) {
+        return slow();
+    }
+    let v = mantissa as f64 / POW10[frac];
+    Some(if neg { -v } else { v })
+}
+
 fn plain_decimal(b: &[u8]) -> Option<usize> {
     let neg = usize::from(b.first() == Some(&b'-'));
     let int = b[neg..].iter().take_while(|c| c.is_ascii_digit()).count();
@@ -342,6 +380,61 @@ impl<'a> Cursor<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn decimal_f64_is_what_parse_gives() {
+        let mut toks: Vec<String> = [
+            "0",
+            "-0",
+            "0.0",
+            "-0.0",
+            "1",
+            "10",
+            "0.03027025",
+            "0.01216875",
+            "0.0001515",
+            "123456789012345",
+            "1234567890123456",
+            "0.1234567890123456789",
+            "-2.5",
+            "999999999999999",
+            "0.000000000000000000001",
+            "0.0000000000000000000001",
+            "0.00000000000000000000001",
+            "17.000000000000001",
+            "3.14159",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        // Pseudo-random costs with 1-15 significant digits.
+        let mut x: u64 = 0x9E37_79B9_7F4A_7C15;
+        for _ in 0..20_000 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            let digits = 1 + (x % 15) as usize;
+            let m = (x >> 8) % 10u64.pow(digits as u32);
+            let frac = ((x >> 40) % 23) as usize;
+            let s = format!("{m:0>width$}", width = frac + 1);
+            let (i, f) = s.split_at(s.len() - frac);
+            toks.push(if frac == 0 {
+                i.to_string()
+            } else {
+                format!("{i}.{f}")
+            });
+        }
+        for t in &toks {
+            assert_eq!(
+                plain_decimal(t.as_bytes()).map(|n| n == t.len()),
+                Some(true),
+                "{t}"
+            );
+            let want: f64 = t.parse().unwrap();
+            let got = decimal_f64(t.as_bytes()).unwrap();
+            assert_eq!(got.to_bits(), want.to_bits(), "{t}");
+        }
+    }
 
     #[test]
     fn usage_is_found_as_a_reverse_search_finds_it() {
