@@ -66,7 +66,7 @@ pub struct Assembly {
     /// The model (`None` in a plan, which needs none; taken by the agent).
     pub(super) resolved: Option<Resolved>,
     /// The registry the model came from, for RPC's model commands.
-    pub(super) registry: Option<crate::model::ModelRegistry>,
+    pub(super) registry: Option<std::sync::Arc<crate::model::ModelRegistry>>,
     pub(super) mcp: Option<Arc<Mcp>>,
     pub(super) mcp_select: Arc<McpSelect>,
     /// The run's tool decision, asked again as extension and subagent

@@ -101,7 +101,7 @@ impl Assembly {
             )),
         )
         .map_err(CliError::input)?;
-        self.registry = resolved.registry;
+        self.registry = resolved.registry.map(std::sync::Arc::new);
         let opts = AgentOptions {
             model: resolved.model,
             api_key: resolved.api_key,

@@ -123,6 +123,7 @@ pub(super) async fn serve(drive: &Drive<'_>, mut agent: Agent) -> Result<i32, Cl
         })
     };
     let mut opts = RpcOptions {
+        // Shared, not copied: the registry holds every known model.
         registry: asm
             .registry
             .clone()
@@ -130,8 +131,7 @@ pub(super) async fn serve(drive: &Drive<'_>, mut agent: Agent) -> Result<i32, Cl
                 r.all()
                     .iter()
                     .any(|m| m.provider == agent.opts.model.provider && m.id == agent.opts.model.id)
-            })
-            .map(Arc::new),
+            }),
         agent_dir: asm.opts.agent_dir.clone(),
         auto_compaction: agent.auto_compaction,
         commands: command_list(),
