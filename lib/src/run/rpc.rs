@@ -127,9 +127,8 @@ pub(super) async fn serve(drive: &Drive<'_>, mut agent: Agent) -> Result<i32, Cl
             .registry
             .clone()
             .filter(|r| {
-                r.all()
-                    .iter()
-                    .any(|m| m.provider == agent.opts.model.provider && m.id == agent.opts.model.id)
+                r.model(&agent.opts.model.provider, &agent.opts.model.id)
+                    .is_some()
             })
             .map(Arc::new),
         agent_dir: asm.opts.agent_dir.clone(),
