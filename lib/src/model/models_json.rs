@@ -255,8 +255,9 @@ fn check_model_fields(path: &Path, at: &str, m: &Map<String, Value>) -> Result<(
     Ok(())
 }
 
-/// Applies a parsed `models.json` (`file`, read from `path`) to `reg`.
-/// Validation happens first: on error nothing is applied.
+/// Applies a parsed `models.json` (`file`, read from `path`) to `reg`:
+/// provider keys and new providers at once, each entry's models whenever
+/// models are built. Validation happens first: on error nothing is applied.
 pub fn apply(
     reg: &mut ModelRegistry,
     file: &Map<String, Value>,
