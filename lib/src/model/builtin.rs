@@ -130,6 +130,74 @@ impl BuiltinProvider {
     }
 }
 
+/// pi's JSON object for one model: built lazily from the compiled-in
+/// catalogue text (parsing every built-in model into a map on each start
+/// would cost more than the rest of a run), or owned once changed.
+#[derive(Debug, Clone)]
+pub(super) struct RawSlot {
+    cell: std::sync::OnceLock<Map<String, Value>>,
+    /// The catalogue entry of a built-in (index in [`PROVIDERS`] and
+    /// [`MODELS`]).
+    builtin: Option<(usize, usize)>,
+}
+
+impl RawSlot {
+    pub(super) fn owned(raw: Map<String, Value>) -> RawSlot {
+        let cell = std::sync::OnceLock::new();
+        let _ = cell.set(raw);
+        RawSlot {
+            cell,
+            builtin: None,
+        }
+    }
+
+    /// Model `model` of provider `provider` of the catalogue, unparsed.
+    pub(super) fn builtin(provider: usize, model: usize) -> RawSlot {
+        RawSlot {
+            cell: std::sync::OnceLock::new(),
+            builtin: Some((provider, model)),
+        }
+    }
+
+    pub(super) fn get(&self) -> &Map<String, Value> {
+        self.cell.get_or_init(|| {
+            let Some((p, m)) = self
+                .builtin
+                .and_then(|(p, m)| Some((PROVIDERS.get(p)?, MODELS.get(m)?)))
+            else {
+                return Map::new();
+            };
+            match serde_json::from_str::<Map<String, Value>>(m.text.text()) {
+                Ok(obj) => builtin_raw(p, obj),
+                Err(_) => Map::new(),
+            }
+        })
+    }
+}
+
+/// A catalogue entry as pi's full Model object (key order as pi prints it).
+fn builtin_raw(p: &BuiltinProvider, m: Map<String, Value>) -> Map<String, Value> {
+    let mut out = Map::new();
+    let get = |k: &str| m.get(k).cloned();
+    out.insert("id".into(), get("id").unwrap_or(Value::Null));
+    out.insert("name".into(), get("name").unwrap_or(Value::Null));
+    out.insert(
+        "api".into(),
+        get("api").unwrap_or_else(|| p.api.text().into()),
+    );
+    out.insert("provider".into(), p.id.text().into());
+    out.insert(
+        "baseUrl".into(),
+        get("baseUrl").unwrap_or_else(|| p.base_url.text().into()),
+    );
+    for (k, v) in m {
+        if !out.contains_key(&k) {
+            out.insert(k, v);
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

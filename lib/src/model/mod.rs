@@ -3,11 +3,13 @@
 //! variables, `--provider`/`--model`/`--thinking` selection and
 //! `--list-models`.
 //!
-//! * [`ModelRegistry::load`] builds the model list: the built-in catalogue
-//!   (`builtin-models.json`, pi 1.6.0's bundled models for anthropic, openai,
-//!   deepseek, google, openrouter, xai, groq, cerebras and mistral, dumped
-//!   from the real pi by `tests/oracle/dump-models.sh`) with `models.json`
-//!   applied on top (see [`models_json`]).
+//! * [`ModelRegistry::load`] reads what makes the model list: the built-in
+//!   catalogue (`builtin-models.json`, pi 1.6.0's bundled models for
+//!   anthropic, openai, deepseek, google, openrouter, xai, groq, cerebras and
+//!   mistral, dumped from the real pi by `tests/oracle/dump-models.sh`) with
+//!   `models.json` applied on top (see [`models_json`]). Models are built
+//!   when asked for: one provider's for a model named by provider and id,
+//!   the whole list for listing and fuzzy matching.
 //! * [`ModelRegistry::api_key`] resolves a provider's key in pi's order:
 //!   `--api-key` → `auth.json` → `models.json` `apiKey` → environment (see
 //!   [`auth`]). Verified against `pi auth print-api-key`.
@@ -32,6 +34,7 @@ use std::path::{Path, PathBuf};
 use serde_json::{Map, Value};
 
 use crate::format::model::Model;
+use builtin::RawSlot;
 
 pub use auth::{AuthEntry, AuthFile};
 pub use list::{list_models, render_model_list, ModelRow};
@@ -198,46 +201,82 @@ pub fn key_variables(agent_dir: &Path) -> Vec<String> {
 
 pub use builtin::BUILTIN_MODELS_JSON;
 
-/// pi's JSON object for one model: built lazily from the compiled-in
-/// catalogue text (parsing every built-in model into a map on each start
-/// would cost more than the rest of a run), or owned once changed.
-#[derive(Debug, Clone)]
-struct RawSlot {
-    cell: std::sync::OnceLock<Map<String, Value>>,
-    /// `(provider, api, baseUrl, model JSON text)` of a built-in.
-    builtin: Option<(&'static str, &'static str, &'static str, &'static str)>,
+/// A list of models with pi's JSON object for each (same index).
+#[derive(Debug, Clone, Default)]
+struct Models {
+    models: Vec<Model>,
+    raw: Vec<RawSlot>,
 }
 
-impl RawSlot {
-    fn owned(raw: Map<String, Value>) -> RawSlot {
-        let cell = std::sync::OnceLock::new();
-        let _ = cell.set(raw);
-        RawSlot {
-            cell,
-            builtin: None,
+/// The models of a provider nobody configured.
+static NO_MODELS: Models = Models {
+    models: Vec::new(),
+    raw: Vec::new(),
+};
+
+impl Models {
+    fn index_of(&self, provider: &str, id: &str) -> Option<usize> {
+        self.models
+            .iter()
+            .position(|m| m.provider == provider && m.id == id)
+    }
+
+    /// Appends (or replaces, by provider and id) one model given as pi JSON.
+    fn push_raw(&mut self, raw: Map<String, Value>) -> Option<usize> {
+        let model: Model = serde_json::from_value(Value::Object(raw.clone())).ok()?;
+        if let Some(i) = self.index_of(&model.provider, &model.id) {
+            self.models[i] = model;
+            self.raw[i] = RawSlot::owned(raw);
+            return Some(i);
+        }
+        // Keep a provider's models together: insert after its last model.
+        let at = self
+            .models
+            .iter()
+            .rposition(|m| m.provider == model.provider)
+            .map(|i| i + 1)
+            .unwrap_or(self.models.len());
+        self.models.insert(at, model);
+        self.raw.insert(at, RawSlot::owned(raw));
+        Some(at)
+    }
+
+    /// Re-derives the typed model at `i` after its JSON changed.
+    fn set_raw(&mut self, i: usize, raw: Map<String, Value>) {
+        if let Ok(m) = serde_json::from_value::<Model>(Value::Object(raw.clone())) {
+            self.models[i] = m;
+            self.raw[i] = RawSlot::owned(raw);
         }
     }
 
-    fn get(&self) -> &Map<String, Value> {
-        self.cell.get_or_init(|| match self.builtin {
-            Some((provider, api, base_url, text)) => {
-                match serde_json::from_str::<Map<String, Value>>(text) {
-                    Ok(m) => builtin_raw(provider, api, base_url, m),
-                    Err(_) => Map::new(),
-                }
-            }
-            None => Map::new(),
-        })
+    fn raw_at(&self, i: usize) -> &Map<String, Value> {
+        self.raw[i].get()
     }
 }
 
 /// The models pi knows, with the files that configure them.
+///
+/// Models are built from the compiled-in catalogue and `models.json` only
+/// when asked for: a run that names its model (`provider` and id) builds
+/// that provider's models alone ([`ModelRegistry::model`],
+/// [`ModelRegistry::provider_models`]); listing, fuzzy matching and
+/// [`ModelRegistry::all`] build the whole list once, in the same order and
+/// with the same content as the per-provider lists.
 #[derive(Debug, Clone)]
 pub struct ModelRegistry {
-    models: Vec<Model>,
-    /// pi's JSON object for each model (same index as `models`).
-    raw: Vec<RawSlot>,
     providers: Vec<ProviderInfo>,
+    /// Each provider's own models (same index as `providers`), built on
+    /// first use while `all` is not built.
+    groups: Vec<std::sync::OnceLock<Models>>,
+    /// Every model, grouped by provider in `providers` order.
+    all: std::sync::OnceLock<Models>,
+    /// The validated `models.json` provider entries, in file order,
+    /// applied whenever models are built.
+    custom: Vec<(String, Map<String, Value>)>,
+    /// A `models.json` override sets some model's `provider`: that model
+    /// may sit among another provider's models, so look-ups by provider
+    /// search the whole list.
+    moved: bool,
     auth: AuthFile,
     env: HashMap<String, String>,
     agent_dir: PathBuf,
@@ -295,15 +334,15 @@ impl ModelRegistry {
     /// Only the built-in catalogue (no files read), with `env`.
     pub fn builtin_with_env(agent_dir: &Path, env: HashMap<String, String>) -> Self {
         let mut reg = ModelRegistry {
-            models: Vec::new(),
-            raw: Vec::new(),
             providers: Vec::new(),
+            groups: Vec::new(),
+            all: std::sync::OnceLock::new(),
+            custom: Vec::new(),
+            moved: false,
             auth: AuthFile::default(),
             env,
             agent_dir: agent_dir.to_path_buf(),
         };
-        reg.models.reserve(builtin::MODELS.len());
-        reg.raw.reserve(builtin::MODELS.len());
         for p in &builtin::PROVIDERS {
             let id = p.id.text();
             let env_keys = BUILTIN_ENV_KEYS
@@ -311,7 +350,7 @@ impl ModelRegistry {
                 .find(|(k, _)| *k == id)
                 .map(|(_, keys)| keys.iter().map(|k| k.to_string()).collect())
                 .unwrap_or_default();
-            reg.providers.push(ProviderInfo {
+            reg.add_provider(ProviderInfo {
                 id: id.to_string(),
                 env_keys,
                 default_model: Some(p.default_model.text().to_string()),
@@ -319,49 +358,86 @@ impl ModelRegistry {
                 api_key: None,
                 auth_header: false,
             });
-            // Built-ins are unique and grouped by provider already: append
-            // the typed model; pi's full object is parsed on demand.
-            for m in p.models() {
-                reg.models.push(m.to_model(p));
-                reg.raw.push(RawSlot {
-                    cell: std::sync::OnceLock::new(),
-                    builtin: Some((id, p.api.text(), p.base_url.text(), m.text.text())),
-                });
-            }
         }
         reg
     }
 
-    /// Appends (or replaces, by provider and id) one model given as pi JSON.
-    pub(crate) fn push_raw(&mut self, raw: Map<String, Value>) -> Option<usize> {
-        let model: Model = serde_json::from_value(Value::Object(raw.clone())).ok()?;
-        if let Some(i) = self.index_of(&model.provider, &model.id) {
-            self.models[i] = model;
-            self.raw[i] = RawSlot::owned(raw);
-            return Some(i);
+    /// The models of every provider (`only: None`) or of provider `only`:
+    /// the built-in catalogue's, then each `models.json` entry applied in
+    /// file order.
+    fn build(&self, only: Option<&str>) -> Models {
+        let mut out = Models::default();
+        if only.is_none() {
+            out.models.reserve(builtin::MODELS.len());
+            out.raw.reserve(builtin::MODELS.len());
         }
-        // Keep a provider's models together: insert after its last model.
-        let at = self
-            .models
-            .iter()
-            .rposition(|m| m.provider == model.provider)
-            .map(|i| i + 1)
-            .unwrap_or(self.models.len());
-        self.models.insert(at, model);
-        self.raw.insert(at, RawSlot::owned(raw));
-        Some(at)
+        for (pi, p) in builtin::PROVIDERS.iter().enumerate() {
+            if only.is_some_and(|o| o != p.id.text()) {
+                continue;
+            }
+            // Built-ins are unique and grouped by provider already: append
+            // the typed model; pi's full object is parsed on demand.
+            for (mi, m) in (p.models.0..).zip(p.models()) {
+                out.models.push(m.to_model(p));
+                out.raw.push(RawSlot::builtin(pi, mi));
+            }
+        }
+        for (pid, p) in &self.custom {
+            if only.is_some_and(|o| o != pid) {
+                continue;
+            }
+            let builtin = self.providers.iter().any(|i| &i.id == pid && i.builtin);
+            models_json::apply_models(&mut out, pid, p, builtin);
+        }
+        out
     }
 
-    /// Re-derives the typed model at `i` after its JSON changed.
-    pub(crate) fn set_raw(&mut self, i: usize, raw: Map<String, Value>) {
-        if let Ok(m) = serde_json::from_value::<Model>(Value::Object(raw.clone())) {
-            self.models[i] = m;
-            self.raw[i] = RawSlot::owned(raw);
+    /// Every model, built on first use.
+    fn everything(&self) -> &Models {
+        self.all.get_or_init(|| self.build(None))
+    }
+
+    /// Where the models of provider `id` are: the whole list once built
+    /// (or when an override moved a model), else the provider's own list,
+    /// built on first use.
+    fn models_for(&self, id: &str) -> &Models {
+        if self.moved {
+            return self.everything();
+        }
+        if let Some(all) = self.all.get() {
+            return all;
+        }
+        match self.providers.iter().position(|p| p.id == id) {
+            Some(i) => self.groups[i].get_or_init(|| self.build(Some(id))),
+            None => &NO_MODELS,
         }
     }
 
-    pub(crate) fn raw_at(&self, i: usize) -> &Map<String, Value> {
-        self.raw[i].get()
+    /// The providers whose own lists were built, and whether the whole
+    /// list was.
+    #[cfg(test)]
+    pub(crate) fn built(&self) -> (Vec<&str>, bool) {
+        let groups = self.providers.iter().zip(&self.groups);
+        (
+            groups
+                .filter(|(_, g)| g.get().is_some())
+                .map(|(p, _)| p.id.as_str())
+                .collect(),
+            self.all.get().is_some(),
+        )
+    }
+
+    /// Records a validated `models.json` provider entry (its provider is
+    /// already known); what was built so far is rebuilt with it.
+    fn add_custom(&mut self, pid: &str, p: &Map<String, Value>) {
+        if let Some(Value::Object(ov)) = p.get("modelOverrides") {
+            self.moved |= ov.values().any(|o| o.get("provider").is_some());
+        }
+        self.custom.push((pid.to_string(), p.clone()));
+        self.all = std::sync::OnceLock::new();
+        for g in &mut self.groups {
+            *g = std::sync::OnceLock::new();
+        }
     }
 
     pub(crate) fn provider_mut(&mut self, id: &str) -> Option<&mut ProviderInfo> {
@@ -370,6 +446,7 @@ impl ModelRegistry {
 
     pub(crate) fn add_provider(&mut self, info: ProviderInfo) {
         self.providers.push(info);
+        self.groups.push(std::sync::OnceLock::new());
     }
 
     pub(crate) fn env_var(&self, name: &str) -> Option<&str> {
@@ -379,15 +456,51 @@ impl ModelRegistry {
             .filter(|v| !v.is_empty())
     }
 
-    fn index_of(&self, provider: &str, id: &str) -> Option<usize> {
-        self.models
-            .iter()
-            .position(|m| m.provider == provider && m.id == id)
+    /// pi's JSON object for the model `provider`/`id`.
+    fn raw_of(&self, provider: &str, id: &str) -> Option<&Map<String, Value>> {
+        let models = self.models_for(provider);
+        models.index_of(provider, id).map(|i| models.raw_at(i))
     }
 
-    /// Every model, built-in and custom, grouped by provider.
+    /// Every model, built-in and custom, grouped by provider (built on
+    /// first use).
     pub fn all(&self) -> &[Model] {
-        &self.models
+        &self.everything().models
+    }
+
+    /// The models of provider `id` (exact), in registry order, without
+    /// building any other provider's models.
+    pub fn provider_models<'a>(&'a self, id: &'a str) -> impl Iterator<Item = &'a Model> + 'a {
+        self.models_for(id)
+            .models
+            .iter()
+            .filter(move |m| m.provider == id)
+    }
+
+    /// The model `provider`/`id` (both exact), building no other
+    /// provider's models.
+    pub fn model(&self, provider: &str, id: &str) -> Option<&Model> {
+        self.models_for(provider)
+            .models
+            .iter()
+            .find(|m| m.provider == provider && m.id == id)
+    }
+
+    /// The models of every provider named `id` in any case (how
+    /// `--provider` filters), in registry order.
+    pub(crate) fn models_ignore_case(&self, id: &str) -> Vec<&Model> {
+        if self.moved || self.all.get().is_some() {
+            return self
+                .all()
+                .iter()
+                .filter(|m| m.provider.eq_ignore_ascii_case(id))
+                .collect();
+        }
+        self.providers
+            .iter()
+            .filter(|p| p.id.eq_ignore_ascii_case(id))
+            .flat_map(|p| self.provider_models(&p.id))
+            .collect()
     }
 
     /// Every known provider (built-ins in pi's preference order, then
@@ -418,8 +531,7 @@ impl ModelRegistry {
     /// pi's JSON object for `model` (the shape `get_available_models`
     /// answers with; `headers` are not part of it, as in pi).
     pub fn pi_json(&self, model: &Model) -> Option<Map<String, Value>> {
-        let i = self.index_of(&model.provider, &model.id)?;
-        let mut raw = self.raw[i].get().clone();
+        let mut raw = self.raw_of(&model.provider, &model.id)?.clone();
         raw.shift_remove("headers");
         Some(raw)
     }
@@ -427,9 +539,7 @@ impl ModelRegistry {
     /// The model's `thinkingLevelMap` (`null` entries mark unsupported
     /// levels), if it has one.
     pub fn thinking_level_map(&self, model: &Model) -> Option<&Map<String, Value>> {
-        let i = self.index_of(&model.provider, &model.id)?;
-        self.raw[i]
-            .get()
+        self.raw_of(&model.provider, &model.id)?
             .get("thinkingLevelMap")
             .and_then(Value::as_object)
     }
@@ -466,7 +576,7 @@ impl ModelRegistry {
 
     /// Models whose provider has credentials, in registry order.
     pub fn available(&self) -> Vec<&Model> {
-        self.models
+        self.all()
             .iter()
             .filter(|m| self.has_credentials(&m.provider))
             .collect()
@@ -571,31 +681,6 @@ impl ModelRegistry {
     }
 }
 
-/// A catalogue entry as pi's full Model object (key order as pi prints it).
-fn builtin_raw(
-    provider: &str,
-    api: &str,
-    base_url: &str,
-    m: Map<String, Value>,
-) -> Map<String, Value> {
-    let mut out = Map::new();
-    let get = |k: &str| m.get(k).cloned();
-    out.insert("id".into(), get("id").unwrap_or(Value::Null));
-    out.insert("name".into(), get("name").unwrap_or(Value::Null));
-    out.insert("api".into(), get("api").unwrap_or_else(|| api.into()));
-    out.insert("provider".into(), provider.into());
-    out.insert(
-        "baseUrl".into(),
-        get("baseUrl").unwrap_or_else(|| base_url.into()),
-    );
-    for (k, v) in m {
-        if !out.contains_key(&k) {
-            out.insert(k, v);
-        }
-    }
-    out
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -676,5 +761,132 @@ mod tests {
             r.api_key("openai", Some("cli")).ok().flatten().as_deref(),
             Some("cli")
         );
+    }
+    /// Overrides of built-in providers (provider-level `baseUrl` and
+    /// `compat`, a replaced and a new model, `modelOverrides`) and custom
+    /// providers, two of them differing only in case.
+    const MODELS_JSON: &str = r#"{"providers":{
+        "anthropic":{"baseUrl":"https://proxy.example/v1","compat":{"zzz":1},
+            "models":[{"id":"claude-opus-4-6","name":"Replaced"},{"id":"new-one"}],
+            "modelOverrides":{"claude-fable-5":{"cost":{"input":1}},"nope":{"name":"x"}}},
+        "ollama":{"baseUrl":"http://l/v1","api":"openai-completions","apiKey":"k",
+            "models":[{"id":"q"},{"id":"r","reasoning":true}]},
+        "Ollama":{"baseUrl":"http://m/v1","api":"openai-completions","apiKey":"k",
+            "models":[{"id":"q"}]},
+        "openai":{"modelOverrides":{"gpt-4o":{"contextWindow":5}}}}}"#;
+
+    fn with_models_json(json: &str) -> ModelRegistry {
+        let path = Path::new("/agent/models.json");
+        let mut r = ModelRegistry::builtin_with_env(Path::new("/agent"), HashMap::new());
+        let file = models_json::parse(json, path).expect("parse");
+        models_json::apply(&mut r, &file, path).expect("apply");
+        r
+    }
+
+    fn with_objects<'a>(
+        r: &ModelRegistry,
+        models: impl Iterator<Item = &'a Model>,
+    ) -> Vec<(Model, Option<Map<String, Value>>)> {
+        models.map(|m| (m.clone(), r.pi_json(m))).collect()
+    }
+
+    #[test]
+    fn a_provider_built_on_demand_equals_the_eager_list() {
+        for json in ["{}", MODELS_JSON] {
+            let eager = with_models_json(json);
+            let all = eager.all();
+            assert!(eager.built().1);
+            for p in eager.providers() {
+                let lazy = with_models_json(json);
+                let got = with_objects(&lazy, lazy.provider_models(&p.id));
+                let want = with_objects(&eager, all.iter().filter(|m| m.provider == p.id));
+                assert!(!got.is_empty(), "{}", p.id);
+                assert_eq!(got, want, "{}", p.id);
+                assert_eq!(lazy.built(), (vec![p.id.as_str()], false));
+            }
+        }
+    }
+
+    #[test]
+    fn all_after_a_lazy_find_equals_the_eager_list() {
+        let eager = with_models_json(MODELS_JSON);
+        let lazy = with_models_json(MODELS_JSON);
+        assert!(lazy.model("anthropic", "claude-fable-5").is_some());
+        assert!(lazy.model("ollama", "q").is_some());
+        assert_eq!(lazy.built(), (vec!["anthropic", "ollama"], false));
+        assert_eq!(lazy.all(), eager.all());
+        assert_eq!(
+            with_objects(&lazy, lazy.all().iter()),
+            with_objects(&eager, eager.all().iter())
+        );
+        // Once the whole list is built, look-ups answer from it.
+        let m = lazy.model("openai", "gpt-4o").expect("gpt-4o");
+        assert_eq!(m.context_window, 5);
+        assert_eq!(lazy.built(), (vec!["anthropic", "ollama"], true));
+    }
+
+    #[test]
+    fn models_json_overrides_of_a_builtin_provider_apply_lazily() {
+        let r = with_models_json(MODELS_JSON);
+        let fable = r.model("anthropic", "claude-fable-5").expect("fable");
+        assert_eq!(fable.cost.input, 1.0);
+        assert_eq!(fable.base_url, "https://proxy.example/v1");
+        assert_eq!(fable.compat_value("zzz"), Some(&Value::from(1)));
+        assert_eq!(
+            r.model("anthropic", "claude-opus-4-6")
+                .map(|m| m.name.as_str()),
+            Some("Replaced")
+        );
+        let new = r.model("anthropic", "new-one").expect("new");
+        assert_eq!(new.api, "anthropic-messages");
+        assert_eq!(new.base_url, "https://proxy.example/v1");
+        let last = r.provider_models("anthropic").last().map(|m| m.id.as_str());
+        assert_eq!(last, Some("new-one"));
+        assert_eq!(
+            r.pi_json(fable)
+                .and_then(|j| j.get("cost").cloned())
+                .map(|c| c["input"].clone()),
+            Some(Value::from(1))
+        );
+        assert_eq!(r.built(), (vec!["anthropic"], false));
+    }
+
+    #[test]
+    fn provider_patterns_ignore_case_as_on_the_eager_list() {
+        let eager = with_models_json(MODELS_JSON);
+        eager.all();
+        for (p, pattern) in [
+            ("ollama", "q"),
+            ("OLLAMA", "r"),
+            ("Ollama", "q"),
+            ("anthropic", "opus"),
+            ("openai", "nosuch"),
+            ("nosuch", "q"),
+        ] {
+            let lazy = with_models_json(MODELS_JSON);
+            assert_eq!(
+                format!("{:?}", lazy.find(Some(p), pattern)),
+                format!("{:?}", eager.find(Some(p), pattern)),
+                "{p} {pattern}"
+            );
+            assert!(!lazy.built().1, "{p} {pattern}");
+        }
+    }
+
+    /// An override that sets a model's `provider` leaves it among its
+    /// provider's models: look-ups by provider then search the whole list.
+    #[test]
+    fn an_override_moving_a_model_is_found_where_the_eager_list_has_it() {
+        let json = r#"{"providers":{"anthropic":{"modelOverrides":{"claude-fable-5":{"provider":"openai"}}}}}"#;
+        let eager = with_models_json(json);
+        let want = eager
+            .all()
+            .iter()
+            .find(|m| m.provider == "openai" && m.id == "claude-fable-5")
+            .cloned();
+        assert!(want.is_some());
+        let lazy = with_models_json(json);
+        assert_eq!(lazy.model("openai", "claude-fable-5").cloned(), want);
+        assert_eq!(lazy.model("anthropic", "claude-fable-5"), None);
     }
 }

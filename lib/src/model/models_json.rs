@@ -35,7 +35,7 @@ use std::path::Path;
 
 use serde_json::{Map, Value};
 
-use super::{auth::json_error, ModelError, ModelRegistry, ProviderInfo};
+use super::{auth::json_error, ModelError, ModelRegistry, Models, ProviderInfo};
 
 /// Default context window of a `models.json` model.
 pub const DEFAULT_CONTEXT_WINDOW: u64 = 128_000;
@@ -255,8 +255,9 @@ fn check_model_fields(path: &Path, at: &str, m: &Map<String, Value>) -> Result<(
     Ok(())
 }
 
-/// Applies a parsed `models.json` (`file`, read from `path`) to `reg`.
-/// Validation happens first: on error nothing is applied.
+/// Applies a parsed `models.json` (`file`, read from `path`) to `reg`:
+/// provider keys and new providers at once, each entry's models whenever
+/// models are built. Validation happens first: on error nothing is applied.
 pub fn apply(
     reg: &mut ModelRegistry,
     file: &Map<String, Value>,
@@ -362,51 +363,27 @@ pub fn apply(
     for (pid, pv) in providers {
         if let Value::Object(p) = pv {
             apply_provider(reg, pid, p);
+            reg.add_custom(pid, p);
         }
     }
     Ok(())
 }
 
+/// The provider-level settings of an entry: `apiKey` and `authHeader` of
+/// a built-in provider, or a new provider. Its models are applied when
+/// models are built ([`apply_models`]).
 fn apply_provider(reg: &mut ModelRegistry, pid: &str, p: &Map<String, Value>) {
-    let s = |k: &str| p.get(k).and_then(Value::as_str).map(str::to_string);
-    let api_key = s("apiKey");
+    let api_key = p.get("apiKey").and_then(Value::as_str).map(str::to_string);
     let auth_header = p
         .get("authHeader")
         .and_then(Value::as_bool)
         .unwrap_or(false);
-    let p_headers = p.get("headers").and_then(Value::as_object);
-    let p_compat = p.get("compat").and_then(Value::as_object);
-
-    // Defaults for new models: the built-in provider's api/baseUrl.
-    let mut base_api = None;
-    let mut base_url = None;
     match reg.provider_mut(pid) {
         Some(info) => {
             if api_key.is_some() {
                 info.api_key = api_key;
             }
             info.auth_header = auth_header;
-            if let Some(first) = reg.all().iter().find(|m| m.provider == pid) {
-                base_api = Some(first.api.clone());
-                base_url = Some(first.base_url.clone());
-            }
-            // Provider-level changes to the existing (built-in) models.
-            let idx: Vec<usize> = (0..reg.all().len())
-                .filter(|&i| reg.all()[i].provider == pid)
-                .collect();
-            for i in idx {
-                let mut raw = reg.raw_at(i).clone();
-                if let Some(u) = s("baseUrl") {
-                    raw.insert("baseUrl".into(), u.into());
-                }
-                if let Some(h) = p_headers {
-                    merge_object_field(&mut raw, "headers", h);
-                }
-                if let Some(c) = p_compat {
-                    merge_object_field(&mut raw, "compat", c);
-                }
-                reg.set_raw(i, raw);
-            }
         }
         None => reg.add_provider(ProviderInfo {
             id: pid.to_string(),
@@ -417,6 +394,42 @@ fn apply_provider(reg: &mut ModelRegistry, pid: &str, p: &Map<String, Value>) {
             auth_header,
         }),
     }
+}
+
+/// Applies the entry of provider `pid` to `list`: for a `builtin`
+/// provider, `baseUrl`, `headers` and `compat` to its existing models;
+/// then `models[]` and `modelOverrides`.
+pub(super) fn apply_models(list: &mut Models, pid: &str, p: &Map<String, Value>, builtin: bool) {
+    let s = |k: &str| p.get(k).and_then(Value::as_str).map(str::to_string);
+    let p_headers = p.get("headers").and_then(Value::as_object);
+    let p_compat = p.get("compat").and_then(Value::as_object);
+
+    // Defaults for new models: the built-in provider's api/baseUrl.
+    let mut base_api = None;
+    let mut base_url = None;
+    if builtin {
+        if let Some(first) = list.models.iter().find(|m| m.provider == pid) {
+            base_api = Some(first.api.clone());
+            base_url = Some(first.base_url.clone());
+        }
+        // Provider-level changes to the existing (built-in) models.
+        let idx: Vec<usize> = (0..list.models.len())
+            .filter(|&i| list.models[i].provider == pid)
+            .collect();
+        for i in idx {
+            let mut raw = list.raw_at(i).clone();
+            if let Some(u) = s("baseUrl") {
+                raw.insert("baseUrl".into(), u.into());
+            }
+            if let Some(h) = p_headers {
+                merge_object_field(&mut raw, "headers", h);
+            }
+            if let Some(c) = p_compat {
+                merge_object_field(&mut raw, "compat", c);
+            }
+            list.set_raw(i, raw);
+        }
+    }
     let api = s("api").or(base_api);
     let url = s("baseUrl").or(base_url);
 
@@ -424,21 +437,21 @@ fn apply_provider(reg: &mut ModelRegistry, pid: &str, p: &Map<String, Value>) {
         for mv in models {
             if let Value::Object(m) = mv {
                 let raw = custom_model(pid, m, api.as_deref(), url.as_deref(), p_headers, p_compat);
-                reg.push_raw(raw);
+                list.push_raw(raw);
             }
         }
     }
     if let Some(Value::Object(ov)) = p.get("modelOverrides") {
         for (id, o) in ov {
-            let Some(i) = reg
-                .all()
+            let Some(i) = list
+                .models
                 .iter()
                 .position(|m| m.provider == pid && &m.id == id)
             else {
                 continue; // unknown ids are ignored, as in pi
             };
             let Value::Object(o) = o else { continue };
-            let mut raw = reg.raw_at(i).clone();
+            let mut raw = list.raw_at(i).clone();
             for (k, v) in o {
                 match (raw.get_mut(k), v) {
                     (Some(Value::Object(base)), Value::Object(patch)) => {
@@ -451,7 +464,7 @@ fn apply_provider(reg: &mut ModelRegistry, pid: &str, p: &Map<String, Value>) {
                     }
                 }
             }
-            reg.set_raw(i, raw);
+            list.set_raw(i, raw);
         }
     }
 }

@@ -185,11 +185,11 @@ pub(crate) fn match_pattern(
     provider: Option<&str>,
 ) -> Result<Option<Model>, ModelError> {
     let pl = pattern.to_lowercase();
-    let cands: Vec<&Model> = reg
-        .all()
-        .iter()
-        .filter(|m| provider.is_none_or(|p| m.provider.eq_ignore_ascii_case(p)))
-        .collect();
+    // With a provider only its models are built.
+    let cands: Vec<&Model> = match provider {
+        Some(p) => reg.models_ignore_case(p),
+        None => reg.all().iter().collect(),
+    };
     let exact: Vec<&Model> = cands
         .iter()
         .copied()
@@ -269,12 +269,8 @@ fn custom_id_model(reg: &ModelRegistry, provider: &str, id: &str) -> Option<Mode
     let base = info
         .default_model
         .as_deref()
-        .and_then(|d| {
-            reg.all()
-                .iter()
-                .find(|m| m.provider == info.id && m.id == d)
-        })
-        .or_else(|| reg.all().iter().find(|m| m.provider == info.id))?;
+        .and_then(|d| reg.model(&info.id, d))
+        .or_else(|| reg.provider_models(&info.id).next())?;
     let mut m = base.clone();
     m.id = id.to_string();
     m.name = id.to_string();
@@ -285,7 +281,7 @@ fn custom_id_model(reg: &ModelRegistry, provider: &str, id: &str) -> Option<Mode
 fn default_model(reg: &ModelRegistry, d: &SelectionDefaults) -> Option<Model> {
     if let Some(id) = &d.default_model {
         let found = match &d.default_provider {
-            Some(p) => reg.all().iter().find(|m| &m.provider == p && &m.id == id),
+            Some(p) => reg.model(p, id),
             None => reg.all().iter().find(|m| &m.id == id),
         };
         if let Some(m) = found.filter(|m| reg.has_credentials(&m.provider)) {
@@ -296,11 +292,8 @@ fn default_model(reg: &ModelRegistry, d: &SelectionDefaults) -> Option<Model> {
         if !reg.has_credentials(&p.id) {
             continue;
         }
-        let by_default = p
-            .default_model
-            .as_deref()
-            .and_then(|d| reg.all().iter().find(|m| m.provider == p.id && m.id == d));
-        if let Some(m) = by_default.or_else(|| reg.all().iter().find(|m| m.provider == p.id)) {
+        let by_default = p.default_model.as_deref().and_then(|d| reg.model(&p.id, d));
+        if let Some(m) = by_default.or_else(|| reg.provider_models(&p.id).next()) {
             return Some(m.clone());
         }
     }
@@ -733,5 +726,58 @@ mod tests {
         assert!(is_alias("claude-opus-4-5"));
         assert!(!is_alias("claude-opus-4-5-20251101"));
         assert!(is_alias("gemini-flash-latest"));
+    }
+    /// A model named by provider and id (settings defaults, `--provider`
+    /// with `--model`, a restored session model) builds no other
+    /// provider's models; a pattern without a provider needs them all.
+    #[test]
+    fn a_named_model_builds_only_its_provider() {
+        let run = |req: SelectionRequest, d: SelectionDefaults| {
+            let r = reg(&["ANTHROPIC_API_KEY", "OPENAI_API_KEY"]);
+            let s = resolve_selection(&r, &req, &d).expect("selection");
+            let (built, all) = r.built();
+            let built: Vec<String> = built.into_iter().map(str::to_string).collect();
+            (
+                format!("{}/{} {}", s.model.provider, s.model.id, s.thinking),
+                built,
+                all,
+            )
+        };
+        let defaults = SelectionDefaults {
+            default_provider: Some("openai".into()),
+            default_model: Some("gpt-4o".into()),
+            ..Default::default()
+        };
+        assert_eq!(
+            run(SelectionRequest::default(), defaults.clone()),
+            ("openai/gpt-4o off".into(), vec!["openai".into()], false)
+        );
+        let named = SelectionRequest {
+            provider: Some("anthropic".into()),
+            model: Some("claude-opus-4-6:high".into()),
+            ..Default::default()
+        };
+        assert_eq!(
+            run(named, defaults),
+            (
+                "anthropic/claude-opus-4-6 high".into(),
+                vec!["anthropic".into()],
+                false
+            )
+        );
+        // No settings default: the first provider with a key, its default.
+        assert_eq!(
+            run(SelectionRequest::default(), SelectionDefaults::default()),
+            (
+                "anthropic/claude-opus-5-5 medium".into(),
+                vec!["anthropic".into()],
+                false
+            )
+        );
+        let fuzzy = SelectionRequest {
+            model: Some("opus".into()),
+            ..Default::default()
+        };
+        assert!(run(fuzzy, SelectionDefaults::default()).2);
     }
 }

@@ -124,14 +124,10 @@ pub(super) async fn serve(drive: &Drive<'_>, mut agent: Agent) -> Result<i32, Cl
     };
     let mut opts = RpcOptions {
         // Shared, not copied: the registry holds every known model.
-        registry: asm
-            .registry
-            .clone()
-            .filter(|r| {
-                r.all()
-                    .iter()
-                    .any(|m| m.provider == agent.opts.model.provider && m.id == agent.opts.model.id)
-            }),
+        registry: asm.registry.clone().filter(|r| {
+            r.model(&agent.opts.model.provider, &agent.opts.model.id)
+                .is_some()
+        }),
         agent_dir: asm.opts.agent_dir.clone(),
         auto_compaction: agent.auto_compaction,
         commands: command_list(),

@@ -379,12 +379,7 @@ pub(super) fn child_model(ctx: &ParentContext, m: &str) -> Result<(Model, Option
     let found = match m.find('/') {
         Some(i) if i > 0 => {
             let (p, id) = (&m[..i], &m[i + 1..]);
-            registry
-                .all()
-                .iter()
-                .find(|x| x.provider == p && x.id == id)
-                .cloned()
-                .ok_or_else(not_found)?
+            registry.model(p, id).cloned().ok_or_else(not_found)?
         }
         _ => {
             let hits: Vec<&Model> = registry.all().iter().filter(|x| x.id == m).collect();

@@ -28,12 +28,7 @@ impl Runner {
             Ok(r) => r,
             Err(e) => return ready(Err(e)),
         };
-        let Some(model) = reg
-            .all()
-            .iter()
-            .find(|m| m.provider == provider && m.id == id)
-            .cloned()
-        else {
+        let Some(model) = reg.model(&provider, &id).cloned() else {
             return ready(Ok(false.into()));
         };
         let Ok(Some(key)) = reg.api_key(&provider, None) else {
@@ -75,13 +70,10 @@ impl Runner {
             if change.is_null() {
                 return Ok(true.into());
             }
-            let previous = reg
-                .all()
-                .iter()
-                .find(|m| {
-                    Some(m.provider.as_str()) == change["provider"].as_str()
-                        && Some(m.id.as_str()) == change["id"].as_str()
-                })
+            let previous = change["provider"]
+                .as_str()
+                .zip(change["id"].as_str())
+                .and_then(|(p, id)| reg.model(p, id))
                 .map(|m| model_json(&reg, m))
                 .unwrap_or_else(|| json!({"provider": change["provider"], "id": change["id"]}));
             {
