@@ -61,7 +61,9 @@ fn links_with_rustc_lld() -> bool {
     // "rustc 1.95.0 (59807616e 2026-04-14)"
     let text = String::from_utf8_lossy(&out.stdout);
     let version = text.split_whitespace().nth(1).unwrap_or("");
-    let mut parts = version.split(['.', '-']).map(|p| p.parse::<u32>().unwrap_or(0));
+    let mut parts = version
+        .split(['.', '-'])
+        .map(|p| p.parse::<u32>().unwrap_or(0));
     (parts.next().unwrap_or(0), parts.next().unwrap_or(0)) >= (1, 90)
 }
 
