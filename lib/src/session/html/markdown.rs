@@ -42,25 +42,22 @@ pub fn to_html(text: &str) -> String {
     let events = Parser::new_ext(text, opts).map(|ev| match ev {
         // Raw HTML is shown, never interpreted.
         Event::Html(h) | Event::InlineHtml(h) => Event::Text(h),
-        Event::Start(Tag::Link {
-            link_type,
-            dest_url,
-            title,
-            id,
-        }) => Event::Start(Tag::Link {
-            link_type,
-            dest_url: link_target(dest_url),
-            title,
-            id,
-        }),
         // An image would be fetched when the page opens: it becomes a link
         // whose text is the image's description.
-        Event::Start(Tag::Image {
-            link_type,
-            dest_url,
-            title,
-            id,
-        }) => Event::Start(Tag::Link {
+        Event::Start(
+            Tag::Link {
+                link_type,
+                dest_url,
+                title,
+                id,
+            }
+            | Tag::Image {
+                link_type,
+                dest_url,
+                title,
+                id,
+            },
+        ) => Event::Start(Tag::Link {
             link_type,
             dest_url: link_target(dest_url),
             title,
