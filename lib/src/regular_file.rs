@@ -149,7 +149,14 @@ pub fn read_capped(
             cap,
         });
     }
-    read_rest_capped(file, Vec::new(), cap, cancel)
+    // The size said now, and one byte more to see the end.
+    let size = usize::try_from(meta.len()).unwrap_or(0);
+    read_rest_capped(
+        file,
+        Vec::with_capacity(size.saturating_add(1)),
+        cap,
+        cancel,
+    )
 }
 
 /// The cap of a configuration file read whole ([`read_config`]): 8 MiB,
@@ -183,31 +190,31 @@ pub fn read_config_bytes(path: &Path, cap: u64) -> Result<Option<Vec<u8>>, FileE
     }
 }
 
-/// Appends the rest of `file` to `buf`, up to `cap` bytes in all.
+/// Appends the rest of `file` to `buf`, up to `cap` bytes in all. Reads
+/// straight into `buf`'s spare room (nothing is zeroed first), at most
+/// [`CHUNK`] bytes between checks of the cap and of `cancel`.
 pub fn read_rest_capped(
     mut file: File,
     mut buf: Vec<u8>,
     cap: u64,
     cancel: Option<&CancellationToken>,
 ) -> Result<Vec<u8>, FileError> {
-    let mut chunk = vec![0u8; CHUNK];
     loop {
         if cancel.is_some_and(CancellationToken::is_cancelled) {
             return Err(FileError::Cancelled);
         }
-        let n = match file.read(&mut chunk) {
+        // `read_to_end` retries interrupted reads itself.
+        match (&mut file).take(CHUNK as u64).read_to_end(&mut buf) {
             Ok(0) => return Ok(buf),
-            Ok(n) => n,
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Ok(_) => {}
             Err(e) => return Err(FileError::Io(e)),
-        };
-        if buf.len() as u64 + n as u64 > cap {
+        }
+        if buf.len() as u64 > cap {
             return Err(FileError::TooLarge {
-                size: buf.len() as u64 + n as u64,
+                size: buf.len() as u64,
                 cap,
             });
         }
-        buf.extend_from_slice(&chunk[..n]);
     }
 }
 
