@@ -228,7 +228,7 @@ pub fn prompt(
     let ctx = s.context(leaf_id.as_deref());
     let state = pi_lib::prompt::PromptState::replay(ctx.messages.iter().map(|(_, m)| &**m));
     let text = state.render();
-    let tools: Vec<String> = state.tools.keys().cloned().collect();
+    let tools: Vec<String> = state.tools.keys().map(str::to_string).collect();
     let mut out = Out::new();
     match resolve_format(format) {
         OutputFormat::Jsonl => out.record(&json!({
@@ -236,7 +236,7 @@ pub fn prompt(
             "sessionId": s.id(),
             "leafId": leaf_id,
             "text": text,
-            "sections": state.sections,
+            "sections": state.sections.to_map(),
             "tools": state.tools.values().collect::<Vec<_>>(),
         }))?,
         OutputFormat::Text => {

@@ -11,6 +11,7 @@ pub mod expand;
 pub mod plan;
 pub mod skills;
 
+use serde::Deserialize;
 use serde_json::{Map, Value};
 
 use crate::format::message::SystemMessage;
@@ -148,20 +149,72 @@ pub fn build_sections(inp: &PromptInputs) -> Vec<(String, String)> {
     out
 }
 
-/// The prompt and tool set replayed from a branch's system messages.
+/// Values by name in insertion order (an update keeps the position),
+/// borrowed from the system messages they were replayed from.
 #[derive(Debug, Clone, Default, PartialEq)]
-pub struct PromptState {
+pub struct Named<'a>(Vec<(&'a str, &'a Value)>);
+
+impl<'a> Named<'a> {
+    fn insert(&mut self, name: &'a str, v: &'a Value) {
+        match self.0.iter_mut().find(|(n, _)| *n == name) {
+            Some(e) => e.1 = v,
+            None => self.0.push((name, v)),
+        }
+    }
+
+    fn remove(&mut self, name: &str) {
+        if let Some(i) = self.0.iter().position(|(n, _)| *n == name) {
+            self.0.remove(i);
+        }
+    }
+
+    /// The value called `name`.
+    pub fn get(&self, name: &str) -> Option<&'a Value> {
+        self.0.iter().find(|(n, _)| *n == name).map(|(_, v)| *v)
+    }
+
+    /// The names, in order.
+    pub fn keys(&self) -> impl Iterator<Item = &'a str> + '_ {
+        self.0.iter().map(|(n, _)| *n)
+    }
+
+    /// The values, in order.
+    pub fn values(&self) -> impl Iterator<Item = &'a Value> + '_ {
+        self.0.iter().map(|(_, v)| *v)
+    }
+
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// An owned JSON object of the same entries, in order.
+    pub fn to_map(&self) -> Map<String, Value> {
+        self.0
+            .iter()
+            .map(|(n, v)| ((*n).to_string(), (*v).clone()))
+            .collect()
+    }
+}
+
+/// The prompt and tool set replayed from a branch's system messages (the
+/// sections and tools borrowed from them: a replay copies nothing).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct PromptState<'a> {
     /// Concatenated non-empty `content` of the system messages.
     pub content: Vec<String>,
     /// Sections in insertion order (an update keeps the position).
-    pub sections: Map<String, Value>,
+    pub sections: Named<'a>,
     /// Tools by name, in declaration order.
-    pub tools: Map<String, Value>,
+    pub tools: Named<'a>,
 }
 
-impl PromptState {
+impl<'a> PromptState<'a> {
     /// Replays system messages in order.
-    pub fn replay<'a>(messages: impl IntoIterator<Item = &'a AgentMessage>) -> PromptState {
+    pub fn replay(messages: impl IntoIterator<Item = &'a AgentMessage>) -> PromptState<'a> {
         let mut st = PromptState::default();
         for m in messages {
             if let AgentMessage::System(s) = m {
@@ -172,7 +225,7 @@ impl PromptState {
     }
 
     /// Applies one system message.
-    pub fn apply(&mut self, s: &SystemMessage) {
+    pub fn apply(&mut self, s: &'a SystemMessage) {
         let c = s.content.joined_text("\n");
         if !c.is_empty() {
             self.content.push(c);
@@ -180,20 +233,20 @@ impl PromptState {
         if let Some(secs) = &s.sections {
             for (k, v) in secs {
                 if v.is_null() {
-                    self.sections.shift_remove(k);
+                    self.sections.remove(k);
                 } else {
-                    self.sections.insert(k.clone(), v.clone());
+                    self.sections.insert(k, v);
                 }
             }
         }
         for r in s.tools_removed.iter().flatten() {
             if let Some(n) = r.get("name").and_then(Value::as_str) {
-                self.tools.shift_remove(n);
+                self.tools.remove(n);
             }
         }
         for a in s.tools_added.iter().flatten() {
             if let Some(n) = a.get("name").and_then(Value::as_str) {
-                self.tools.insert(n.to_string(), a.clone());
+                self.tools.insert(n, a);
             }
         }
     }
@@ -211,7 +264,7 @@ impl PromptState {
     pub fn tool_definitions(&self) -> Vec<ToolDefinition> {
         self.tools
             .values()
-            .filter_map(|v| serde_json::from_value(v.clone()).ok())
+            .filter_map(|v| ToolDefinition::deserialize(v).ok())
             .collect()
     }
 }
@@ -221,7 +274,7 @@ impl PromptState {
 /// desired order, then `name: null` for vanished ones; a redefined tool is
 /// removed and added in the same message.
 pub fn diff(
-    current: &PromptState,
+    current: &PromptState<'_>,
     desired: &[(String, String)],
     tools: &[Value],
     timestamp_ms: i64,
@@ -234,7 +287,7 @@ pub fn diff(
     }
     for k in current.sections.keys() {
         if !desired.iter().any(|(d, _)| d == k) {
-            sections.insert(k.clone(), Value::Null);
+            sections.insert(k.to_string(), Value::Null);
         }
     }
     let mut added = Vec::new();
@@ -255,7 +308,7 @@ pub fn diff(
     for name in current.tools.keys() {
         if !tools
             .iter()
-            .any(|t| t.get("name").and_then(Value::as_str) == Some(name.as_str()))
+            .any(|t| t.get("name").and_then(Value::as_str) == Some(name))
         {
             removed.push(serde_json::json!({ "name": name }));
         }

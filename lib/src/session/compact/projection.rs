@@ -74,8 +74,9 @@ impl Session {
         }
         let mut entries = Vec::new();
         let mut positions = Vec::new();
-        let mut system = PromptState::default();
-        let mut has_system = false;
+        // The compaction's recorded prompt comes before every system
+        // message after it.
+        let mut compacted_system = None;
         let mut replaces_visible = false;
         // Which path positions contribute, and whether their raw system
         // messages are dropped (the kept range before a compaction).
@@ -91,8 +92,7 @@ impl Session {
                     unreachable!("compaction position holds a compaction entry")
                 };
                 if let Some(AgentMessage::System(s)) = &c.system_message {
-                    system.apply(s);
-                    has_system = true;
+                    compacted_system = Some(&**s);
                 }
                 entries.push(ProjectedEntry {
                     index: i,
@@ -142,10 +142,6 @@ impl Session {
                 }
                 _ => {}
             }
-            if let Some(AgentMessage::System(s)) = msg.as_deref() {
-                system.apply(s);
-                has_system = true;
-            }
             entries.push(ProjectedEntry {
                 index: i,
                 message: msg,
@@ -153,7 +149,18 @@ impl Session {
             });
             positions.push(pos);
         }
-        let system = has_system.then(|| system_message(&system, 0));
+        // The prompt replayed from what the model sees.
+        let mut state = PromptState::default();
+        let mut has_system = false;
+        let shown = entries.iter().filter_map(|e| match e.message.as_deref() {
+            Some(AgentMessage::System(s)) => Some(&**s),
+            _ => None,
+        });
+        for s in compacted_system.into_iter().chain(shown) {
+            state.apply(s);
+            has_system = true;
+        }
+        let system = has_system.then(|| system_message(&state, 0));
         Projection {
             entries,
             compaction,
@@ -168,10 +175,10 @@ impl Session {
 /// The whole prompt of a replay as one system message (pi's
 /// `getCurrentSystemMessage`): non-empty contents joined by a blank line,
 /// the sections, the tools.
-fn system_message(st: &PromptState, timestamp_ms: i64) -> SystemMessage {
+fn system_message(st: &PromptState<'_>, timestamp_ms: i64) -> SystemMessage {
     SystemMessage {
         content: UserContent::Text(st.content.join("\n\n")),
-        sections: (!st.sections.is_empty()).then(|| st.sections.clone()),
+        sections: (!st.sections.is_empty()).then(|| st.sections.to_map()),
         timestamp: Num::signed(timestamp_ms),
         tools_added: (!st.tools.is_empty()).then(|| st.tools.values().cloned().collect()),
         tools_removed: None,
