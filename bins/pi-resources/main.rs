@@ -66,7 +66,7 @@ fn run(cli: Cli) -> Result<i32, CliError> {
     available.extend(
         pi_lib::subagents::runtime::described_tools(&agent_dir, &cwd, outcome.trusted)
             .iter()
-            .map(|t| select::AvailableTool::extension(&t.definition().name, true)),
+            .map(|t| select::AvailableTool::extension(&t.name(), true)),
     );
     let tool_set = select::resolve(
         &cli.tool_args.flags(),

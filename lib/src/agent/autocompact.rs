@@ -17,7 +17,7 @@ use regex::Regex;
 use serde_json::{Map, Value};
 use tokio::sync::mpsc::UnboundedReceiver;
 
-use super::{Agent, Emit};
+use super::{Agent, Emit, Event as Wire};
 use crate::format::compaction::{
     CompactionEnd, CompactionEventResult, CompactionReason, CompactionStart, SummaryRetry,
     SummarySource,
@@ -258,8 +258,10 @@ impl Agent {
             Err(e) => {
                 let msg = e.to_string();
                 if reason == CompactionReason::Manual {
-                    emit(&to_value(&CompactionStart::new(reason)));
-                    emit(&to_value(&CompactionEnd::failure(reason, &msg)));
+                    emit(&Wire::Value(&to_value(&CompactionStart::new(reason))));
+                    emit(&Wire::Value(&to_value(&CompactionEnd::failure(
+                        reason, &msg,
+                    ))));
                 }
                 debug_assert!(matches!(
                     e,
@@ -388,15 +390,15 @@ impl Agent {
                     };
                     let mut end = CompactionEnd::failure(CompactionReason::Overflow, "");
                     end.error_message = Some(msg.to_string());
-                    emit(&to_value(&end));
+                    emit(&Wire::Value(&to_value(&end)));
                     return AfterRun::Kept;
                 }
                 *tried = true;
                 if let Err(e) = self.omit_last_reply(emit) {
-                    emit(&to_value(&CompactionEnd::failure(
+                    emit(&Wire::Value(&to_value(&CompactionEnd::failure(
                         CompactionReason::Overflow,
                         &e,
-                    )));
+                    ))));
                     return AfterRun::Kept;
                 }
                 match self
@@ -450,7 +452,7 @@ impl Host for AgentHost<'_, '_> {
     }
 
     fn event(&mut self, ev: Event<'_>) {
-        (self.emit)(&ev.record());
+        (self.emit)(&Wire::Value(&ev.record()));
     }
 
     async fn before(&mut self, prep: &Preparation<'_>, req: &Request<'_>) -> Before {
@@ -486,7 +488,7 @@ impl Host for AgentHost<'_, '_> {
         source: SummarySource,
     ) -> T {
         let emit = &mut *self.emit;
-        let job = reporting_retries(job, retries, |r| emit(&r.record(source)));
+        let job = reporting_retries(job, retries, |r| emit(&Wire::Value(&r.record(source))));
         self.agent.serving(job).await
     }
 

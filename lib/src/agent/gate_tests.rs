@@ -150,7 +150,9 @@ async fn tool_call_blocks_rewrites_and_results_are_patched() {
     a.ext.hooks = Some(probe.clone());
     let mut evs = Vec::new();
     let out = a
-        .run(user("go"), &mut |v: &Value| evs.push(v.clone()))
+        .run(user("go"), &mut |v: &Event<'_>| {
+            evs.push(v.to_value().into_owned())
+        })
         .await;
     assert_eq!(out.error, None);
     assert!(
@@ -206,7 +208,7 @@ async fn gates_approve_the_final_arguments() {
         ],
     );
     a.ext.limits.gates = vec![Arc::new(Deny("bash"))];
-    let out = a.run(user("go"), &mut |_: &Value| {}).await;
+    let out = a.run(user("go"), &mut |_: &Event<'_>| {}).await;
     assert_eq!(out.error, None);
     assert!(!t.path().join("marker").exists());
     assert_eq!(
@@ -229,7 +231,7 @@ async fn final_policy_keeps_paths_in_the_workspace() {
         ],
     );
     a.ext.limits.policy.workspace_paths = true;
-    a.run(user("go"), &mut |_: &Value| {}).await;
+    a.run(user("go"), &mut |_: &Event<'_>| {}).await;
     assert!(!t.path().join("out.txt").exists());
     assert!(results(&a)[0].1.contains("outside the workspace"));
 }
@@ -288,8 +290,10 @@ async fn final_policy_holds_for_nested_calls() {
     a.opts.tools.push(Arc::new(Nester));
     a.ext.limits.policy.workspace_paths = true;
     let mut events = Vec::new();
-    a.run(user("go"), &mut |e: &Value| events.push(e.clone()))
-        .await;
+    a.run(user("go"), &mut |e: &Event<'_>| {
+        events.push(e.to_value().into_owned())
+    })
+    .await;
     assert!(!t.path().join("nested.txt").exists());
     let (_, text) = &results(&a)[0];
     assert!(
@@ -341,8 +345,8 @@ async fn an_abort_ends_a_hung_tool_call_wait_and_blocks_the_call() {
         }
         let cancel = a.cancel.clone();
         let started = std::time::Instant::now();
-        let mut emit = |v: &Value| {
-            if v["type"] == "tool_execution_start" {
+        let mut emit = |v: &Event<'_>| {
+            if v.kind() == "tool_execution_start" {
                 if during {
                     let c = cancel.clone();
                     tokio::spawn(async move {
@@ -403,7 +407,7 @@ async fn an_aborted_run_gives_hung_handlers_one_grace_period_in_all() {
     a.cancel.cancel();
     let started = std::time::Instant::now();
     let mut n = 0;
-    let mut count = |_: &Value| n += 1;
+    let mut count = |_: &Event<'_>| n += 1;
     let run = a.run(user("go"), &mut count);
     let out = tokio::time::timeout(Duration::from_secs(20), run)
         .await
@@ -461,7 +465,7 @@ async fn a_child_passes_its_parent_s_gate_and_is_named() {
         ],
     );
     a.ext = parent.for_child(d.clone());
-    let out = a.run(user("go"), &mut |_: &Value| {}).await;
+    let out = a.run(user("go"), &mut |_: &Event<'_>| {}).await;
     assert_eq!(out.error, None);
     assert!(!ws.join("marker").exists(), "the hook's block holds");
     assert!(!ws.join("w.txt").exists(), "the gate's block holds");

@@ -15,7 +15,7 @@ impl Agent {
             return;
         };
         for ev in h.drain_events() {
-            emit(&ev);
+            emit(&Event::Value(&ev));
         }
         for op in h.take_ops() {
             op(self, &mut *emit);
@@ -25,10 +25,14 @@ impl Agent {
     /// Emits `wire`; the hooks see the event first (`for_hooks`, else the
     /// wire form) when they handle it, as pi's extensions see events before
     /// its clients do.
-    pub(super) async fn dispatch(&mut self, wire: Value, for_hooks: Option<Value>, emit: Emit<'_>) {
-        let kind = wire.get("type").and_then(Value::as_str).unwrap_or("");
-        if let Some(h) = self.hooks_for(kind) {
-            let fut = h.notify(for_hooks.unwrap_or_else(|| wire.clone()));
+    pub(super) async fn dispatch(
+        &mut self,
+        wire: Event<'_>,
+        for_hooks: impl FnOnce() -> Option<Value>,
+        emit: Emit<'_>,
+    ) {
+        if let Some(h) = self.hooks_for(wire.kind()) {
+            let fut = h.notify(for_hooks().unwrap_or_else(|| wire.to_value().into_owned()));
             self.wait(&h, fut, emit).await;
             self.settle_hook(emit);
         }
@@ -38,20 +42,24 @@ impl Agent {
     /// A `tool_execution_*` event: a subagent child's reaches the hooks
     /// with its `subagent` field (the wire form stays pi's).
     pub(super) async fn dispatch_tool_event(&mut self, wire: Value, emit: Emit<'_>) {
-        let for_hooks = self
-            .ext
-            .delegation
-            .as_ref()
-            .map(|d| hooks::Delegation::stamp(Some(d), wire.clone()));
-        self.dispatch(wire, for_hooks, emit).await;
+        let delegation = self.ext.delegation.clone();
+        let for_hooks = || {
+            delegation
+                .as_ref()
+                .map(|d| hooks::Delegation::stamp(Some(d), wire.clone()))
+        };
+        self.dispatch(Event::Value(&wire), for_hooks, emit).await;
     }
 
     /// `message_start` then `message_end` of a message the loop made; a
     /// `message_end` hook may replace it (same role). Returns the message
     /// as it ended.
     pub(super) async fn start_end(&mut self, msg: AgentMessage, emit: Emit<'_>) -> AgentMessage {
-        self.dispatch(events::message("message_start", &msg), None, emit)
-            .await;
+        let start = Event::Message {
+            kind: "message_start",
+            message: &msg,
+        };
+        self.dispatch(start, || None, emit).await;
         self.end_message(msg, emit).await
     }
 
@@ -69,7 +77,10 @@ impl Agent {
             }
             self.settle_hook(emit);
         }
-        emit(&events::message("message_end", &msg));
+        emit(&Event::Message {
+            kind: "message_end",
+            message: &msg,
+        });
         msg
     }
 

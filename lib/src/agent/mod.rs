@@ -56,8 +56,10 @@ pub const ABORT_GRACE: Duration = Duration::from_secs(1);
 pub use hooks::{AgentExt, Hooks};
 pub use retry::RetrySettings;
 
-/// Receives every event of the run as a JSON object.
-pub type Emit<'a> = &'a mut dyn FnMut(&Value);
+/// Receives every event of the run (see [`Event`]).
+pub type Emit<'a> = &'a mut dyn FnMut(&Event<'_>);
+
+pub use events::Event;
 
 /// How the agent runs.
 pub struct AgentOptions {
@@ -348,7 +350,7 @@ pub fn prompt_tools(tools: &[Arc<dyn Tool>]) -> Vec<PromptTool> {
     tools
         .iter()
         .map(|t| PromptTool {
-            name: t.definition().name,
+            name: t.name().into_owned(),
             snippet: t.prompt_snippet(),
             guidelines: t.prompt_guidelines(),
         })

@@ -18,8 +18,8 @@ impl Agent {
             Err(_) => return,
         };
         for t in late {
-            let name = t.definition().name;
-            if !self.opts.tools.iter().any(|x| x.definition().name == name) {
+            let name = t.name();
+            if !self.opts.tools.iter().any(|x| x.name() == name) {
                 self.opts.tools.push(t);
             }
         }
@@ -94,7 +94,9 @@ impl Agent {
             Ok(e) => e,
             Err(e) => return Err(io_error(e, &self.store)),
         };
-        emit(&json!({ "type": "entry_appended", "entry": entry }));
+        emit(&Event::Value(
+            &json!({ "type": "entry_appended", "entry": entry }),
+        ));
         Ok(())
     }
 
@@ -102,16 +104,13 @@ impl Agent {
     /// `sendMessage` while idle): its `message_start`/`message_end`, then
     /// the entry.
     pub fn append_message_now(&mut self, m: AgentMessage, emit: Emit<'_>) -> Result<(), String> {
-        emit(&events::message("message_start", &m));
-        emit(&events::message("message_end", &m));
+        for kind in ["message_start", "message_end"] {
+            emit(&Event::Message { kind, message: &m });
+        }
         self.append_message(m)
     }
 
-    pub(super) fn append(
-        &mut self,
-        entry: Entry,
-        emit: Option<&mut dyn FnMut(&Value)>,
-    ) -> Result<(), String> {
+    pub(super) fn append(&mut self, entry: Entry, emit: Option<Emit<'_>>) -> Result<(), String> {
         // The store decides the parent under the file's lock; report the
         // entry as written.
         let entry = match self.store.append_ref(entry) {
@@ -119,7 +118,9 @@ impl Agent {
             Err(e) => return Err(io_error(e, &self.store)),
         };
         if let Some(emit) = emit {
-            emit(&json!({ "type": "entry_appended", "entry": entry }));
+            emit(&Event::Value(
+                &json!({ "type": "entry_appended", "entry": entry }),
+            ));
         }
         Ok(())
     }
@@ -136,13 +137,14 @@ impl Agent {
         emit: Emit<'_>,
         new_messages: &mut Vec<AgentMessage>,
     ) -> Result<(), String> {
-        let state = {
-            let ctx = self.store.session.context(None);
-            PromptState::replay(ctx.messages.iter().map(|(_, m)| &**m))
-        };
         self.refresh_tool_values();
-        let tools = self.tool_values.as_ref().map_or(&[][..], |(_, v)| v);
-        if let Some(patch) = diff(&state, &self.opts.sections, tools, now_ms()) {
+        let patch = {
+            let ctx = self.store.session.context(None);
+            let state = PromptState::replay(ctx.messages.iter().map(|(_, m)| &**m));
+            let tools = self.tool_values.as_ref().map_or(&[][..], |(_, v)| v);
+            diff(&state, &self.opts.sections, tools, now_ms())
+        };
+        if let Some(patch) = patch {
             let msg = AgentMessage::System(Box::new(patch));
             let msg = self.start_end(msg, emit).await;
             self.append_message(msg.clone())?;

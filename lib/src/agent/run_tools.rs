@@ -97,7 +97,7 @@ impl Agent {
         i: usize,
     ) {
         let policy = gated.then(|| self.ext.limits.policy.clone());
-        let (name, id) = (tool.definition().name, ctx.tool_call_id.clone());
+        let (name, id) = (tool.name().into_owned(), ctx.tool_call_id.clone());
         tokio::spawn(async move {
             let started = Instant::now();
             // The final policy, right before execute: the arguments are the
@@ -175,7 +175,7 @@ impl Agent {
             .opts
             .tools
             .iter()
-            .map(|t| (t.definition().name, Arc::clone(t)))
+            .map(|t| (t.name().into_owned(), Arc::clone(t)))
             .collect();
         let active = Arc::new(self.opts.tools.clone());
         let gated = self.ext.gates_tools();
@@ -284,7 +284,7 @@ impl Agent {
                     let n = nested.len();
                     let call = ToolCallBlock {
                         id: format!("{}/{}", calls[i].id, made[i]),
-                        name: req.tool.definition().name,
+                        name: req.tool.name().into_owned(),
                         arguments: req.args.clone(),
                         extra: Map::new(),
                     };

@@ -79,19 +79,19 @@ impl Agent {
         let mut sink = |ev: &StreamEvent, partial: &AssistantMessage| match ev {
             StreamEvent::Start => {
                 started_emitted = true;
-                emit(&events::message(
-                    "message_start",
-                    &AgentMessage::Assistant(Box::new(partial.clone())),
-                ));
+                emit(&Event::Message {
+                    kind: "message_start",
+                    message: &AgentMessage::Assistant(Box::new(partial.clone())),
+                });
             }
             StreamEvent::Done { .. } | StreamEvent::Error { .. } => {}
             other => {
                 if !started_emitted {
                     started_emitted = true;
-                    emit(&events::message(
-                        "message_start",
-                        &AgentMessage::Assistant(Box::new(partial.clone())),
-                    ));
+                    emit(&Event::Message {
+                        kind: "message_start",
+                        message: &AgentMessage::Assistant(Box::new(partial.clone())),
+                    });
                 }
                 if let Some((tx, _)) = &updates {
                     let message = AgentMessage::Assistant(Box::new(partial.clone()));
@@ -99,7 +99,10 @@ impl Agent {
                     ame["partial"] = serde_json::to_value(&message).unwrap_or(Value::Null);
                     let _ = tx.send(json!({"type": "message_update", "message": message, "assistantMessageEvent": ame}));
                 }
-                emit(&events::message_update(other, partial));
+                emit(&Event::Update {
+                    event: other,
+                    partial,
+                });
             }
         };
         let provider::Streamed {
@@ -147,7 +150,10 @@ impl Agent {
             .insert("thinkingLevel".into(), thinking.as_str().into());
         let as_agent = AgentMessage::Assistant(Box::new(msg.clone()));
         if !started_emitted {
-            emit(&events::message("message_start", &as_agent));
+            emit(&Event::Message {
+                kind: "message_start",
+                message: &as_agent,
+            });
         }
         if let AgentMessage::Assistant(m) = self.end_message(as_agent, emit).await {
             msg = *m;

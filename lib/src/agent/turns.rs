@@ -45,7 +45,7 @@ impl Agent {
             parts.join("\n\n")
         });
         let options = json!({
-            "selectedTools": self.opts.tools.iter().map(|t| t.definition().name).collect::<Vec<_>>(),
+            "selectedTools": self.opts.tools.iter().map(|t| t.name()).collect::<Vec<_>>(),
             "cwd": self.opts.cwd.display().to_string(),
             "sections": self.opts.sections.iter().map(|(k, v)| (k.clone(), Value::String(v.clone()))).collect::<Map<String, Value>>(),
         });
@@ -83,8 +83,8 @@ impl Agent {
         loop {
             // This run's last reply was hidden without a retry.
             let mut hidden = false;
-            self.dispatch(events::simple("agent_start"), None, emit)
-                .await;
+            let start = events::simple("agent_start");
+            self.dispatch(Event::Value(&start), || None, emit).await;
             let mut result = self
                 .turns(
                     &user,
@@ -110,19 +110,19 @@ impl Agent {
                 }
                 None => false,
             };
-            self.dispatch(
-                events::agent_end(&new_messages, will_retry),
-                Some(json!({"type": "agent_end", "messages": &new_messages})),
-                emit,
-            )
-            .await;
+            let end = Event::AgentEnd {
+                messages: &new_messages,
+                will_retry,
+            };
+            let for_hooks = || Some(json!({"type": "agent_end", "messages": &new_messages}));
+            self.dispatch(end, for_hooks, emit).await;
             if let Some((err, info)) = retry_error {
                 if will_retry {
                     attempt += 1;
                     let delay = self.opts.retry.delay_for(attempt, info.as_ref());
-                    emit(
+                    emit(&Event::Value(
                         &json!({"type": "auto_retry_start", "attempt": attempt, "maxAttempts": self.opts.retry.max_retries, "delayMs": delay, "errorMessage": err}),
-                    );
+                    ));
                     // The failed message stays in the file but leaves the
                     // model's context.
                     if let Some(leaf) = self.store.session.leaf_id().map(str::to_string) {
@@ -150,10 +150,12 @@ impl Agent {
                             })
                             .await;
                         if !slept {
-                            emit(
+                            emit(&Event::Value(
                                 &json!({"type": "auto_retry_end", "success": false, "attempt": attempt, "finalError": "Retry cancelled"}),
-                            );
-                            emit(&json!({"type": "agent_settled", "aborted": true}));
+                            ));
+                            emit(&Event::Value(
+                                &json!({"type": "agent_settled", "aborted": true}),
+                            ));
                             return RunOutcome {
                                 last: last_assistant(&new_messages),
                                 error: Some("Retry cancelled".into()),
@@ -167,9 +169,9 @@ impl Agent {
                         continue;
                     }
                 } else if attempt > 0 {
-                    emit(
+                    emit(&Event::Value(
                         &json!({"type": "auto_retry_end", "success": false, "attempt": attempt, "finalError": err}),
-                    );
+                    ));
                 }
             }
             // Overflow recovery or the threshold check; a recovered
@@ -209,12 +211,8 @@ impl Agent {
                     continue;
                 }
             }
-            self.dispatch(
-                json!({"type": "agent_settled", "aborted": aborted}),
-                None,
-                emit,
-            )
-            .await;
+            let settled = json!({"type": "agent_settled", "aborted": aborted});
+            self.dispatch(Event::Value(&settled), || None, emit).await;
             let last = last_assistant(&new_messages);
             let limit = match result {
                 TurnsEnd::MaxTurns(n) => Some(budget::Limit::MaxTurns(n)),
@@ -249,12 +247,7 @@ impl Agent {
         let mut deliver: Vec<Pending> = Vec::new();
         loop {
             turn += 1;
-            self.dispatch(
-                events::simple("turn_start"),
-                Some(json!({"type": "turn_start", "turnIndex": turn - 1, "timestamp": now_ms()})),
-                emit,
-            )
-            .await;
+            self.turn_start(turn, emit).await;
             if turn == 1 && first_run {
                 if let Err(e) = self.sync_system_prompt(emit, new_messages).await {
                     return TurnsEnd::Failed(e);
@@ -283,7 +276,7 @@ impl Agent {
                         Some(d) => {
                             if d.listed {
                                 let (steering, follow_up) = self.queue.listed();
-                                emit(&events::queue_update(&steering, &follow_up));
+                                emit(&Event::Value(&events::queue_update(&steering, &follow_up)));
                             }
                             d.message
                         }
@@ -316,7 +309,9 @@ impl Agent {
                     && assistant.stop_reason != "error"
                     && assistant.stop_reason != "aborted"
                 {
-                    emit(&json!({"type": "auto_retry_end", "success": true, "attempt": attempt}));
+                    emit(&Event::Value(
+                        &json!({"type": "auto_retry_end", "success": true, "attempt": attempt}),
+                    ));
                 }
             }
             if assistant.stop_reason == "error" || assistant.stop_reason == "aborted" {
@@ -370,14 +365,7 @@ impl Agent {
                 // empty aborted assistant message made without a request
                 // (queued messages stay queued).
                 turn += 1;
-                self.dispatch(
-                    events::simple("turn_start"),
-                    Some(
-                        json!({"type": "turn_start", "turnIndex": turn - 1, "timestamp": now_ms()}),
-                    ),
-                    emit,
-                )
-                .await;
+                self.turn_start(turn, emit).await;
                 let mut empty = provider::empty_message(&self.opts.model);
                 empty.stop_reason = "aborted".into();
                 empty.error_message = Some("This operation was aborted".into());
@@ -436,6 +424,14 @@ impl Agent {
         Ok(())
     }
 
+    /// `turn_start` (the hooks also get the turn's index and time).
+    async fn turn_start(&mut self, turn: u32, emit: Emit<'_>) {
+        let wire = events::simple("turn_start");
+        let for_hooks =
+            || Some(json!({"type": "turn_start", "turnIndex": turn - 1, "timestamp": now_ms()}));
+        self.dispatch(Event::Value(&wire), for_hooks, emit).await;
+    }
+
     /// `turn_end`, pi's boundary event: the handlers may add entries
     /// (`custom` entries, `custom_message` messages) and ask for one more
     /// request (`true`).
@@ -446,7 +442,10 @@ impl Agent {
         results: &[AgentMessage],
         emit: Emit<'_>,
     ) -> bool {
-        let wire = events::turn_end(msg, results);
+        let wire = Event::TurnEnd {
+            message: msg,
+            tool_results: results,
+        };
         let Some(h) = self.hooks_for("turn_end") else {
             emit(&wire);
             return false;
@@ -564,7 +563,9 @@ impl Agent {
                 _ => continue,
             };
             if let Err(e) = self.append(entry, Some(&mut *emit)) {
-                emit(&json!({"type": "extension_error", "event": event, "error": e}));
+                emit(&Event::Value(
+                    &json!({"type": "extension_error", "event": event, "error": e}),
+                ));
             }
         }
     }

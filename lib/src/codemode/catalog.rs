@@ -54,7 +54,7 @@ pub fn entries(
     let mut out: Vec<Entry> = Vec::new();
     for t in active.iter().chain(more) {
         let d = t.definition();
-        if d.name == super::NAME || out.iter().any(|e| e.tool.definition().name == d.name) {
+        if d.name == super::NAME || out.iter().any(|e| e.tool.name().into_owned() == d.name) {
             continue;
         }
         let id = declare::identifier(&d.name);
@@ -150,7 +150,7 @@ impl Lookup {
         let pool: Vec<&Entry> = self
             .entries
             .iter()
-            .filter(|e| !self.declared.contains(&e.tool.definition().name))
+            .filter(|e| !self.declared.contains(&e.tool.name().into_owned()))
             .filter(|e| match ns {
                 Some(n) => e
                     .namespace
@@ -211,7 +211,7 @@ impl Queries for Lookup {
             "tool" => self
                 .entries
                 .iter()
-                .find(|e| e.id == a || e.tool.definition().name == a)
+                .find(|e| e.id == a || e.tool.name().into_owned() == a)
                 .map(|e| Value::String(e.description.clone())),
             "namespace" => self.namespace(a),
             // The toolkit runs no classifier or image models, and scripts

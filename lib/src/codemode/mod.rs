@@ -136,6 +136,9 @@ impl CodemodeTool {
 }
 
 impl Tool for CodemodeTool {
+    fn name(&self) -> std::borrow::Cow<'_, str> {
+        NAME.into()
+    }
     fn definition(&self) -> ToolDefinition {
         let mut extra = Map::new();
         extra.insert(
@@ -177,6 +180,9 @@ struct Noted {
 }
 
 impl Tool for Noted {
+    fn name(&self) -> std::borrow::Cow<'_, str> {
+        self.inner.name()
+    }
     fn definition(&self) -> ToolDefinition {
         let mut d = self.inner.definition();
         d.description.push_str(&self.note);
@@ -209,18 +215,19 @@ impl Tool for Noted {
 /// declarations and the codemode description lists them. Without
 /// `codemode` the tools are returned as they are.
 pub fn loadout(tools: Vec<Arc<dyn Tool>>, codemode: &CodemodeTool) -> Vec<Arc<dyn Tool>> {
-    if !tools.iter().any(|t| t.definition().name == NAME) {
+    if !tools.iter().any(|t| t.name().into_owned() == NAME) {
         return tools;
     }
     if codemode.settings.only {
-        let (cm, others): (Vec<_>, Vec<_>) =
-            tools.into_iter().partition(|t| t.definition().name == NAME);
+        let (cm, others): (Vec<_>, Vec<_>) = tools
+            .into_iter()
+            .partition(|t| t.name().into_owned() == NAME);
         // (Again after a reconnect: the new tools join or replace the
         // listed ones.)
         if let Ok(mut l) = codemode.listed.lock() {
             for t in others {
-                let name = t.definition().name;
-                match l.iter().position(|x| x.definition().name == name) {
+                let name = t.name().into_owned();
+                match l.iter().position(|x| x.name().into_owned() == name) {
                     Some(i) => l[i] = t,
                     None => l.push(t),
                 }
@@ -231,7 +238,7 @@ pub fn loadout(tools: Vec<Arc<dyn Tool>>, codemode: &CodemodeTool) -> Vec<Arc<dy
     tools
         .into_iter()
         .map(|t| {
-            let name = t.definition().name;
+            let name = t.name().into_owned();
             if name == NAME {
                 return t;
             }
@@ -251,7 +258,7 @@ mod tests {
     use super::*;
 
     fn names(tools: &[Arc<dyn Tool>]) -> Vec<String> {
-        tools.iter().map(|t| t.definition().name).collect()
+        tools.iter().map(|t| t.name().into_owned()).collect()
     }
 
     #[test]

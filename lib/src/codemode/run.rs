@@ -126,7 +126,7 @@ pub(super) async fn execute(
     let store = replay(host.entries(STORE_ENTRY).await);
     let init = json!({
         "tools": entries.iter().map(|e| json!({"name": e.id, "description": e.description})).collect::<Vec<_>>(),
-        "aliases": entries.iter().map(|e| json!([e.tool.definition().name, e.id])).collect::<Vec<_>>(),
+        "aliases": entries.iter().map(|e| json!([e.tool.name().into_owned(), e.id])).collect::<Vec<_>>(),
         "store": store,
     });
     let lookup = Lookup {
@@ -136,7 +136,7 @@ pub(super) async fn execute(
             .as_ref()
             .map(|c| c.namespaces())
             .unwrap_or_default(),
-        declared: active.iter().map(|t| t.definition().name).collect(),
+        declared: active.iter().map(|t| t.name().into_owned()).collect(),
     };
     let deadline = src.timeout_ms.map(|ms| started + Duration::from_millis(ms));
     let (tx, mut rx) = mpsc::unbounded_channel();
@@ -177,7 +177,7 @@ pub(super) async fn execute(
                     let value: Value = serde_json::from_str(&args).unwrap_or(Value::Object(Map::new()));
                     calls.push(CallRecord {
                         id: format!("{}/?", ctx.tool_call_id),
-                        name: e.tool.definition().name,
+                        name: e.tool.name().into_owned(),
                         args,
                         status: "running",
                         duration_ms: None,

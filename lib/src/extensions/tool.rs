@@ -47,6 +47,9 @@ fn output(v: &Value) -> Result<ToolOutput, String> {
 }
 
 impl Tool for ExtensionTool {
+    fn name(&self) -> std::borrow::Cow<'_, str> {
+        self.spec.name.as_str().into()
+    }
     fn definition(&self) -> ToolDefinition {
         ToolDefinition {
             name: self.spec.name.clone(),

@@ -136,7 +136,7 @@ pub async fn run(ctx: &Context<'_>, cmd: McpCommand, tools: &mut Vec<Arc<dyn Too
     let before: Vec<String> = ctx.mcp.map_or_else(Vec::new, |m| {
         m.direct_tools()
             .iter()
-            .map(|t| t.definition().name)
+            .map(|t| t.name().into_owned())
             .collect()
     });
     if perform(ctx, cmd).await {
@@ -367,13 +367,13 @@ async fn deliver(auth_url: &str, pasted: &str) {
 /// selection admits now. Gone ones are dropped, the others replaced in
 /// place, new ones appended (pi's order after a reconnect).
 pub fn refresh_tools(tools: &mut Vec<Arc<dyn Tool>>, before: &[String], now: Vec<Arc<dyn Tool>>) {
-    let names: Vec<String> = now.iter().map(|t| t.definition().name).collect();
+    let names: Vec<String> = now.iter().map(|t| t.name().into_owned()).collect();
     tools.retain(|t| {
-        let n = t.definition().name;
+        let n = t.name().into_owned();
         !before.contains(&n) || names.contains(&n)
     });
     for (t, name) in now.into_iter().zip(names) {
-        match tools.iter().position(|x| x.definition().name == name) {
+        match tools.iter().position(|x| x.name().into_owned() == name) {
             Some(i) => tools[i] = t,
             None => tools.push(t),
         }
@@ -414,7 +414,7 @@ mod tests {
 
     fn names(v: &[Arc<dyn Tool>]) -> Vec<String> {
         v.iter()
-            .map(|t| format!("{}:{}", t.definition().name, t.definition().description))
+            .map(|t| format!("{}:{}", t.name().into_owned(), t.definition().description))
             .collect()
     }
 

@@ -446,7 +446,7 @@ impl Mcp {
         tools
             .iter()
             .map(|t| AvailableTool {
-                name: t.definition().name,
+                name: t.name().into_owned(),
                 kind: ToolKind::Mcp,
                 active_by_default: true,
             })
@@ -529,11 +529,11 @@ pub fn declared_tools(names: &[String], mcp_tools: &[Arc<dyn Tool>]) -> Vec<Arc<
     tools.extend(
         mcp_tools
             .iter()
-            .filter(|t| names.contains(&t.definition().name))
+            .filter(|t| names.contains(&t.name().into_owned()))
             .cloned(),
     );
     tools.sort_by_key(|t| {
-        let n = t.definition().name;
+        let n = t.name().into_owned();
         names.iter().position(|x| *x == n)
     });
     crate::tools::present(tools)
@@ -705,7 +705,7 @@ mod tests {
         let names: Vec<String> = mcp
             .direct_tools()
             .iter()
-            .map(|t| t.definition().name)
+            .map(|t| t.name().into_owned())
             .collect();
         assert_eq!(names, ["codemode"]);
         std::fs::write(

@@ -73,6 +73,9 @@ fn error_output(text: impl Into<String>) -> ToolOutput {
 }
 
 impl Tool for McpTool {
+    fn name(&self) -> std::borrow::Cow<'_, str> {
+        self.name.as_str().into()
+    }
     fn output_schema(&self) -> Option<Value> {
         Some(call_result_schema(self.output.as_ref()))
     }
@@ -594,7 +597,7 @@ impl Tool for ToolSearch {
                     )
                 })
                 .collect();
-            let names: Vec<String> = hits.iter().map(|t| t.definition().name).collect();
+            let names: Vec<String> = hits.iter().map(|t| t.name().into_owned()).collect();
             if let Ok(mut inbox) = self.mcp.inbox.lock() {
                 inbox.extend(hits);
             }

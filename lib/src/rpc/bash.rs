@@ -10,6 +10,7 @@
 //! hooks, without the agent): its `{result}` is the command's result, no
 //! answer runs the command here, a throw fails it.
 
+use crate::agent::Event;
 use std::future::Future;
 use std::path::PathBuf;
 use std::pin::Pin;
@@ -262,7 +263,7 @@ impl Ctl {
         let event = user_bash_event(command, exclude, &agent.opts.cwd);
         let out = self.out.clone();
         let own = agent
-            .user_bash(event, &mut |v: &Value| {
+            .user_bash(event, &mut |v: &Event<'_>| {
                 out.record(v);
             })
             .await?;

@@ -9,6 +9,7 @@ use super::state::{
     last_assistant_text, levels, models, persist_setting, read_answer, thinking_map,
 };
 use super::*;
+use crate::agent::Event;
 
 /// A `prompt` sent while the `compact` command runs (pi 1.6.0's text).
 const COMPACTING: &str =
@@ -146,15 +147,23 @@ impl Ctl {
             let out = self.out.clone();
             let live = Arc::clone(&ended);
             let stop = cancel.clone();
-            let mut emit = move |v: &Value| {
-                if v.get("type").and_then(Value::as_str) == Some("message_end") {
-                    if let Some(m) = v
-                        .get("message")
-                        .and_then(|m| serde_json::from_value::<AgentMessage>(m.clone()).ok())
+            let mut emit = move |v: &Event<'_>| {
+                let ended = match v {
+                    Event::Message {
+                        kind: "message_end",
+                        message,
+                    } => Some((*message).clone()),
+                    Event::Value(v)
+                        if v.get("type").and_then(Value::as_str) == Some("message_end") =>
                     {
-                        if let Ok(mut l) = live.lock() {
-                            l.push(m);
-                        }
+                        v.get("message")
+                            .and_then(|m| serde_json::from_value::<AgentMessage>(m.clone()).ok())
+                    }
+                    _ => None,
+                };
+                if let Some(m) = ended {
+                    if let Ok(mut l) = live.lock() {
+                        l.push(m);
                     }
                 }
                 // Nobody reads the stream any more: stop the run (the
@@ -330,7 +339,7 @@ impl Ctl {
         // into the agent served meanwhile).
         if let Some(h) = bash_hooks.as_ref().filter(|_| asking.is_some()) {
             let out = self.out.clone();
-            let mut emit = |v: &Value| {
+            let mut emit = |v: &Event<'_>| {
                 out.record(v);
             };
             let (asked, answer) = loop {

@@ -25,6 +25,7 @@ mod replace;
 mod state;
 pub mod ui;
 
+use crate::agent::Event;
 use std::future::Future;
 use std::path::PathBuf;
 use std::pin::Pin;
@@ -59,7 +60,7 @@ pub trait Preflight {
         &'a self,
         agent: &'a mut Agent,
         user: AgentMessage,
-        emit: &'a mut dyn FnMut(&Value),
+        emit: crate::agent::Emit<'a>,
     ) -> LocalFuture<'a, Option<AgentMessage>>;
 }
 
@@ -71,7 +72,7 @@ impl Preflight for NoPreflight {
         &'a self,
         _agent: &'a mut Agent,
         user: AgentMessage,
-        _emit: &'a mut dyn FnMut(&Value),
+        _emit: crate::agent::Emit<'a>,
     ) -> LocalFuture<'a, Option<AgentMessage>> {
         Box::pin(async move { Some(user) })
     }
@@ -245,7 +246,7 @@ async fn serve_loop(
                 crate::agent::queue::IdleRun::Custom(c) => Some(AgentMessage::Custom(Box::new(c))),
                 crate::agent::queue::IdleRun::User { text } => {
                     let out = ctl.out.clone();
-                    let mut emit = |v: &Value| {
+                    let mut emit = |v: &Event<'_>| {
                         out.record(v);
                     };
                     pre.prepare(agent, user_message(&text, &[]), &mut emit)
@@ -295,7 +296,7 @@ async fn serve_loop(
             } => {
                 let msg = user_message(&message, &images);
                 let out = ctl.out.clone();
-                let mut emit = |v: &Value| {
+                let mut emit = |v: &Event<'_>| {
                     out.record(v);
                 };
                 // An extension command's dialogs are answered meanwhile;

@@ -12,6 +12,7 @@
 //! the new registrations (commands, tools, handlers) serve the new session;
 //! `get_commands` lists theirs.
 
+use crate::agent::Event;
 use std::path::{Path, PathBuf};
 
 use serde_json::{json, Map, Value};
@@ -64,7 +65,7 @@ impl Ctl {
         what: Replacement,
     ) -> Result<Option<Value>, String> {
         let out = self.out.clone();
-        let mut emit = |v: &Value| {
+        let mut emit = |v: &Event<'_>| {
             out.record(v);
         };
         let before = match &what {

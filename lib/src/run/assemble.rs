@@ -306,7 +306,7 @@ impl Assembly {
             }
             // In the listing's order.
             Some(names) => self.tools.sort_by_key(|t| {
-                let n = t.definition().name;
+                let n = t.name().into_owned();
                 names.iter().position(|x| *x == n).unwrap_or(usize::MAX)
             }),
         }
@@ -410,7 +410,7 @@ impl Assembly {
             .iter()
             .rposition(|n| crate::tools::BUILTIN_TOOLS.contains(&n.as_str()))
             .map_or(0, |i| i + 1);
-        let mcp_names: Vec<String> = mcp_tools.iter().map(|t| t.definition().name).collect();
+        let mcp_names: Vec<String> = mcp_tools.iter().map(|t| t.name().into_owned()).collect();
         names.splice(at..at, mcp_names);
         self.piped_tools = Some(names.clone());
         self.chat_only = set.chat_only;
@@ -601,7 +601,7 @@ impl Assembly {
             .filter(|t| {
                 self.piped_tools
                     .as_ref()
-                    .is_none_or(|names| names.contains(&t.definition().name))
+                    .is_none_or(|names| names.contains(&t.name().into_owned()))
             })
             .collect();
         for w in crate::subagents::runtime::join_control_tools(

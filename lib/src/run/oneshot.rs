@@ -24,7 +24,7 @@ use super::progress::Progress;
 use super::Mode;
 use crate::agent::budget::Budget;
 use crate::agent::queue::IdleRun;
-use crate::agent::{Agent, RunOutcome};
+use crate::agent::{Agent, Emit, Event, RunOutcome};
 use crate::cli::{CliError, EXIT_OK};
 use crate::extensions::runner::Runner;
 use crate::format::message::AssistantMessage;
@@ -63,7 +63,7 @@ pub(super) async fn run(drive: &Drive<'_>, mut agent: Agent) -> Result<i32, CliE
     // event); after a failed write nothing more is tried.
     let write_failed = RefCell::new(false);
     let progress = RefCell::new(Progress::new(prog, asm.opts.verbose, asm.opts.started));
-    let mut emit = |v: &Value| {
+    let mut emit = |v: &Event<'_>| {
         progress.borrow_mut().event(v);
         if json && !*write_failed.borrow() {
             if let Err(e) = out.record(v) {
@@ -74,12 +74,14 @@ pub(super) async fn run(drive: &Drive<'_>, mut agent: Agent) -> Result<i32, CliE
     };
     if json {
         let header = agent.store.session.header.to_line();
-        emit(&serde_json::from_str(&header).unwrap_or(Value::Null));
+        emit(&Event::Value(
+            &serde_json::from_str(&header).unwrap_or(Value::Null),
+        ));
         if let Some(t) = &asm.trust_record {
-            emit(t);
+            emit(&Event::Value(t));
         }
         if let Some(s) = &asm.sandbox_record {
-            emit(s);
+            emit(&Event::Value(s));
         }
     }
     let mut last: Option<AssistantMessage> = None;
@@ -222,7 +224,7 @@ async fn prompts(
     agent: &mut Agent,
     stop: &Stopper,
     last: &mut Option<AssistantMessage>,
-    emit: &mut dyn FnMut(&Value),
+    emit: Emit<'_>,
 ) -> Ended {
     let asm = drive.asm;
     let prog = asm.opts.prog;

@@ -9,6 +9,7 @@ use std::time::Instant;
 
 use serde_json::Value;
 
+use crate::agent::Event;
 use crate::format::run_end::RunEnd;
 
 /// Watches a run's events; prints only when verbose.
@@ -44,14 +45,25 @@ impl Progress {
     }
 
     /// One event of the run.
-    pub fn event(&mut self, v: &Value) {
-        let kind = v.get("type").and_then(Value::as_str).unwrap_or("");
+    pub fn event(&mut self, ev: &Event<'_>) {
+        let kind = ev.kind();
         if kind == "turn_end" {
             self.turns += 1;
         }
-        if !self.verbose {
+        // Only the events said in verbose mode are read (never built).
+        if !self.verbose
+            || !matches!(
+                kind,
+                "turn_start"
+                    | "tool_execution_start"
+                    | "tool_execution_end"
+                    | "auto_retry_start"
+                    | "compaction_start"
+            )
+        {
             return;
         }
+        let v = &*ev.to_value();
         let text = |k: &str| v.get(k).and_then(Value::as_str).unwrap_or("");
         match kind {
             "turn_start" => self.say(&format!("turn {}", self.turns + 1)),
@@ -176,8 +188,8 @@ mod tests {
             "usage: 1 turn, 1,234,577 tokens (input 1,234,567, output 10, cache read 0, cache write 0), cost $0.5000 (subagents $0.1250 in 1 run), 5.1s, completed (exit 0)"
         );
         let mut p = Progress::new("pi-run", false, Instant::now());
-        p.event(&serde_json::json!({"type": "turn_end"}));
-        p.event(&serde_json::json!({"type": "turn_start"}));
+        p.event(&Event::Value(&serde_json::json!({"type": "turn_end"})));
+        p.event(&Event::Value(&serde_json::json!({"type": "turn_start"})));
         assert_eq!(p.turns, 1);
     }
 }

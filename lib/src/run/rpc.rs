@@ -6,6 +6,7 @@
 //! session replacement), MCP's start-up notice, and `session_shutdown`
 //! when stdin ends.
 
+use crate::agent::Event;
 use std::path::Path;
 use std::sync::Arc;
 
@@ -65,7 +66,7 @@ impl Preflight for RunPreflight<'_> {
         &'a self,
         agent: &'a mut Agent,
         user: AgentMessage,
-        emit: &'a mut dyn FnMut(&Value),
+        emit: crate::agent::Emit<'a>,
     ) -> LocalFuture<'a, Option<AgentMessage>> {
         Box::pin(async move {
             if let (Some(c), AgentMessage::User(u)) = (&self.mcp, &user) {
@@ -171,7 +172,7 @@ pub(super) async fn serve(drive: &Drive<'_>, mut agent: Agent) -> Result<i32, Cl
         }),
     };
     // What extensions emitted while loading goes out first.
-    agent.apply_pending(&mut |v: &Value| {
+    agent.apply_pending(&mut |v: &Event<'_>| {
         out.record(v);
     });
     let code = crate::rpc::serve(&mut agent, opts, &pre, input, out.clone()).await;
@@ -182,7 +183,7 @@ pub(super) async fn serve(drive: &Drive<'_>, mut agent: Agent) -> Result<i32, Cl
         // Stdin closed or ctx.shutdown(): session_shutdown goes through the
         // agent while the session is open, so what its handlers append is
         // written (as in print mode); the runner does not send it again.
-        let mut emit = |v: &Value| {
+        let mut emit = |v: &Event<'_>| {
             out.record(v);
         };
         agent

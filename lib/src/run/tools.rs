@@ -29,7 +29,7 @@ pub fn mcp_select(
             .map(|s| s.names)
             .unwrap_or_default();
         now.iter()
-            .filter(|t| names.contains(&t.definition().name))
+            .filter(|t| names.contains(&t.name().into_owned()))
             .cloned()
             .collect()
     })
@@ -56,21 +56,21 @@ pub fn join_extension_tools(
     } else {
         select::builtin_tools(&names)
     };
-    let known: Vec<String> = pool.iter().map(|t| t.definition().name).collect();
+    let known: Vec<String> = pool.iter().map(|t| t.name().into_owned()).collect();
     for (t, active) in loader::tools(runner, prog) {
-        let name = t.definition().name;
+        let name = t.name().into_owned();
         if late && known.contains(&name) {
             continue;
         }
-        pool.retain(|b| b.definition().name != name);
+        pool.retain(|b| b.name().into_owned() != name);
         pool.push(Arc::clone(&t));
         sel.add([select::AvailableTool::extension(&name, active)]);
         if sel.is_active(&name) {
-            tools.retain(|b| b.definition().name != name);
+            tools.retain(|b| b.name().into_owned() != name);
             tools.push(t);
         }
     }
-    pool.retain(|t| sel.admits(&t.definition().name));
+    pool.retain(|t| sel.admits(&t.name()));
     runner.set_tool_pool(pool);
     // What getActiveTools/getAllTools answer in session_start.
     publish_tools(runner, tools);
@@ -80,7 +80,7 @@ pub fn join_extension_tools(
 /// `getAllTools`).
 pub fn publish_tools(runner: &Runner, tools: &[Arc<dyn Tool>]) {
     runner.set_tools(
-        tools.iter().map(|t| t.definition().name).collect(),
+        tools.iter().map(|t| t.name().into_owned()).collect(),
         tools
             .iter()
             .filter_map(|t| serde_json::to_value(t.definition()).ok())

@@ -16,7 +16,7 @@ use super::runtime::{lock, Controller, ParentContext, RunState};
 use super::tools::{self as st, RunInfo, RunStatus};
 use crate::agent::hooks::AgentExt;
 use crate::agent::queue::MessageQueue;
-use crate::agent::{Agent, AgentOptions};
+use crate::agent::{Agent, AgentOptions, Event};
 use crate::format::message::UserMessage;
 use crate::format::model::{Model, ThinkingLevel};
 use crate::format::{AgentMessage, ContentBlock, Num, UserContent};
@@ -273,20 +273,20 @@ pub(super) fn run_child(rt: &tokio::runtime::Handle, child: Child) -> ChildEnd {
             let mut wrapped = false;
             let mut limit_hit = false;
             let mut last_text: Option<String> = None;
-            let mut emit = |v: &Value| {
-                if v.get("type").and_then(Value::as_str) != Some("turn_end") {
+            let mut emit = |v: &Event<'_>| {
+                // Only turn ends matter here, and only their reply's text.
+                let Event::TurnEnd { message, .. } = v else {
                     return;
-                }
-                if let Some(m) = v.get("message").filter(|m| m["role"] == "assistant") {
-                    let t: String = m["content"]
-                        .as_array()
-                        .map(|c| {
-                            c.iter()
-                                .filter(|b| b["type"] == "text")
-                                .filter_map(|b| b["text"].as_str())
-                                .collect()
+                };
+                if let AgentMessage::Assistant(m) = message {
+                    let t: String = m
+                        .content
+                        .iter()
+                        .filter_map(|b| match b {
+                            ContentBlock::Text(t) => Some(t.text.as_str()),
+                            _ => None,
                         })
-                        .unwrap_or_default();
+                        .collect();
                     if !t.trim().is_empty() {
                         last_text = Some(t.trim().to_string());
                     }

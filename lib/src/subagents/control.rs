@@ -40,6 +40,9 @@ pub(super) struct ControlTool {
 }
 
 impl Tool for ControlTool {
+    fn name(&self) -> std::borrow::Cow<'_, str> {
+        self.spec.name.as_str().into()
+    }
     fn definition(&self) -> ToolDefinition {
         ToolDefinition {
             name: self.spec.name.clone(),
@@ -115,7 +118,7 @@ pub fn join_control_tools(
                 .iter()
                 .filter(|t| !crate::tools::BUILTIN_TOOLS.contains(&t.as_str()))
                 .collect();
-            tools.retain(|t| !gone.contains(&&t.definition().name));
+            tools.retain(|t| !gone.contains(&&t.name().into_owned()));
             continue;
         }
         for name in e.tools.iter().filter(|t| super::is_control_tool(t)) {
@@ -131,9 +134,9 @@ pub fn join_control_tools(
             }
         }
     }
-    let existing: Vec<String> = tools.iter().map(|t| t.definition().name).collect();
+    let existing: Vec<String> = tools.iter().map(|t| t.name().into_owned()).collect();
     for t in control {
-        let name = t.definition().name;
+        let name = t.name().into_owned();
         if taken.contains(&name) || existing.contains(&name) {
             continue;
         }

@@ -37,6 +37,10 @@ impl Tool for BashTool {
             }}),
         )
     }
+    fn name(&self) -> std::borrow::Cow<'_, str> {
+        "bash".into()
+    }
+
     fn definition(&self) -> ToolDefinition {
         ToolDefinition {
             name: "bash".into(),

@@ -42,6 +42,12 @@ mod tests {
     fn registry_order_and_names() {
         let names: Vec<String> = all_builtin().iter().map(|t| t.definition().name).collect();
         assert_eq!(names, BUILTIN_TOOLS);
+        // The cheap name is the definition's.
+        let cheap: Vec<String> = all_builtin()
+            .iter()
+            .map(|t| t.name().into_owned())
+            .collect();
+        assert_eq!(cheap, BUILTIN_TOOLS);
         assert!(builtin("nope").is_none());
         for d in DEFAULT_TOOLS {
             assert!(builtin(d).is_some());

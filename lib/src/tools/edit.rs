@@ -14,6 +14,10 @@ use crate::format::tool::ToolDefinition;
 pub struct EditTool;
 
 impl Tool for EditTool {
+    fn name(&self) -> std::borrow::Cow<'_, str> {
+        "edit".into()
+    }
+
     fn definition(&self) -> ToolDefinition {
         ToolDefinition {
             name: "edit".into(),

@@ -17,6 +17,10 @@ pub struct FindTool;
 pub const DEFAULT_LIMIT: usize = 1000;
 
 impl Tool for FindTool {
+    fn name(&self) -> std::borrow::Cow<'_, str> {
+        "find".into()
+    }
+
     fn definition(&self) -> ToolDefinition {
         ToolDefinition {
             name: "find".into(),

@@ -22,6 +22,10 @@ pub struct GrepTool;
 pub const DEFAULT_LIMIT: usize = 100;
 
 impl Tool for GrepTool {
+    fn name(&self) -> std::borrow::Cow<'_, str> {
+        "grep".into()
+    }
+
     fn definition(&self) -> ToolDefinition {
         ToolDefinition {
             name: "grep".into(),

@@ -17,6 +17,10 @@ pub struct LsTool;
 pub const DEFAULT_LIMIT: usize = 500;
 
 impl Tool for LsTool {
+    fn name(&self) -> std::borrow::Cow<'_, str> {
+        "ls".into()
+    }
+
     fn definition(&self) -> ToolDefinition {
         ToolDefinition {
             name: "ls".into(),

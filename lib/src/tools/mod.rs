@@ -107,6 +107,11 @@ pub type ToolFuture<'a> = Pin<Box<dyn Future<Output = ToolOutput> + Send + 'a>>;
 pub trait Tool: Send + Sync {
     /// Name, description and JSON Schema of the parameters.
     fn definition(&self) -> ToolDefinition;
+    /// The name alone ([`Tool::definition`]'s), without building the rest:
+    /// the loop looks tools up by name on every call.
+    fn name(&self) -> std::borrow::Cow<'_, str> {
+        std::borrow::Cow::Owned(self.definition().name)
+    }
     /// The one-line summary in the system prompt's `tools` section.
     fn prompt_snippet(&self) -> Option<String> {
         None

@@ -36,6 +36,10 @@ impl Tool for ReadTool {
             }}
         ]}))
     }
+    fn name(&self) -> std::borrow::Cow<'_, str> {
+        "read".into()
+    }
+
     fn definition(&self) -> ToolDefinition {
         ToolDefinition {
             name: "read".into(),

@@ -571,13 +571,13 @@ impl Selection {
         let Ok(set) = self.resolve() else {
             return Vec::new();
         };
-        let mut now: Vec<String> = tools.iter().map(|t| t.definition().name).collect();
+        let mut now: Vec<String> = tools.iter().map(|t| t.name().into_owned()).collect();
         let mut want = set.names.clone();
         now.sort();
         want.sort();
         if now == want {
             tools.sort_by_key(|t| {
-                let n = t.definition().name;
+                let n = t.name().into_owned();
                 set.names.iter().position(|x| *x == n)
             });
         }

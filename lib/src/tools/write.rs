@@ -10,6 +10,10 @@ use crate::format::tool::ToolDefinition;
 pub struct WriteTool;
 
 impl Tool for WriteTool {
+    fn name(&self) -> std::borrow::Cow<'_, str> {
+        "write".into()
+    }
+
     fn definition(&self) -> ToolDefinition {
         ToolDefinition {
             name: "write".into(),

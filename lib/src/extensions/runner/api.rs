@@ -78,11 +78,11 @@ impl CallHandler for Runner {
                 // Unknown names are ignored, as pi does.
                 let chosen: Vec<Arc<dyn crate::tools::Tool>> = names
                     .iter()
-                    .filter_map(|n| pool.iter().find(|t| t.definition().name == *n).cloned())
+                    .filter_map(|n| pool.iter().find(|t| t.name().into_owned() == *n).cloned())
                     .collect();
                 {
                     let mut s = lock(&self.shared);
-                    s.active_tools = chosen.iter().map(|t| t.definition().name).collect();
+                    s.active_tools = chosen.iter().map(|t| t.name().into_owned()).collect();
                 }
                 if !self.attached() {
                     // Before the agent exists (session_start): the names

@@ -538,7 +538,7 @@ impl Runner {
         Some(
             lock(&self.pool)
                 .iter()
-                .filter(|t| names.contains(&t.definition().name))
+                .filter(|t| names.contains(&t.name().into_owned()))
                 .cloned()
                 .collect(),
         )

@@ -52,8 +52,8 @@ impl Runner {
         {
             let mut pool = lock(&self.pool);
             for (t, _) in &late {
-                let name = t.definition().name;
-                match pool.iter_mut().find(|p| p.definition().name == name) {
+                let name = t.name().into_owned();
+                match pool.iter_mut().find(|p| p.name().into_owned() == name) {
                     Some(p) => *p = Arc::clone(t),
                     None => pool.push(Arc::clone(t)),
                 }
@@ -64,8 +64,8 @@ impl Runner {
         self.push_op(Box::new(move |agent, _emit| {
             let mut tools = agent.opts.tools.clone();
             for (t, active) in late {
-                let name = t.definition().name;
-                match tools.iter_mut().find(|p| p.definition().name == name) {
+                let name = t.name().into_owned();
+                match tools.iter_mut().find(|p| p.name().into_owned() == name) {
                     Some(p) => *p = t,
                     None if active => tools.push(t),
                     None => {}
@@ -94,7 +94,7 @@ impl Runner {
             }
         }
         self.set_tools(
-            tools.iter().map(|t| t.definition().name).collect(),
+            tools.iter().map(|t| t.name().into_owned()).collect(),
             tools
                 .iter()
                 .filter_map(|t| serde_json::to_value(t.definition()).ok())
@@ -253,8 +253,8 @@ impl Runner {
         // instances') does not join.
         let join = |list: &mut Vec<Arc<dyn crate::tools::Tool>>,
                     t: &Arc<dyn crate::tools::Tool>| {
-            let name = t.definition().name;
-            if !list.iter().any(|o| o.definition().name == name) {
+            let name = t.name().into_owned();
+            if !list.iter().any(|o| o.name().into_owned() == name) {
                 list.push(Arc::clone(t));
             }
         };
