@@ -37,7 +37,16 @@ pub fn read_for_prompt(prog: &str, max: u64) -> Result<Option<String>, CliError>
         return Ok(None);
     }
     let producer = || stdin_has_producer(libc::STDIN_FILENO);
-    match read_from(std::io::stdin(), max, GRACE, producer) {
+    let got = if ends_by_itself(libc::STDIN_FILENO) {
+        // Nothing to wait for: read here, without a reader thread (a
+        // failed read ends the input, as on the thread).
+        let mut buf = Vec::new();
+        let _ = std::io::stdin().take(max + 1).read_to_end(&mut buf);
+        Some(buf)
+    } else {
+        read_from(std::io::stdin(), max, GRACE, producer)
+    };
+    match got {
         Some(buf) if buf.len() as u64 > max => Err(CliError::input(format!(
             "stdin: more than the {} limit of piped input",
             crate::tools::truncate::format_size(max as usize)
@@ -105,6 +114,24 @@ fn read_from<R: Read + Send + 'static>(
                 Err(_) => return Some(Vec::new()),
             }
         },
+    }
+}
+
+/// Whether `fd` ends by itself without anyone feeding it: a regular file
+/// (`< notes.txt`) or `/dev/null` (what CI jobs and `</dev/null` give).
+fn ends_by_itself(fd: libc::c_int) -> bool {
+    // SAFETY: fstat fills the zeroed struct it is given.
+    let st = unsafe {
+        let mut st: libc::stat = std::mem::zeroed();
+        if libc::fstat(fd, &mut st) != 0 {
+            return false;
+        }
+        st
+    };
+    match st.st_mode & libc::S_IFMT {
+        libc::S_IFREG => true,
+        libc::S_IFCHR => libc::major(st.st_rdev) == 1 && libc::minor(st.st_rdev) == 3,
+        _ => false,
     }
 }
 
@@ -217,6 +244,20 @@ mod tests {
         let got = read_from(reader, 100, Duration::from_millis(100), || true);
         assert_eq!(got.as_deref(), Some(&b"late"[..]));
         drop(writer);
+    }
+
+    #[test]
+    fn files_and_dev_null_end_by_themselves_pipes_and_other_devices_may_not() {
+        use std::os::fd::AsRawFd;
+        let f = tempfile::tempfile().unwrap();
+        assert!(ends_by_itself(f.as_raw_fd()));
+        let null = std::fs::File::open("/dev/null").unwrap();
+        assert!(ends_by_itself(null.as_raw_fd()));
+        let zero = std::fs::File::open("/dev/zero").unwrap();
+        assert!(!ends_by_itself(zero.as_raw_fd()));
+        let (reader, _writer) = std::io::pipe().unwrap();
+        assert!(!ends_by_itself(reader.as_raw_fd()));
+        assert!(!ends_by_itself(-1));
     }
 
     #[test]
