@@ -462,6 +462,7 @@ async fn read_stream(mut stream: sse::SseStream, mut out: Out<'_>, model: &Model
         let data = ev.data.trim();
         if data == "[DONE]" {
             saw_data = true;
+            stream.finish().await;
             break;
         }
         if data.is_empty() {

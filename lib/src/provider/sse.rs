@@ -342,6 +342,10 @@ pub struct HttpCall<'a> {
     pub http_error: HttpErrorFormat,
 }
 
+/// How long the rest of a body after its end marker is waited for (see
+/// [`SseStream::finish`]).
+const LINGER: Duration = Duration::from_millis(50);
+
 /// An open event stream (the response was 2xx).
 pub struct SseStream {
     resp: reqwest::Response,
@@ -486,6 +490,22 @@ impl SseStream {
                     self.pending.extend(evs);
                 }
             }
+        }
+    }
+
+    /// After the stream's own end marker (`data: [DONE]`): reads what is
+    /// left of the body (the chunked encoding's last chunk) so the
+    /// connection goes back to the pool and the next request needs no new
+    /// one; a server that keeps the body open is left after [`LINGER`].
+    pub async fn finish(&mut self) {
+        if self.ended {
+            return;
+        }
+        let resp = &mut self.resp;
+        let rest = async { while let Ok(Some(_)) = resp.chunk().await {} };
+        tokio::select! {
+            _ = self.cancel.cancelled() => {}
+            _ = tokio::time::timeout(LINGER, rest) => {}
         }
     }
 
