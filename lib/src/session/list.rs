@@ -758,7 +758,12 @@ mod tests {
         ];
         for line in &lines {
             let line = line.as_bytes();
-            assert_eq!(quick_role(line), search(line), "{}", String::from_utf8_lossy(line));
+            assert_eq!(
+                quick_role(line),
+                search(line),
+                "{}",
+                String::from_utf8_lossy(line)
+            );
         }
         assert_eq!(quick_role(lines[0].as_bytes()), Some(&b"user"[..]));
         assert!(role_in_layout(lines[0].as_bytes()).is_some());
