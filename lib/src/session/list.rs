@@ -26,7 +26,7 @@ use super::file::open_regular_meta;
 pub use super::file::Skipped;
 use super::lines::{stream_lines, LineIter, CHUNK};
 use super::load::parse_json;
-use super::usage_scan::{line_usage, usage_totals, USAGE_KEY};
+use super::usage_scan::{after, line_usage, usage_totals, USAGE_KEY};
 use crate::format::records::OutcomeRecord;
 
 /// What `ls` shows of one session.
@@ -503,7 +503,7 @@ fn handle_value(
     true
 }
 
-const TIMESTAMP_KEY: &[u8] = b"\"timestamp\":";
+const TIMESTAMP_KEY: &[u8; 12] = b"\"timestamp\":";
 
 /// A message's activity time: its own epoch-ms `timestamp` (the last
 /// `"timestamp":` key of the line), else the entry's ISO timestamp.
@@ -513,7 +513,7 @@ fn activity_time(line: &[u8], finder: &memmem::FinderRev<'_>) -> Option<i64> {
     if let Some(body) = line.strip_suffix(b"}}") {
         let digits = body.iter().rev().take_while(|c| c.is_ascii_digit()).count();
         let (head, num) = body.split_at(body.len() - digits);
-        if (1..=15).contains(&digits) && head.ends_with(TIMESTAMP_KEY) {
+        if (1..=15).contains(&digits) && head.last_chunk() == Some(TIMESTAMP_KEY) {
             return Some(num.iter().fold(0i64, |n, d| n * 10 + i64::from(d - b'0')));
         }
     }
@@ -584,21 +584,86 @@ fn full_message(line: &[u8]) -> Option<AgentMessage> {
 
 /// `{"type":"X"` at the start of the line → `X`.
 fn quick_type(line: &[u8]) -> Option<&[u8]> {
-    let rest = line.strip_prefix(b"{\"type\":\"")?;
-    let end = memchr::memchr(b'"', rest)?;
-    Some(&rest[..end])
+    let rest = after(line, b"{\"type\":\"")?;
+    if after(rest, b"message\"").is_some() {
+        return Some(&rest[..7]);
+    }
+    Some(&rest[..memchr::memchr(b'"', rest)?])
+}
+
+/// The text of `b` before its first `"`: the usual roles compared in place
+/// (a few loads), any other searched for.
+#[inline(always)]
+fn role_text(b: &[u8]) -> Option<&[u8]> {
+    let n = if after(b, b"toolResult\"").is_some() {
+        10
+    } else if after(b, b"assistant\"").is_some() {
+        9
+    } else if after(b, b"user\"").is_some() {
+        4
+    } else {
+        memchr::memchr(b'"', b)?
+    };
+    Some(&b[..n])
 }
 
 const ROLE_KEY: &[u8] = b"\"message\":{\"role\":\"";
 const ENTRY_TIMESTAMP_KEY: &[u8] = b"\"timestamp\":\"";
 
-/// The role of a `message` entry written in pi's key order.
+/// How far into a line [`quick_role`] looks for the role key.
+const ROLE_WINDOW: usize = 512;
+
+/// The role of a `message` entry written in pi's key order: after the
+/// first `"message":{"role":"` within the line's first [`ROLE_WINDOW`]
+/// bytes.
 fn quick_role(line: &[u8]) -> Option<&[u8]> {
-    let window = &line[..line.len().min(512)];
-    let pos = finders().role.find(window)?;
-    let rest = &line[pos + ROLE_KEY.len()..];
-    let end = memchr::memchr(b'"', rest)?;
-    Some(&rest[..end])
+    let rest = match role_in_layout(line) {
+        Some(rest) => rest,
+        None => {
+            let window = &line[..line.len().min(ROLE_WINDOW)];
+            let pos = finders().role.find(window)?;
+            &line[pos + ROLE_KEY.len()..]
+        }
+    };
+    role_text(rest)
+}
+
+/// The bytes after the role key of a line laid out exactly as pi writes a
+/// message entry: `{"type":"message","id":"…","parentId":"…"|null,
+/// "timestamp":"…","message":{"role":"`, each string without a quote or
+/// backslash. Nothing before the key can then start a match of it (every
+/// quote there is followed by a key, a `,` or a value that is not
+/// `message":{`), so this is the first match, as the search finds it,
+/// read at known places instead of searched for. `None` for any other
+/// layout (the caller searches).
+fn role_in_layout(line: &[u8]) -> Option<&[u8]> {
+    let rest = after(line, b"{\"type\":\"message\",\"id\":\"")?;
+    // pi's entry ids are 8 hex digits, its timestamps 24 characters.
+    let rest = after(plain_string::<8>(rest)?, b",\"parentId\":")?;
+    let rest = match after(rest, b"null") {
+        Some(r) => r,
+        None => plain_string::<8>(after(rest, b"\"")?)?,
+    };
+    let rest = plain_string::<24>(after(rest, b",\"timestamp\":\"")?)?;
+    let rest = after(rest, b",\"message\":{\"role\":\"")?;
+    (line.len() - rest.len() <= ROLE_WINDOW).then_some(rest)
+}
+
+/// The bytes after the closing quote of a JSON string whose opening quote
+/// is just before `b`, when the string holds no quote or backslash; `N`
+/// is its usual length, checked first without a loop that can exit early.
+#[inline(always)]
+fn plain_string<const N: usize>(b: &[u8]) -> Option<&[u8]> {
+    if let Some((body, rest)) = b.split_first_chunk::<N>() {
+        let special = body
+            .iter()
+            .fold(false, |acc, &c| acc | (c == b'"') | (c == b'\\'));
+        if !special && rest.first() == Some(&b'"') {
+            return Some(&rest[1..]);
+        }
+    }
+    let end = b.iter().position(|&c| c == b'"' || c == b'\\')?;
+    (b[end] == b'"').then(|| &b[end + 1..])
 }
 
 /// The entry timestamp (`"timestamp":"…"` before the message) in epoch ms.
@@ -664,6 +729,47 @@ mod tests {
         );
         std::fs::write(&path, "\n\n").unwrap();
         assert_eq!(scan_file(&path, &mut buf).unwrap_err().reason, "empty file");
+    }
+
+    #[test]
+    fn the_role_read_in_place_is_the_one_the_search_finds() {
+        fn search(line: &[u8]) -> Option<&[u8]> {
+            let window = &line[..line.len().min(ROLE_WINDOW)];
+            let pos = memmem::find(window, ROLE_KEY)?;
+            let rest = &line[pos + ROLE_KEY.len()..];
+            Some(&rest[..memchr::memchr(b'"', rest)?])
+        }
+        let long = "x".repeat(600);
+        let lines: Vec<String> = vec![
+            r#"{"type":"message","id":"a1b2c3d4","parentId":"e5f6a7b8","timestamp":"2026-01-01T00:00:00.000Z","message":{"role":"user","content":"hi"}}"#.into(),
+            r#"{"type":"message","id":"a1b2c3d4","parentId":null,"timestamp":"2026-01-01T00:00:00.000Z","message":{"role":"assistant"}}"#.into(),
+            // Other lengths, escapes, keys hidden in strings, other orders.
+            r#"{"type":"message","id":"a","parentId":"bb","timestamp":"t","message":{"role":"toolResult"}}"#.into(),
+            r#"{"type":"message","id":"message","parentId":"message","timestamp":"message","message":{"role":"x"}}"#.into(),
+            r#"{"type":"message","id":"a"message":{"role":"fake","parentId":null,"timestamp":"2026-01-01T00:00:00.000Z","message":{"role":"user"}}"#.into(),
+            r#"{"type":"message","id":"a1b2c3d\","parentId":null,"timestamp":"2026-01-01T00:00:00.000Z","message":{"role":"user"}}"#.into(),
+            r#"{"type":"message","id":"a1b2c3d4","parentId":"e5f6a7b8","timestamp":"2026-01-01T00:00:00.000Z","extra":1,"message":{"role":"user"}}"#.into(),
+            r#"{"type":"message","parentId":null,"id":"a1b2c3d4","timestamp":"2026-01-01T00:00:00.000Z","message":{"role":"user"}}"#.into(),
+            r#"{"type":"message","id":"a1b2c3d4","parentId":null,"timestamp":"2026-01-01T00:00:00.000Z","message":{"role":"#.into(),
+            r#"{"type":"message","id":"a1b2c3d4","parentId":null,"timestamp":"2026-01-01T00:00:00.000Z","message":{"role":"a very long role name indeed here""#.into(),
+            format!(r#"{{"type":"message","id":"{long}","parentId":null,"timestamp":"t","message":{{"role":"user"}}}}"#),
+            format!(r#"{{"type":"message","id":"{}","parentId":null,"timestamp":"t","message":{{"role":"user"}}}}"#, &long[..430]),
+            format!(r#"{{"type":"message","id":"{}","parentId":null,"timestamp":"t","message":{{"role":"user"}}}}"#, &long[..440]),
+        ];
+        for line in &lines {
+            let line = line.as_bytes();
+            assert_eq!(
+                quick_role(line),
+                search(line),
+                "{}",
+                String::from_utf8_lossy(line)
+            );
+        }
+        assert_eq!(quick_role(lines[0].as_bytes()), Some(&b"user"[..]));
+        assert!(role_in_layout(lines[0].as_bytes()).is_some());
+        assert!(role_in_layout(lines[1].as_bytes()).is_some());
+        assert!(role_in_layout(lines[4].as_bytes()).is_none());
+        assert!(role_in_layout(lines[5].as_bytes()).is_none());
     }
 
     #[test]

@@ -64,41 +64,27 @@ fn rfind_usage(line: &[u8], finder: &memmem::FinderRev<'_>) -> Option<usize> {
 /// [`fast_usage`] for the one layout pi writes, key for key:
 /// `{"input":I,"output":I,"cacheRead":I,"cacheWrite":I,"totalTokens":I,
 /// "cost":{"input":F,"output":F,"cacheRead":F,"cacheWrite":F,"total":F}}`
-/// with plain integers and exponent-free decimals; one pass, no lookups.
-/// `None` for anything else.
+/// with plain integers and exponent-free decimals; one pass, no lookups:
+/// each key is compared as a fixed-size array (a few loads, no call) and
+/// each integer is read as it is checked. `None` for anything else.
 fn exact_usage(obj: &[u8]) -> Option<(u64, f64)> {
-    const INT_KEYS: [&[u8]; 5] = [
-        b"{\"input\":",
-        b",\"output\":",
-        b",\"cacheRead\":",
-        b",\"cacheWrite\":",
-        b",\"totalTokens\":",
-    ];
-    const COST_KEYS: [&[u8]; 4] = [
-        b",\"cost\":{\"input\":",
-        b",\"output\":",
-        b",\"cacheRead\":",
-        b",\"cacheWrite\":",
-    ];
-    let mut p = obj;
-    let mut ints = [0u64; 5];
-    for (key, slot) in INT_KEYS.iter().zip(&mut ints) {
-        p = p.strip_prefix(*key)?;
-        let (v, n) = plain_int(p)?;
-        *slot = v;
-        p = &p[n..];
-    }
-    for key in COST_KEYS {
-        p = p.strip_prefix(key)?;
-        p = &p[plain_decimal(p)?..];
-    }
-    p = p.strip_prefix(b",\"total\":")?;
+    let (input, p) = plain_int(after(obj, b"{\"input\":")?)?;
+    let (output, p) = plain_int(after(p, b",\"output\":")?)?;
+    let (cache_read, p) = plain_int(after(p, b",\"cacheRead\":")?)?;
+    let (cache_write, p) = plain_int(after(p, b",\"cacheWrite\":")?)?;
+    let (total, p) = plain_int(after(p, b",\"totalTokens\":")?)?;
+    let p = after(p, b",\"cost\":{\"input\":")?;
+    let p = &p[plain_decimal(p)?..];
+    let p = after(p, b",\"output\":")?;
+    let p = &p[plain_decimal(p)?..];
+    let p = after(p, b",\"cacheRead\":")?;
+    let p = &p[plain_decimal(p)?..];
+    let p = after(p, b",\"cacheWrite\":")?;
+    let p = &p[plain_decimal(p)?..];
+    let p = after(p, b",\"total\":")?;
     let n = plain_decimal(p)?;
-    if p.get(n..n + 2) != Some(b"}}") {
-        return None;
-    }
+    after(&p[n..], b"}}")?;
     let total_cost = decimal_f64(&p[..n])?;
-    let [input, output, cache_read, cache_write, total] = ints;
     let tokens = if total > 0 {
         total
     } else {
@@ -107,24 +93,59 @@ fn exact_usage(obj: &[u8]) -> Option<(u64, f64)> {
     Some((tokens, total_cost))
 }
 
+/// The bytes after `key` when `p` starts with it (compared as a fixed-size
+/// array: a few loads, no call).
+#[inline(always)]
+pub(crate) fn after<'a, const N: usize>(p: &'a [u8], key: &[u8; N]) -> Option<&'a [u8]> {
+    match p.split_first_chunk::<N>() {
+        Some((head, rest)) if head == key => Some(rest),
+        _ => None,
+    }
+}
+
+/// How many ASCII digits `b` starts with, read eight bytes at a time: a
+/// byte is a digit when its high nibble is 3 and adding 6 keeps it so
+/// (`0x30..=0x39`). A carry out of a non-digit byte can only disturb the
+/// bytes after it, and only the first non-digit counts.
+#[inline(always)]
+fn digit_run(b: &[u8]) -> usize {
+    const HIGH: u64 = 0xF0F0_F0F0_F0F0_F0F0;
+    const THREES: u64 = 0x3030_3030_3030_3030;
+    const SIXES: u64 = 0x0606_0606_0606_0606;
+    let mut n = 0;
+    while let Some(chunk) = b[n..].first_chunk::<8>() {
+        let w = u64::from_le_bytes(*chunk);
+        let not_digit = ((w & HIGH) ^ THREES) | ((w.wrapping_add(SIXES) & HIGH) ^ THREES);
+        if not_digit != 0 {
+            return n + (not_digit.trailing_zeros() / 8) as usize;
+        }
+        n += 8;
+    }
+    n + b[n..]
+        .iter()
+        .position(|c| !c.is_ascii_digit())
+        .unwrap_or(b.len() - n)
+}
+
 /// A JSON integer without sign (`0` or no leading zero, at most 19 digits,
-/// not followed by a fraction or exponent): its value and length.
-fn plain_int(b: &[u8]) -> Option<(u64, usize)> {
-    let n = b.iter().take_while(|c| c.is_ascii_digit()).count();
+/// not followed by a fraction or exponent): its value and the bytes after
+/// it.
+#[inline]
+fn plain_int(b: &[u8]) -> Option<(u64, &[u8])> {
+    let n = digit_run(b);
     if n == 0 || n > 19 || (n > 1 && b[0] == b'0') {
         return None;
     }
     if matches!(b.get(n), Some(b'.' | b'e' | b'E')) {
         return None;
     }
-    Some((
-        b[..n].iter().fold(0, |v, d| v * 10 + u64::from(d - b'0')),
-        n,
-    ))
+    // At most 19 digits: no overflow.
+    let v = b[..n]
+        .iter()
+        .fold(0u64, |v, d| v * 10 + u64::from(d - b'0'));
+    Some((v, &b[n..]))
 }
 
-/// The length of a JSON number without exponent (`-`, `0` or no leading
-/// zero, an optional fraction with digits): always finite.
 /// The value of a [`plain_decimal`] token, as `str::parse::<f64>` gives
 /// it. A token of at most 15 digits is `mantissa / 10^fraction digits`
 /// with both operands exact in an `f64` (mantissa < 2^53, power <= 10^22),
@@ -163,15 +184,18 @@ fn decimal_f64(tok: &[u8]) -> Option<f64> {
     Some(if neg { -v } else { v })
 }
 
+/// The length of a JSON number without exponent (`-`, `0` or no leading
+/// zero, an optional fraction with digits): always finite.
+#[inline]
 fn plain_decimal(b: &[u8]) -> Option<usize> {
     let neg = usize::from(b.first() == Some(&b'-'));
-    let int = b[neg..].iter().take_while(|c| c.is_ascii_digit()).count();
+    let int = digit_run(&b[neg..]);
     if int == 0 || int > 300 || (int > 1 && b[neg] == b'0') {
         return None;
     }
     let mut n = neg + int;
     if b.get(n) == Some(&b'.') {
-        let frac = b[n + 1..].iter().take_while(|c| c.is_ascii_digit()).count();
+        let frac = digit_run(&b[n + 1..]);
         if frac == 0 {
             return None;
         }
@@ -433,6 +457,28 @@ mod tests {
             let want: f64 = t.parse().unwrap();
             let got = decimal_f64(t.as_bytes()).unwrap();
             assert_eq!(got.to_bits(), want.to_bits(), "{t}");
+        }
+    }
+
+    #[test]
+    fn digit_runs_are_counted_as_a_byte_loop_counts_them() {
+        let naive = |b: &[u8]| b.iter().take_while(|c| c.is_ascii_digit()).count();
+        let mut cases: Vec<Vec<u8>> = vec![b"".to_vec(), b"0".to_vec(), b"1234567".to_vec()];
+        // Every byte value at every place of runs around the 8-byte step.
+        for len in 0..20 {
+            for at in 0..=len {
+                for c in 0..=255u8 {
+                    let mut v: Vec<u8> = (0..len).map(|i| b'0' + (i % 10) as u8).collect();
+                    if at < len {
+                        v[at] = c;
+                    }
+                    v.extend_from_slice(b"\xff\xfa9");
+                    cases.push(v);
+                }
+            }
+        }
+        for c in &cases {
+            assert_eq!(digit_run(c), naive(c), "{c:?}");
         }
     }
 
