@@ -279,14 +279,7 @@ pub(super) fn run_child(rt: &tokio::runtime::Handle, child: Child) -> ChildEnd {
                     return;
                 };
                 if let AgentMessage::Assistant(m) = message {
-                    let t: String = m
-                        .content
-                        .iter()
-                        .filter_map(|b| match b {
-                            ContentBlock::Text(t) => Some(t.text.as_str()),
-                            _ => None,
-                        })
-                        .collect();
+                    let t = crate::format::message::blocks_text(&m.content, "");
                     if !t.trim().is_empty() {
                         last_text = Some(t.trim().to_string());
                     }

@@ -161,16 +161,8 @@ pub async fn summarize(m: &SummaryModel, user: String, what: &str) -> Result<Sum
     {
         return Err(format!("{what} attempted to call a tool"));
     }
-    let text: Vec<&str> = reply
-        .content
-        .iter()
-        .filter_map(|b| match b {
-            ContentBlock::Text(t) => Some(t.text.as_str()),
-            _ => None,
-        })
-        .collect();
     Ok(SummaryText {
-        text: text.join("\n"),
+        text: crate::format::message::blocks_text(&reply.content, "\n"),
         usage: reply.usage,
     })
 }
