@@ -399,10 +399,10 @@ async fn read_stream(mut stream: sse::SseStream, mut out: Out<'_>) -> Streamed {
         match kind.as_str() {
             "message_start" => {
                 out.set_response(
-                    data.pointer("/message/id").and_then(Value::as_str),
-                    data.pointer("/message/model").and_then(Value::as_str),
+                    super::at(&data, &["message", "id"]).and_then(Value::as_str),
+                    super::at(&data, &["message", "model"]).and_then(Value::as_str),
                 );
-                if let Some(u) = data.pointer("/message/usage") {
+                if let Some(u) = super::at(&data, &["message", "usage"]) {
                     merge_usage(&mut usage, u);
                     out.set_usage(usage[0], usage[1], usage[2], usage[3], usage.iter().sum());
                 }
@@ -493,7 +493,8 @@ async fn read_stream(mut stream: sse::SseStream, mut out: Out<'_>) -> Streamed {
                 break;
             }
             "message_delta" => {
-                if let Some(r) = data.pointer("/delta/stop_reason").and_then(Value::as_str) {
+                if let Some(r) = super::at(&data, &["delta", "stop_reason"]).and_then(Value::as_str)
+                {
                     stop = Some(r.to_string());
                 }
                 if let Some(u) = data.get("usage") {

@@ -326,10 +326,10 @@ async fn read_stream(mut stream: sse::SseStream, mut out: Out<'_>) -> Streamed {
                 .unwrap_or(input + output + cached);
             out.set_usage(input, output, cached, 0, total);
         }
-        let Some(cand) = chunk.pointer("/candidates/0") else {
+        let Some(cand) = super::at(&chunk, &["candidates", "0"]) else {
             continue;
         };
-        if let Some(parts) = cand.pointer("/content/parts").and_then(Value::as_array) {
+        if let Some(parts) = super::at(cand, &["content", "parts"]).and_then(Value::as_array) {
             for part in parts {
                 let sig = part
                     .get("thoughtSignature")

@@ -479,7 +479,7 @@ async fn read_stream(mut stream: sse::SseStream, mut out: Out<'_>, model: &Model
                 .and_then(Value::as_str)
                 .map(str::to_string)
                 .unwrap_or_else(|| err.to_string());
-            if let Some(raw) = err.pointer("/metadata/raw").and_then(Value::as_str) {
+            if let Some(raw) = super::at(err, &["metadata", "raw"]).and_then(Value::as_str) {
                 msg.push('\n');
                 msg.push_str(raw);
             }
@@ -493,7 +493,7 @@ async fn read_stream(mut stream: sse::SseStream, mut out: Out<'_>, model: &Model
         let usage = chunk
             .get("usage")
             .filter(|u| u.is_object())
-            .or_else(|| chunk.pointer("/choices/0/usage").filter(|u| u.is_object()));
+            .or_else(|| super::at(&chunk, &["choices", "0", "usage"]).filter(|u| u.is_object()));
         if let Some(u) = usage {
             let prompt = u64_at(u, &["prompt_tokens"]);
             let cached = u64_at(u, &["prompt_tokens_details", "cached_tokens"]);
@@ -504,7 +504,7 @@ async fn read_stream(mut stream: sse::SseStream, mut out: Out<'_>, model: &Model
             out.msg.usage.cost.total_from_provider = Some(Value::Bool(false));
             out.set_usage(input, output, cached, 0, input + output + cached);
         }
-        let Some(choice) = chunk.pointer("/choices/0") else {
+        let Some(choice) = super::at(&chunk, &["choices", "0"]) else {
             continue;
         };
         if let Some(fr) = choice.get("finish_reason").and_then(Value::as_str) {
@@ -566,9 +566,8 @@ async fn read_stream(mut stream: sse::SseStream, mut out: Out<'_>, model: &Model
                         },
                     },
                 };
-                let name = call.pointer("/function/name").and_then(Value::as_str);
-                let args = call
-                    .pointer("/function/arguments")
+                let name = super::at(call, &["function", "name"]).and_then(Value::as_str);
+                let args = super::at(call, &["function", "arguments"])
                     .and_then(Value::as_str)
                     .unwrap_or("");
                 let i = match tools.get(&key) {

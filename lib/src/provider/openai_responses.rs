@@ -319,7 +319,10 @@ async fn read_stream(mut stream: sse::SseStream, mut out: Out<'_>) -> Streamed {
         match kind.as_str() {
             "response.created" => {
                 // pi 1.6.0 records no responseModel for this API.
-                out.set_response(data.pointer("/response/id").and_then(Value::as_str), None);
+                out.set_response(
+                    super::at(&data, &["response", "id"]).and_then(Value::as_str),
+                    None,
+                );
             }
             "response.output_item.added" => {
                 let item = &data["item"];
@@ -439,8 +442,7 @@ async fn read_stream(mut stream: sse::SseStream, mut out: Out<'_>) -> Streamed {
                                 .and_then(Value::as_str)
                                 .unwrap_or("no message")
                         ),
-                        None => match resp
-                            .pointer("/incomplete_details/reason")
+                        None => match super::at(resp, &["incomplete_details", "reason"])
                             .and_then(Value::as_str)
                         {
                             Some(r) => format!("incomplete: {r}"),
