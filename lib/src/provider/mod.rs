@@ -8,6 +8,7 @@
 //! Retrying is the agent loop's business, not the provider's.
 
 pub mod anthropic;
+mod body;
 pub mod faux;
 pub mod google;
 pub mod json_parse;
@@ -666,7 +667,6 @@ pub(crate) fn model_and_call_headers(req: &Request) -> Vec<(String, String)> {
     out
 }
 
-/// `base` with one trailing `/` removed, then `path`.
 /// The value at `path` below `v`, as `Value::pointer` finds it (an object
 /// member by name, an array item by its decimal index), without parsing a
 /// pointer string on each look-up.
@@ -686,6 +686,7 @@ pub(crate) fn at<'a>(v: &'a Value, path: &[&str]) -> Option<&'a Value> {
     })
 }
 
+/// `base` with one trailing `/` removed, then `path`.
 pub(crate) fn join_url(base: &str, path: &str) -> String {
     format!("{}{}", base.trim_end_matches('/'), path)
 }
