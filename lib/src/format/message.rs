@@ -46,25 +46,7 @@ pub(crate) fn typed_or_raw<T: DeserializeOwned>(
     }
 }
 
-/// Serialises `inner` (a struct without its tag) with `tag_key: tag` first.
-pub(crate) fn serialize_tagged<S: serde::Serializer, T: Serialize>(
-    s: S,
-    tag_key: &str,
-    tag: &str,
-    inner: &T,
-) -> Result<S::Ok, S::Error> {
-    use serde::ser::{Error, SerializeMap};
-    let value = serde_json::to_value(inner).map_err(S::Error::custom)?;
-    let Value::Object(obj) = value else {
-        return Err(S::Error::custom("tagged value must be an object"));
-    };
-    let mut m = s.serialize_map(Some(obj.len() + 1))?;
-    m.serialize_entry(tag_key, tag)?;
-    for (k, v) in &obj {
-        m.serialize_entry(k, v)?;
-    }
-    m.end()
-}
+pub(crate) use super::tagged::serialize_tagged;
 
 /// Declares a tag-dispatched enum over structs with an `Unknown` catch-all.
 macro_rules! tagged_enum {

@@ -21,6 +21,7 @@ pub mod resources;
 pub mod rpc;
 pub mod run_end;
 pub mod subagent;
+mod tagged;
 pub mod tool;
 
 pub use entry::{Entry, SessionHeader, CURRENT_SESSION_VERSION};

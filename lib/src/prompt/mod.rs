@@ -260,7 +260,8 @@ impl<'a> PromptState<'a> {
         parts.join("\n\n")
     }
 
-    /// The tool definitions, in order.
+    /// The tool definitions, in order. Read from the stored values in
+    /// place: only what a definition keeps is copied.
     pub fn tool_definitions(&self) -> Vec<ToolDefinition> {
         self.tools
             .values()

@@ -8,8 +8,10 @@
 
 use std::collections::HashMap;
 
-use serde_json::{json, Map, Value};
+use serde::Serialize;
+use serde_json::{json, Value};
 
+use super::body::Body;
 use super::sse::{self, Failure, HttpCall};
 use super::transform::{anthropic_id, transform_messages};
 use super::{
@@ -29,7 +31,7 @@ pub async fn stream(req: Request<'_>, on_event: EventSink<'_>) -> Streamed {
         // pi 1.6.0 posts to the beta endpoint on every Anthropic request.
         url: join_url(&req.model.base_url, "/v1/messages?beta=true"),
         headers: headers(&req),
-        body: &body,
+        body: body.into_bytes(),
         idle_timeout: req.idle_timeout,
         cancel: &req.cancel,
         http_error: sse::plain_http_error,
@@ -115,8 +117,43 @@ fn budget_for(level: ThinkingLevel) -> u64 {
     }
 }
 
+/// The system prompt block, the text borrowed.
+#[derive(Serialize)]
+struct SystemText<'a> {
+    #[serde(rename = "type")]
+    kind: &'static str,
+    text: &'a str,
+    cache_control: &'a Value,
+}
+
+/// A tool as the Messages API declares it, written from the definition in
+/// place.
+#[derive(Serialize)]
+struct AnthropicTool<'a> {
+    name: &'a str,
+    description: &'a str,
+    eager_input_streaming: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    strict: Option<bool>,
+    input_schema: InputSchema<'a>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    cache_control: Option<&'a Value>,
+}
+
+#[derive(Serialize)]
+#[serde(untagged)]
+enum InputSchema<'a> {
+    Strict(Value),
+    Object {
+        #[serde(rename = "type")]
+        kind: &'static str,
+        properties: &'a Value,
+        required: &'a Value,
+    },
+}
+
 /// The request body, as pi 1.6.0 sends it to the Messages API.
-pub fn build_body(req: &Request) -> Value {
+pub(crate) fn build_body(req: &Request) -> Body {
     let model = &req.model;
     let cc = cache_control(model);
     // Already clamped to the model by `model::select::clamp_thinking`.
@@ -127,9 +164,9 @@ pub fn build_body(req: &Request) -> Value {
     } else {
         4096
     });
-    let mut body = Map::new();
-    body.insert("model".into(), model.id.clone().into());
-    body.insert("messages".into(), Value::Array(convert_messages(req, &cc)));
+    let mut body = Body::new();
+    body.insert("model", &model.id);
+    body.insert("messages", &convert_messages(req, &cc));
     let mut thinking = None;
     if thinking_on {
         if is_adaptive(model) {
@@ -165,12 +202,16 @@ pub fn build_body(req: &Request) -> Value {
             ));
         }
     }
-    body.insert("max_tokens".into(), max_tokens.into());
-    body.insert("stream".into(), true.into());
+    body.insert("max_tokens", &max_tokens);
+    body.insert("stream", &true);
     if let Some(sp) = req.system_prompt.as_ref().filter(|s| !s.is_empty()) {
         body.insert(
-            "system".into(),
-            json!([{"type": "text", "text": sp, "cache_control": cc}]),
+            "system",
+            &[SystemText {
+                kind: "text",
+                text: sp,
+                cache_control: &cc,
+            }],
         );
     }
     if !req.tools.is_empty() {
@@ -183,47 +224,41 @@ pub fn build_body(req: &Request) -> Value {
             .compat_value("supportsStrictTools")
             .and_then(Value::as_bool)
             .unwrap_or(false);
-        let tools: Vec<Value> = req
+        let (no_properties, no_required) = (json!({}), json!([]));
+        let tools: Vec<AnthropicTool> = req
             .tools
             .iter()
             .enumerate()
             .map(|(i, t)| {
                 let p = &t.parameters;
-                let mut schema = Map::new();
-                schema.insert("type".into(), "object".into());
-                schema.insert(
-                    "properties".into(),
-                    p.get("properties").cloned().unwrap_or(json!({})),
-                );
-                schema.insert(
-                    "required".into(),
-                    p.get("required").cloned().unwrap_or(json!([])),
-                );
-                let mut tool = Map::new();
-                tool.insert("name".into(), t.name.clone().into());
-                tool.insert("description".into(), t.description.clone().into());
-                tool.insert("eager_input_streaming".into(), true.into());
-                if strict {
-                    tool.insert("strict".into(), true.into());
-                    tool.insert("input_schema".into(), super::strict_schema(p));
+                let input_schema = if strict {
+                    InputSchema::Strict(super::strict_schema(p))
                 } else {
-                    tool.insert("input_schema".into(), Value::Object(schema));
+                    InputSchema::Object {
+                        kind: "object",
+                        properties: p.get("properties").unwrap_or(&no_properties),
+                        required: p.get("required").unwrap_or(&no_required),
+                    }
+                };
+                AnthropicTool {
+                    name: &t.name,
+                    description: &t.description,
+                    eager_input_streaming: true,
+                    strict: strict.then_some(true),
+                    input_schema,
+                    cache_control: (cache_tools && i + 1 == n).then_some(&cc),
                 }
-                if cache_tools && i + 1 == n {
-                    tool.insert("cache_control".into(), cc.clone());
-                }
-                Value::Object(tool)
             })
             .collect();
-        body.insert("tools".into(), Value::Array(tools));
+        body.insert("tools", &tools);
     }
     if let Some((t, effort)) = thinking {
-        body.insert("thinking".into(), t);
+        body.insert("thinking", &t);
         if let Some(e) = effort {
-            body.insert("output_config".into(), e);
+            body.insert("output_config", &e);
         }
     }
-    Value::Object(body)
+    body
 }
 
 fn image_block(data: &str, mime: &str) -> Value {
@@ -237,7 +272,7 @@ fn convert_messages(req: &Request, cc: &Value) -> Vec<Value> {
     let mut out: Vec<Value> = Vec::new();
     let mut i = 0;
     while i < messages.len() {
-        match &messages[i] {
+        match &*messages[i] {
             AgentMessage::User(u) => match &u.content {
                 UserContent::Text(s) => {
                     if !s.trim().is_empty() {
@@ -301,7 +336,7 @@ fn convert_messages(req: &Request, cc: &Value) -> Vec<Value> {
             }
             AgentMessage::ToolResult(_) => {
                 let mut results = Vec::new();
-                while let Some(AgentMessage::ToolResult(r)) = messages.get(i) {
+                while let Some(AgentMessage::ToolResult(r)) = messages.get(i).map(|m| &**m) {
                     let has_image = r
                         .content
                         .iter()
@@ -399,10 +434,10 @@ async fn read_stream(mut stream: sse::SseStream, mut out: Out<'_>) -> Streamed {
         match kind.as_str() {
             "message_start" => {
                 out.set_response(
-                    data.pointer("/message/id").and_then(Value::as_str),
-                    data.pointer("/message/model").and_then(Value::as_str),
+                    super::at(&data, &["message", "id"]).and_then(Value::as_str),
+                    super::at(&data, &["message", "model"]).and_then(Value::as_str),
                 );
-                if let Some(u) = data.pointer("/message/usage") {
+                if let Some(u) = super::at(&data, &["message", "usage"]) {
                     merge_usage(&mut usage, u);
                     out.set_usage(usage[0], usage[1], usage[2], usage[3], usage.iter().sum());
                 }
@@ -493,7 +528,8 @@ async fn read_stream(mut stream: sse::SseStream, mut out: Out<'_>) -> Streamed {
                 break;
             }
             "message_delta" => {
-                if let Some(r) = data.pointer("/delta/stop_reason").and_then(Value::as_str) {
+                if let Some(r) = super::at(&data, &["delta", "stop_reason"]).and_then(Value::as_str)
+                {
                     stop = Some(r.to_string());
                 }
                 if let Some(u) = data.get("usage") {

@@ -9,8 +9,10 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use serde::Serialize;
 use serde_json::{json, Map, Value};
 
+use super::body::Body;
 use super::sse::{self, Failure, HttpCall};
 use super::transform::{same_model, sanitize_id, transform_messages};
 use super::{
@@ -37,7 +39,7 @@ pub async fn stream(req: Request<'_>, on_event: EventSink<'_>) -> Streamed {
             &format!("/models/{}:streamGenerateContent?alt=sse", req.model.id),
         ),
         headers,
-        body: &body,
+        body: body.into_bytes(),
         idle_timeout: req.idle_timeout,
         cancel: &req.cancel,
         http_error: sse::plain_http_error,
@@ -97,15 +99,46 @@ fn thinking_config(model: &Model, level: ThinkingLevel) -> Option<Value> {
     Some(json!({"includeThoughts": true, "thinkingBudget": budget}))
 }
 
+/// A tool as Gemini declares it, written from the definition in place.
+#[derive(Serialize)]
+struct FunctionDeclaration<'a> {
+    name: &'a str,
+    description: &'a str,
+    #[serde(rename = "parametersJsonSchema")]
+    parameters_json_schema: &'a Value,
+}
+
+/// `{"parts": [{"text": …}]}`, the text borrowed.
+#[derive(Serialize)]
+struct Parts<'a> {
+    parts: [Text<'a>; 1],
+}
+
+#[derive(Serialize)]
+struct Text<'a> {
+    text: &'a str,
+}
+
+#[derive(Serialize)]
+struct Tools<'a> {
+    #[serde(rename = "functionDeclarations")]
+    function_declarations: Vec<FunctionDeclaration<'a>>,
+}
+
 /// The request body (providers.md §2.4).
-pub fn build_body(req: &Request) -> Value {
+pub(crate) fn build_body(req: &Request) -> Body {
     let model = &req.model;
     // Already clamped to the model by `model::select::clamp_thinking`.
     let level = req.thinking;
-    let mut body = Map::new();
-    body.insert("contents".into(), Value::Array(convert_contents(req)));
+    let mut body = Body::new();
+    body.insert("contents", &convert_contents(req));
     if let Some(sp) = &req.system_prompt {
-        body.insert("systemInstruction".into(), json!({"parts": [{"text": sp}]}));
+        body.insert(
+            "systemInstruction",
+            &Parts {
+                parts: [Text { text: sp }],
+            },
+        );
     }
     let mut gen = Map::new();
     if let Some(mt) = default_max_tokens(req) {
@@ -126,17 +159,26 @@ pub fn build_body(req: &Request) -> Value {
         gen.insert("responseJsonSchema".into(), rs.wire.clone());
     }
     if !gen.is_empty() {
-        body.insert("generationConfig".into(), Value::Object(gen));
+        body.insert("generationConfig", &gen);
     }
     if !req.tools.is_empty() {
-        let decls: Vec<Value> = req
+        let decls: Vec<FunctionDeclaration> = req
             .tools
             .iter()
-            .map(|t| json!({"name": t.name, "description": t.description, "parametersJsonSchema": t.parameters}))
+            .map(|t| FunctionDeclaration {
+                name: &t.name,
+                description: &t.description,
+                parameters_json_schema: &t.parameters,
+            })
             .collect();
-        body.insert("tools".into(), json!([{"functionDeclarations": decls}]));
+        body.insert(
+            "tools",
+            &[Tools {
+                function_declarations: decls,
+            }],
+        );
     }
-    Value::Object(body)
+    body
 }
 
 fn base64_like(s: &str) -> bool {
@@ -150,7 +192,7 @@ fn convert_contents(req: &Request) -> Vec<Value> {
     let mut out: Vec<Value> = Vec::new();
     let mut i = 0;
     while i < messages.len() {
-        match &messages[i] {
+        match &*messages[i] {
             AgentMessage::User(u) => {
                 let parts: Vec<Value> = match &u.content {
                     UserContent::Text(s) => vec![json!({"text": s})],
@@ -233,7 +275,7 @@ fn convert_contents(req: &Request) -> Vec<Value> {
             AgentMessage::ToolResult(_) => {
                 let mut parts = Vec::new();
                 let mut images = Vec::new();
-                while let Some(AgentMessage::ToolResult(r)) = messages.get(i) {
+                while let Some(AgentMessage::ToolResult(r)) = messages.get(i).map(|m| &**m) {
                     let text = super::tool_result_text(&r.content);
                     let key = if r.is_error { "error" } else { "output" };
                     let mut fr = Map::new();
@@ -326,10 +368,10 @@ async fn read_stream(mut stream: sse::SseStream, mut out: Out<'_>) -> Streamed {
                 .unwrap_or(input + output + cached);
             out.set_usage(input, output, cached, 0, total);
         }
-        let Some(cand) = chunk.pointer("/candidates/0") else {
+        let Some(cand) = super::at(&chunk, &["candidates", "0"]) else {
             continue;
         };
-        if let Some(parts) = cand.pointer("/content/parts").and_then(Value::as_array) {
+        if let Some(parts) = super::at(cand, &["content", "parts"]).and_then(Value::as_array) {
             for part in parts {
                 let sig = part
                     .get("thoughtSignature")

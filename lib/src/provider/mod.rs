@@ -8,6 +8,7 @@
 //! Retrying is the agent loop's business, not the provider's.
 
 pub mod anthropic;
+mod body;
 pub mod faux;
 pub mod google;
 pub mod json_parse;
@@ -666,6 +667,25 @@ pub(crate) fn model_and_call_headers(req: &Request) -> Vec<(String, String)> {
     out
 }
 
+/// The value at `path` below `v`, as `Value::pointer` finds it (an object
+/// member by name, an array item by its decimal index), without parsing a
+/// pointer string on each look-up.
+pub(crate) fn at<'a>(v: &'a Value, path: &[&str]) -> Option<&'a Value> {
+    path.iter().try_fold(v, |cur, key| match cur {
+        Value::Object(m) => m.get(*key),
+        Value::Array(a) => {
+            // Plain decimal digits without a leading zero, as for a pointer.
+            let plain = key.bytes().all(|b| b.is_ascii_digit())
+                && (key.len() == 1 || !key.starts_with('0'));
+            plain
+                .then(|| key.parse::<usize>().ok())
+                .flatten()
+                .and_then(|i| a.get(i))
+        }
+        _ => None,
+    })
+}
+
 /// `base` with one trailing `/` removed, then `path`.
 pub(crate) fn join_url(base: &str, path: &str) -> String {
     format!("{}{}", base.trim_end_matches('/'), path)
@@ -685,5 +705,21 @@ pub(crate) fn tool_result_text(content: &[crate::format::ContentBlock]) -> Strin
         "(see attached image)".into()
     } else {
         text
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn at_finds_what_a_pointer_finds() {
+        let v = serde_json::json!({"a": [{"b": 1}, {"0": 2}], "c": {"0": 3, "01": 4}});
+        for p in [
+            "/a/0/b", "/a/1/0", "/a/01", "/a/+1", "/a/", "/a/9", "/c/0", "/c/01", "/x", "/a/0/b/c",
+        ] {
+            let keys: Vec<&str> = p[1..].split('/').collect();
+            assert_eq!(at(&v, &keys), v.pointer(p), "{p}");
+        }
     }
 }

@@ -9,10 +9,14 @@
 //! in content order. Server quirks are `model.compat` flags (pi's
 //! models-configuration.md), with detection by provider / base URL.
 
+use std::borrow::Cow;
 use std::collections::HashMap;
+
+use serde::Serialize;
 
 use serde_json::{json, Map, Value};
 
+use super::body::Body;
 use super::sse::{self, Failure};
 use super::transform::{completions_id, transform_messages};
 use super::{default_max_tokens, EventSink, Out, Request, Streamed};
@@ -23,8 +27,8 @@ use crate::format::{AgentMessage, ContentBlock};
 /// Streams one assistant message.
 pub async fn stream(req: Request<'_>, on_event: EventSink<'_>) -> Streamed {
     let out = Out::new(&req.model, on_event);
-    let body = build_body(&req);
-    let stream = match sse::open_openai(&req, "/chat/completions", &body, Vec::new()).await {
+    let body = build_body(&req).into_bytes();
+    let stream = match sse::open_openai(&req, "/chat/completions", body, Vec::new()).await {
         Ok(s) => s,
         Err(f) => return out.fail(f),
     };
@@ -138,46 +142,63 @@ fn image_url(data: &str, mime: &str) -> Value {
     json!({"type": "image_url", "image_url": {"url": format!("data:{mime};base64,{data}")}})
 }
 
+/// A tool as Chat Completions declares it, written from the definition
+/// in place (`{"type":"function","function":{name, description,
+/// parameters[, strict]}}`).
+#[derive(Serialize)]
+struct FunctionTool<'a> {
+    #[serde(rename = "type")]
+    kind: &'static str,
+    function: Function<'a>,
+}
+
+#[derive(Serialize)]
+struct Function<'a> {
+    name: &'a str,
+    description: &'a str,
+    parameters: Cow<'a, Value>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    strict: Option<bool>,
+}
+
 /// The request body pi 1.6.0 sends.
-pub fn build_body(req: &Request) -> Value {
+pub(crate) fn build_body(req: &Request) -> Body {
     let model = &req.model;
     let compat = Compat::of(model);
-    let mut body = Map::new();
-    body.insert("model".into(), model.id.clone().into());
-    body.insert(
-        "messages".into(),
-        Value::Array(convert_messages(req, &compat)),
-    );
-    body.insert("stream".into(), true.into());
+    let mut body = Body::new();
+    body.insert("model", &model.id);
+    body.insert_raw("messages", convert_messages(req, &compat));
+    body.insert("stream", &true);
     if compat.supports_usage_in_streaming {
-        body.insert("stream_options".into(), json!({"include_usage": true}));
+        body.insert("stream_options", &json!({"include_usage": true}));
     }
     if compat.supports_store {
-        body.insert("store".into(), false.into());
+        body.insert("store", &false);
     }
     if let Some(mt) = default_max_tokens(req) {
-        body.insert(compat.max_tokens_field.clone(), mt.into());
+        body.insert(&compat.max_tokens_field, &mt);
     }
     if !req.tools.is_empty() {
-        let tools: Vec<Value> = req
+        let tools: Vec<FunctionTool> = req
             .tools
             .iter()
-            .map(|t| {
-                let mut f = Map::new();
-                f.insert("name".into(), t.name.clone().into());
-                f.insert("description".into(), t.description.clone().into());
-                if compat.supports_strict_mode {
-                    f.insert("parameters".into(), super::strict_schema(&t.parameters));
-                    f.insert("strict".into(), true.into());
-                } else {
-                    f.insert("parameters".into(), t.parameters.clone());
-                }
-                json!({"type": "function", "function": Value::Object(f)})
+            .map(|t| FunctionTool {
+                kind: "function",
+                function: Function {
+                    name: &t.name,
+                    description: &t.description,
+                    parameters: if compat.supports_strict_mode {
+                        Cow::Owned(super::strict_schema(&t.parameters))
+                    } else {
+                        Cow::Borrowed(&t.parameters)
+                    },
+                    strict: compat.supports_strict_mode.then_some(true),
+                },
             })
             .collect();
-        body.insert("tools".into(), Value::Array(tools));
+        body.insert("tools", &tools);
     } else if compat.requires_tools_with_tool_history && has_tool_history(&req.messages) {
-        body.insert("tools".into(), json!([]));
+        body.insert("tools", &json!([]));
     }
     if model.reasoning {
         add_thinking(&mut body, req, &compat);
@@ -189,15 +210,15 @@ pub fn build_body(req: &Request) -> Value {
         .as_ref()
         .filter(|rs| compat.supports_strict_mode && rs.openai.is_ok())
     {
-        body.insert("response_format".into(), rs.openai_chat_format());
+        body.insert("response_format", &rs.openai_chat_format());
     }
     if let Some(r) = &compat.open_router_routing {
-        body.insert("provider".into(), r.clone());
+        body.insert("provider", r);
     }
     if let Some(r) = &compat.vercel_gateway_routing {
-        body.insert("providerOptions".into(), json!({"gateway": r}));
+        body.insert("providerOptions", &json!({"gateway": r}));
     }
-    Value::Object(body)
+    body
 }
 
 fn has_tool_history(messages: &[MessageRef<'_>]) -> bool {
@@ -211,7 +232,7 @@ fn has_tool_history(messages: &[MessageRef<'_>]) -> bool {
     })
 }
 
-fn add_thinking(body: &mut Map<String, Value>, req: &Request, compat: &Compat) {
+fn add_thinking(body: &mut Body, req: &Request, compat: &Compat) {
     // Already clamped to the model by `model::select::clamp_thinking`.
     let level = req.thinking;
     let on = level != ThinkingLevel::Off;
@@ -222,68 +243,102 @@ fn add_thinking(body: &mut Map<String, Value>, req: &Request, compat: &Compat) {
             .cloned()
             .unwrap_or_else(|| level.as_str().into())
     };
-    let with_effort = |body: &mut Map<String, Value>| {
+    let with_effort = |body: &mut Body| {
         if on && compat.supports_reasoning_effort {
-            body.insert("reasoning_effort".into(), effort());
+            body.insert("reasoning_effort", &effort());
         }
     };
     match compat.thinking_format.as_str() {
         "zai" => {
             let t = if on { "enabled" } else { "disabled" };
-            body.insert("thinking".into(), json!({"type": t}));
+            body.insert("thinking", &json!({"type": t}));
         }
         "deepseek" => {
             let t = if on { "enabled" } else { "disabled" };
-            body.insert("thinking".into(), json!({"type": t}));
+            body.insert("thinking", &json!({"type": t}));
             with_effort(body);
         }
         "qwen" => {
-            body.insert("enable_thinking".into(), on.into());
+            body.insert("enable_thinking", &on);
             with_effort(body);
         }
         "qwen-chat-template" => {
             body.insert(
-                "chat_template_kwargs".into(),
-                json!({"enable_thinking": on, "preserve_thinking": true}),
+                "chat_template_kwargs",
+                &json!({"enable_thinking": on, "preserve_thinking": true}),
             );
         }
         "together" => {
-            body.insert("reasoning".into(), json!({"enabled": on}));
+            body.insert("reasoning", &json!({"enabled": on}));
             with_effort(body);
         }
         "openrouter" => {
             if on {
-                body.insert("reasoning".into(), json!({"effort": effort()}));
+                body.insert("reasoning", &json!({"effort": effort()}));
             }
         }
         _ => with_effort(body),
     }
 }
 
-fn convert_messages(req: &Request, compat: &Compat) -> Vec<Value> {
+/// One message of the body: text written from where it is, or a value
+/// built for the rarer shapes.
+#[derive(Serialize)]
+#[serde(untagged)]
+enum Msg<'a> {
+    Text {
+        role: &'static str,
+        content: &'a str,
+    },
+    ToolResult {
+        role: &'static str,
+        content: String,
+        tool_call_id: &'a str,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        name: Option<&'a str>,
+    },
+    Built(Value),
+}
+
+impl Msg<'_> {
+    fn is_tool_result(&self) -> bool {
+        matches!(self, Msg::ToolResult { .. })
+    }
+}
+
+const PROCESSED: Msg<'static> = Msg::Text {
+    role: "assistant",
+    content: "I have processed the tool results.",
+};
+
+/// The body's `messages`, serialised.
+fn convert_messages(req: &Request, compat: &Compat) -> String {
     let model = &req.model;
-    let mut out = Vec::new();
+    let mut out: Vec<Msg> = Vec::new();
     if let Some(sp) = &req.system_prompt {
         let role = if model.reasoning && compat.supports_developer_role {
             "developer"
         } else {
             "system"
         };
-        out.push(json!({"role": role, "content": sp}));
+        out.push(Msg::Text { role, content: sp });
     }
     let messages = transform_messages(&req.messages, model, &|id: &str| completions_id(id, model));
     let vision = is_vision(model);
     let mut i = 0;
     while i < messages.len() {
-        match &messages[i] {
+        match &*messages[i] {
             AgentMessage::User(u) => {
                 if compat.requires_assistant_after_tool_result
-                    && matches!(out.last(), Some(v) if v["role"] == "tool")
+                    && out.last().is_some_and(Msg::is_tool_result)
                 {
-                    out.push(json!({"role": "assistant", "content": "I have processed the tool results."}));
+                    out.push(PROCESSED);
                 }
                 match &u.content {
-                    UserContent::Text(s) => out.push(json!({"role": "user", "content": s})),
+                    UserContent::Text(s) => out.push(Msg::Text {
+                        role: "user",
+                        content: s,
+                    }),
                     UserContent::Blocks(blocks) => {
                         let parts: Vec<Value> = blocks
                             .iter()
@@ -298,28 +353,27 @@ fn convert_messages(req: &Request, compat: &Compat) -> Vec<Value> {
                             })
                             .collect();
                         if !parts.is_empty() {
-                            out.push(json!({"role": "user", "content": parts}));
+                            out.push(Msg::Built(json!({"role": "user", "content": parts})));
                         }
                     }
                 }
             }
             AgentMessage::Assistant(a) => {
                 if let Some(v) = convert_assistant(a, compat, req.thinking != ThinkingLevel::Off) {
-                    out.push(v);
+                    out.push(Msg::Built(v));
                 }
             }
             AgentMessage::ToolResult(_) => {
                 let mut images = Vec::new();
-                while let Some(AgentMessage::ToolResult(r)) = messages.get(i) {
-                    let text = super::tool_result_text(&r.content);
-                    let mut m = Map::new();
-                    m.insert("role".into(), "tool".into());
-                    m.insert("content".into(), text.into());
-                    m.insert("tool_call_id".into(), r.tool_call_id.clone().into());
-                    if compat.requires_tool_result_name {
-                        m.insert("name".into(), r.tool_name.clone().into());
-                    }
-                    out.push(Value::Object(m));
+                while let Some(AgentMessage::ToolResult(r)) = messages.get(i).map(|m| &**m) {
+                    out.push(Msg::ToolResult {
+                        role: "tool",
+                        content: super::tool_result_text(&r.content),
+                        tool_call_id: &r.tool_call_id,
+                        name: compat
+                            .requires_tool_result_name
+                            .then_some(r.tool_name.as_str()),
+                    });
                     if vision {
                         for b in &r.content {
                             if let ContentBlock::Image(im) = b {
@@ -331,13 +385,13 @@ fn convert_messages(req: &Request, compat: &Compat) -> Vec<Value> {
                 }
                 if !images.is_empty() {
                     if compat.requires_assistant_after_tool_result {
-                        out.push(json!({"role": "assistant", "content": "I have processed the tool results."}));
+                        out.push(PROCESSED);
                     }
                     let mut parts = vec![
                         json!({"type": "text", "text": "Attached image(s) from tool result:"}),
                     ];
                     parts.extend(images);
-                    out.push(json!({"role": "user", "content": parts}));
+                    out.push(Msg::Built(json!({"role": "user", "content": parts})));
                 }
                 continue;
             }
@@ -345,7 +399,8 @@ fn convert_messages(req: &Request, compat: &Compat) -> Vec<Value> {
         }
         i += 1;
     }
-    out
+    // Strings and values always serialise.
+    serde_json::to_string(&out).unwrap_or_else(|_| "[]".into())
 }
 
 fn convert_assistant(a: &AssistantMessage, compat: &Compat, thinking_on: bool) -> Option<Value> {
@@ -480,7 +535,7 @@ async fn read_stream(mut stream: sse::SseStream, mut out: Out<'_>, model: &Model
                 .and_then(Value::as_str)
                 .map(str::to_string)
                 .unwrap_or_else(|| err.to_string());
-            if let Some(raw) = err.pointer("/metadata/raw").and_then(Value::as_str) {
+            if let Some(raw) = super::at(err, &["metadata", "raw"]).and_then(Value::as_str) {
                 msg.push('\n');
                 msg.push_str(raw);
             }
@@ -494,7 +549,7 @@ async fn read_stream(mut stream: sse::SseStream, mut out: Out<'_>, model: &Model
         let usage = chunk
             .get("usage")
             .filter(|u| u.is_object())
-            .or_else(|| chunk.pointer("/choices/0/usage").filter(|u| u.is_object()));
+            .or_else(|| super::at(&chunk, &["choices", "0", "usage"]).filter(|u| u.is_object()));
         if let Some(u) = usage {
             let prompt = u64_at(u, &["prompt_tokens"]);
             let cached = u64_at(u, &["prompt_tokens_details", "cached_tokens"]);
@@ -505,7 +560,7 @@ async fn read_stream(mut stream: sse::SseStream, mut out: Out<'_>, model: &Model
             out.msg.usage.cost.total_from_provider = Some(Value::Bool(false));
             out.set_usage(input, output, cached, 0, input + output + cached);
         }
-        let Some(choice) = chunk.pointer("/choices/0") else {
+        let Some(choice) = super::at(&chunk, &["choices", "0"]) else {
             continue;
         };
         if let Some(fr) = choice.get("finish_reason").and_then(Value::as_str) {
@@ -567,9 +622,8 @@ async fn read_stream(mut stream: sse::SseStream, mut out: Out<'_>, model: &Model
                         },
                     },
                 };
-                let name = call.pointer("/function/name").and_then(Value::as_str);
-                let args = call
-                    .pointer("/function/arguments")
+                let name = super::at(call, &["function", "name"]).and_then(Value::as_str);
+                let args = super::at(call, &["function", "arguments"])
                     .and_then(Value::as_str)
                     .unwrap_or("");
                 let i = match tools.get(&key) {

@@ -7,10 +7,14 @@
 //! (max_output_tokens) ends with `length` and its usage instead of `stop`
 //! with zero usage.
 
+use std::borrow::Cow;
 use std::collections::HashMap;
+
+use serde::Serialize;
 
 use serde_json::{json, Map, Value};
 
+use super::body::Body;
 use super::sse::{self, Failure};
 use super::transform::{responses_id, same_model, transform_messages};
 use super::{default_max_tokens, EventSink, Out, Request, Streamed};
@@ -21,7 +25,7 @@ use crate::format::{AgentMessage, ContentBlock};
 /// Streams one assistant message.
 pub async fn stream(req: Request<'_>, on_event: EventSink<'_>) -> Streamed {
     let out = Out::new(&req.model, on_event);
-    let body = build_body(&req);
+    let body = build_body(&req).into_bytes();
     // pi 1.6.0 names the session in two headers on this API only.
     let session: Vec<(String, String)> = req
         .session_id
@@ -33,33 +37,46 @@ pub async fn stream(req: Request<'_>, on_event: EventSink<'_>) -> Streamed {
             ]
         })
         .collect();
-    let stream = match sse::open_openai(&req, "/responses", &body, session).await {
+    let stream = match sse::open_openai(&req, "/responses", body, session).await {
         Ok(s) => s,
         Err(f) => return out.fail(f),
     };
     read_stream(stream, out).await
 }
 
+/// A tool as the Responses API declares it, written from the definition
+/// in place.
+#[derive(Serialize)]
+struct ResponsesTool<'a> {
+    #[serde(rename = "type")]
+    kind: &'static str,
+    name: &'a str,
+    description: &'a str,
+    parameters: Cow<'a, Value>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    strict: Option<bool>,
+}
+
 /// The request body (providers.md §2.3).
-pub fn build_body(req: &Request) -> Value {
+pub(crate) fn build_body(req: &Request) -> Body {
     let model = &req.model;
     // Already clamped to the model by `model::select::clamp_thinking`.
     let level = req.thinking;
-    let mut body = Map::new();
-    body.insert("model".into(), model.id.clone().into());
-    body.insert("input".into(), Value::Array(convert_input(req, level)));
-    body.insert("stream".into(), true.into());
+    let mut body = Body::new();
+    body.insert("model", &model.id);
+    body.insert("input", &convert_input(req, level));
+    body.insert("stream", &true);
     if let Some(sid) = &req.session_id {
-        body.insert("prompt_cache_key".into(), sid.clone().into());
+        body.insert("prompt_cache_key", sid);
     }
-    body.insert("store".into(), false.into());
+    body.insert("store", &false);
     let supports_max = model
         .compat_value("supportsMaxOutputTokens")
         .and_then(Value::as_bool)
         .unwrap_or(true);
     if let Some(mt) = default_max_tokens(req).filter(|_| supports_max) {
         // The Responses API takes no fewer than 16 output tokens.
-        body.insert("max_output_tokens".into(), mt.max(16).into());
+        body.insert("max_output_tokens", &mt.max(16));
     }
     let strict = model
         .compat_value("supportsStrictMode")
@@ -72,36 +89,36 @@ pub fn build_body(req: &Request) -> Value {
         .as_ref()
         .filter(|rs| strict && rs.openai.is_ok())
     {
-        body.insert(
-            "text".into(),
-            json!({"format": rs.openai_responses_format()}),
-        );
+        body.insert("text", &json!({"format": rs.openai_responses_format()}));
     }
     if !req.tools.is_empty() {
-        let tools: Vec<Value> = req
+        let tools: Vec<ResponsesTool> = req
             .tools
             .iter()
-            .map(|t| {
+            .map(|t| ResponsesTool {
+                kind: "function",
+                name: &t.name,
+                description: &t.description,
+                parameters: if strict {
+                    Cow::Owned(super::strict_schema(&t.parameters))
+                } else {
+                    Cow::Borrowed(&t.parameters)
+                },
                 // pi 1.6.0 sends no `strict` key unless the model does
                 // strict mode (strict: false is the API's default).
-                if strict {
-                    json!({"type": "function", "name": t.name, "description": t.description,
-                           "parameters": super::strict_schema(&t.parameters), "strict": true})
-                } else {
-                    json!({"type": "function", "name": t.name, "description": t.description, "parameters": t.parameters})
-                }
+                strict: strict.then_some(true),
             })
             .collect();
-        body.insert("tools".into(), Value::Array(tools));
+        body.insert("tools", &tools);
     }
     if model.reasoning && level != ThinkingLevel::Off {
         body.insert(
-            "reasoning".into(),
-            json!({"effort": level.as_str(), "summary": "auto"}),
+            "reasoning",
+            &json!({"effort": level.as_str(), "summary": "auto"}),
         );
-        body.insert("include".into(), json!(["reasoning.encrypted_content"]));
+        body.insert("include", &json!(["reasoning.encrypted_content"]));
     }
-    Value::Object(body)
+    body
 }
 
 fn convert_input(req: &Request, level: ThinkingLevel) -> Vec<Value> {
@@ -125,7 +142,7 @@ fn convert_input(req: &Request, level: ThinkingLevel) -> Vec<Value> {
     }
     let messages = transform_messages(&req.messages, model, &|id: &str| responses_id(id, model));
     for (msg_index, m) in messages.iter().enumerate() {
-        match m {
+        match &**m {
             AgentMessage::User(u) => {
                 let parts: Vec<Value> = match &u.content {
                     UserContent::Text(s) => vec![json!({"type": "input_text", "text": s})],
@@ -319,7 +336,10 @@ async fn read_stream(mut stream: sse::SseStream, mut out: Out<'_>) -> Streamed {
         match kind.as_str() {
             "response.created" => {
                 // pi 1.6.0 records no responseModel for this API.
-                out.set_response(data.pointer("/response/id").and_then(Value::as_str), None);
+                out.set_response(
+                    super::at(&data, &["response", "id"]).and_then(Value::as_str),
+                    None,
+                );
             }
             "response.output_item.added" => {
                 let item = &data["item"];
@@ -439,8 +459,7 @@ async fn read_stream(mut stream: sse::SseStream, mut out: Out<'_>) -> Streamed {
                                 .and_then(Value::as_str)
                                 .unwrap_or("no message")
                         ),
-                        None => match resp
-                            .pointer("/incomplete_details/reason")
+                        None => match super::at(resp, &["incomplete_details", "reason"])
                             .and_then(Value::as_str)
                         {
                             Some(r) => format!("incomplete: {r}"),

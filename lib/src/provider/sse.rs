@@ -332,8 +332,8 @@ pub struct HttpCall<'a> {
     pub url: String,
     /// Headers in sending order (later ones win for the same name).
     pub headers: Vec<(String, String)>,
-    /// The JSON body.
-    pub body: &'a Value,
+    /// The JSON body, serialised.
+    pub body: Vec<u8>,
     /// Give up when nothing arrives for this long.
     pub idle_timeout: Duration,
     /// Cancelling aborts the call.
@@ -364,7 +364,7 @@ pub struct SseStream {
 pub async fn open_openai(
     req: &super::Request<'_>,
     path: &str,
-    body: &Value,
+    body: Vec<u8>,
     api_headers: Vec<(String, String)>,
 ) -> Result<SseStream, Failure> {
     let mut headers = vec![("content-type".to_string(), "application/json".to_string())];
@@ -411,8 +411,11 @@ pub async fn open(call: HttpCall<'_>) -> Result<SseStream, Failure> {
         };
         headers.insert(name, value);
     }
-    let body = serde_json::to_vec(call.body).unwrap_or_default();
-    let send = client.post(&call.url).headers(headers).body(body).send();
+    let send = client
+        .post(&call.url)
+        .headers(headers)
+        .body(call.body)
+        .send();
     let resp = tokio::select! {
         _ = call.cancel.cancelled() => return Err(Failure::AbortedBeforeAnswer),
         r = tokio::time::timeout(call.idle_timeout, send) => match r {

@@ -8,6 +8,7 @@
 //! assistant turns and answers tool calls that never got a result, because
 //! every API rejects a tool call without its result.
 
+use std::borrow::Cow;
 use std::collections::{HashMap, HashSet};
 
 use serde_json::{Map, Value};
@@ -75,12 +76,28 @@ fn extra_str<'a>(extra: &'a Map<String, Value>, key: &str) -> Option<&'a str> {
     extra.get(key).and_then(Value::as_str)
 }
 
+/// Whether pass 1 drops a thinking block of a message from the target
+/// model itself: one that is blank, unsigned and not redacted.
+fn drops_thinking(blocks: &[ContentBlock]) -> bool {
+    blocks.iter().any(|b| match b {
+        ContentBlock::Thinking(t) => {
+            t.extra.get("redacted").and_then(Value::as_bool) != Some(true)
+                && extra_str(&t.extra, "thinkingSignature").is_none_or(str::is_empty)
+                && is_blank(&t.thinking)
+        }
+        _ => false,
+    })
+}
+
 /// The conversation as the target `model` should see it.
-pub fn transform_messages<M: std::borrow::Borrow<AgentMessage>>(
-    messages: &[M],
+///
+/// Messages that need no change are borrowed, not copied: a long
+/// conversation with the same model costs no copy per request.
+pub fn transform_messages<'a, M: std::borrow::Borrow<AgentMessage>>(
+    messages: &'a [M],
     model: &Model,
     normalize_id: IdNormalizer<'_>,
-) -> Vec<AgentMessage> {
+) -> Vec<Cow<'a, AgentMessage>> {
     // Pass 1: content of other models, id renames, images a model cannot
     // see.
     let vision = model.input.iter().any(|i| i == "image");
@@ -92,6 +109,9 @@ pub fn transform_messages<M: std::borrow::Borrow<AgentMessage>>(
     for msg in messages {
         let msg: &AgentMessage = msg.borrow();
         match msg {
+            AgentMessage::Assistant(a) if same_model(a, model) && !drops_thinking(&a.content) => {
+                pass1.push(Cow::Borrowed(msg));
+            }
             AgentMessage::Assistant(a) => {
                 let same = same_model(a, model);
                 let mut out = a.clone();
@@ -141,7 +161,12 @@ pub fn transform_messages<M: std::borrow::Borrow<AgentMessage>>(
                         other => out.content.push(other.clone()),
                     }
                 }
-                pass1.push(AgentMessage::Assistant(out));
+                pass1.push(Cow::Owned(AgentMessage::Assistant(out)));
+            }
+            AgentMessage::ToolResult(r)
+                if !renamed.contains_key(&r.tool_call_id) && !has_image(&r.content) =>
+            {
+                pass1.push(Cow::Borrowed(msg));
             }
             AgentMessage::ToolResult(r) => {
                 let mut r = r.clone();
@@ -151,17 +176,17 @@ pub fn transform_messages<M: std::borrow::Borrow<AgentMessage>>(
                 if has_image(&r.content) {
                     r.content = without_images(&r.content, TOOL_IMAGE_OMITTED);
                 }
-                pass1.push(AgentMessage::ToolResult(r));
+                pass1.push(Cow::Owned(AgentMessage::ToolResult(r)));
             }
             AgentMessage::User(u) => match &u.content {
                 UserContent::Blocks(blocks) if has_image(blocks) => {
                     let mut u = u.clone();
                     u.content = UserContent::Blocks(without_images(blocks, IMAGE_OMITTED));
-                    pass1.push(AgentMessage::User(u));
+                    pass1.push(Cow::Owned(AgentMessage::User(u)));
                 }
-                _ => pass1.push(msg.clone()),
+                _ => pass1.push(Cow::Borrowed(msg)),
             },
-            other => pass1.push(other.clone()),
+            other => pass1.push(Cow::Borrowed(other)),
         }
     }
 
@@ -171,25 +196,27 @@ pub fn transform_messages<M: std::borrow::Borrow<AgentMessage>>(
     let mut answered: HashSet<String> = HashSet::new();
     let flush = |pending: &mut Vec<(String, String)>,
                  answered: &mut HashSet<String>,
-                 out: &mut Vec<AgentMessage>| {
+                 out: &mut Vec<Cow<'a, AgentMessage>>| {
         for (id, name) in pending.drain(..) {
             if !answered.contains(&id) {
-                out.push(AgentMessage::ToolResult(Box::new(ToolResultMessage {
-                    tool_call_id: id,
-                    tool_name: name,
-                    content: vec![ContentBlock::text(NO_RESULT)],
-                    details: None,
-                    is_error: true,
-                    duration_ms: None,
-                    timestamp: Num::signed(crate::timefmt::now_ms()),
-                    extra: Map::new(),
-                })));
+                out.push(Cow::Owned(AgentMessage::ToolResult(Box::new(
+                    ToolResultMessage {
+                        tool_call_id: id,
+                        tool_name: name,
+                        content: vec![ContentBlock::text(NO_RESULT)],
+                        details: None,
+                        is_error: true,
+                        duration_ms: None,
+                        timestamp: Num::signed(crate::timefmt::now_ms()),
+                        extra: Map::new(),
+                    },
+                ))));
             }
         }
         answered.clear();
     };
     for msg in pass1 {
-        match &msg {
+        match &*msg {
             AgentMessage::Assistant(a) => {
                 flush(&mut pending, &mut answered, &mut out);
                 if a.stop_reason == "error" || a.stop_reason == "aborted" {
@@ -362,7 +389,26 @@ mod tests {
             "stop",
         )];
         let out = transform_messages(&history, &target, &anthropic_id);
+        assert!(
+            matches!(out[0], Cow::Borrowed(_)),
+            "nothing to change: not copied"
+        );
+        let out: Vec<AgentMessage> = out.into_iter().map(Cow::into_owned).collect();
         assert_eq!(out, history);
+        // A blank unsigned thinking block is dropped: a changed copy.
+        let blank = vec![assistant(
+            "anthropic",
+            "anthropic-messages",
+            "claude",
+            json!([{"type":"thinking","thinking":" "},{"type":"text","text":"t"}]),
+            "stop",
+        )];
+        let out = transform_messages(&blank, &target, &anthropic_id);
+        assert!(matches!(out[0], Cow::Owned(_)));
+        assert_eq!(
+            serde_json::to_value(&out[0]).unwrap()["content"],
+            json!([{"type":"text","text":"t"}])
+        );
     }
 
     #[test]
@@ -409,7 +455,7 @@ mod tests {
                 "assistant"
             ]
         );
-        let AgentMessage::ToolResult(r) = &out[3] else {
+        let AgentMessage::ToolResult(r) = &*out[3] else {
             panic!()
         };
         assert_eq!(

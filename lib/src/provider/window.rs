@@ -28,9 +28,42 @@ fn tokens(chars: u64) -> u64 {
     (chars * 2).div_ceil(7)
 }
 
+/// UTF-16 code units of the characters in UTF-8 `bytes`: one for each
+/// character (each byte that is not a continuation byte) and one more for
+/// each character outside the basic plane (each 4-byte lead byte).
+fn utf16_units(bytes: &[u8]) -> u64 {
+    if bytes.is_ascii() {
+        return bytes.len() as u64;
+    }
+    bytes
+        .iter()
+        .map(|&b| u64::from((b as i8) >= -0x40) + u64::from(b >= 0xF0))
+        .sum()
+}
+
 /// Length the way JavaScript counts it (UTF-16 code units).
 fn js_len(s: &str) -> u64 {
-    s.encode_utf16().count() as u64
+    utf16_units(s.as_bytes())
+}
+
+/// The length [`js_len`] gives `v`'s compact JSON text, counted as it is
+/// written instead of building the text.
+fn json_len(v: &serde_json::Value) -> u64 {
+    struct Count(u64);
+    impl std::io::Write for Count {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            // Counted byte by byte: a character split across writes counts once.
+            self.0 += utf16_units(buf);
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut c = Count(0);
+    // Writing a value to a counter cannot fail.
+    let _ = serde_json::to_writer(&mut c, v);
+    c.0
 }
 
 fn blocks_chars(blocks: &[ContentBlock]) -> u64 {
@@ -39,9 +72,7 @@ fn blocks_chars(blocks: &[ContentBlock]) -> u64 {
         .map(|b| match b {
             ContentBlock::Text(t) => js_len(&t.text),
             ContentBlock::Thinking(t) => js_len(&t.thinking),
-            ContentBlock::ToolCall(c) => {
-                js_len(&c.name) + js_len(&serde_json::to_string(&c.arguments).unwrap_or_default())
-            }
+            ContentBlock::ToolCall(c) => js_len(&c.name) + json_len(&c.arguments),
             _ => 0,
         })
         .sum()
@@ -62,11 +93,7 @@ fn tools_chars(tools: &[ToolDefinition]) -> u64 {
     let each: u64 = tools
         .iter()
         .map(|t| {
-            js_len(&t.name)
-                + js_len(&t.description)
-                + js_len(&serde_json::to_string(&t.parameters).unwrap_or_default())
-                + PER_TOOL_CHARS
-                + 1
+            js_len(&t.name) + js_len(&t.description) + json_len(&t.parameters) + PER_TOOL_CHARS + 1
         })
         .sum();
     each + 1
@@ -115,6 +142,22 @@ mod tests {
         assert_eq!(tokens(8), 3);
         assert_eq!(tokens(3500), 1000);
         assert_eq!(tokens(1616), 462);
+    }
+
+    #[test]
+    fn lengths_count_utf16_units() {
+        for s in [
+            "",
+            "abc",
+            "h\u{e9}llo",
+            "\u{20ac}\u{1f600}x",
+            "\u{10ffff}\u{7f}\u{80}",
+        ] {
+            assert_eq!(js_len(s), s.encode_utf16().count() as u64, "{s:?}");
+        }
+        let v = serde_json::json!({"a": "\u{1f600}\"\n", "b": [1.5, null, "\u{e9}"]});
+        let text = serde_json::to_string(&v).unwrap();
+        assert_eq!(json_len(&v), text.encode_utf16().count() as u64);
     }
 
     #[test]
