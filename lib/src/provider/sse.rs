@@ -529,6 +529,115 @@ impl SseStream {
 mod tests {
     use super::*;
 
+    /// A loopback server answering every request on its connection with
+    /// one `data: [DONE]` event, the chunked body's last chunk `tail`
+    /// later (never, for `None`); counts the connections it accepted.
+    async fn done_server(
+        tail: Option<Duration>,
+    ) -> (String, std::sync::Arc<std::sync::atomic::AtomicUsize>) {
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!(
+            "http://{}/v1/chat/completions",
+            listener.local_addr().unwrap()
+        );
+        let accepts = std::sync::Arc::new(AtomicUsize::new(0));
+        let counted = std::sync::Arc::clone(&accepts);
+        tokio::spawn(async move {
+            while let Ok((mut sock, _)) = listener.accept().await {
+                counted.fetch_add(1, Ordering::SeqCst);
+                tokio::spawn(async move {
+                    let mut buf = Vec::new();
+                    loop {
+                        // One request: its head, then Content-Length bytes.
+                        let head_end = loop {
+                            if let Some(p) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+                                break p + 4;
+                            }
+                            let mut chunk = [0u8; 4096];
+                            match sock.read(&mut chunk).await {
+                                Ok(0) | Err(_) => return,
+                                Ok(n) => buf.extend_from_slice(&chunk[..n]),
+                            }
+                        };
+                        let head = String::from_utf8_lossy(&buf[..head_end]).to_lowercase();
+                        let len: usize = head
+                            .lines()
+                            .find_map(|l| l.strip_prefix("content-length:"))
+                            .and_then(|v| v.trim().parse().ok())
+                            .unwrap_or(0);
+                        while buf.len() < head_end + len {
+                            let mut chunk = [0u8; 4096];
+                            match sock.read(&mut chunk).await {
+                                Ok(0) | Err(_) => return,
+                                Ok(n) => buf.extend_from_slice(&chunk[..n]),
+                            }
+                        }
+                        buf.drain(..head_end + len);
+                        let event = "data: [DONE]\n\n";
+                        let answer = format!(
+                            "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n{:x}\r\n{event}\r\n",
+                            event.len()
+                        );
+                        if sock.write_all(answer.as_bytes()).await.is_err() {
+                            return;
+                        }
+                        match tail {
+                            Some(d) => tokio::time::sleep(d).await,
+                            None => std::future::pending::<()>().await,
+                        }
+                        if sock.write_all(b"0\r\n\r\n").await.is_err() {
+                            return;
+                        }
+                    }
+                });
+            }
+        });
+        (url, accepts)
+    }
+
+    /// Opens `url`, reads to `[DONE]` and finishes the stream.
+    async fn one_request(url: &str) {
+        let cancel = CancellationToken::new();
+        let call = HttpCall {
+            url: url.to_string(),
+            headers: vec![("content-type".into(), "application/json".into())],
+            body: b"{}".to_vec(),
+            idle_timeout: Duration::from_secs(10),
+            cancel: &cancel,
+            http_error: plain_http_error,
+        };
+        let mut s = open(call)
+            .await
+            .unwrap_or_else(|_| panic!("the call failed"));
+        let ev = s.next().await.unwrap_or_else(|_| panic!("no event"));
+        assert_eq!(ev.map(|e| e.data), Some("[DONE]".to_string()));
+        s.finish().await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn after_done_the_connection_is_kept_for_the_next_request() {
+        use std::sync::atomic::Ordering;
+        let (url, accepts) = done_server(Some(Duration::from_millis(5))).await;
+        for _ in 0..3 {
+            one_request(&url).await;
+        }
+        assert_eq!(
+            accepts.load(Ordering::SeqCst),
+            1,
+            "one connection for three requests"
+        );
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_body_kept_open_after_done_is_left_after_the_linger() {
+        let (url, _) = done_server(None).await;
+        let t = std::time::Instant::now();
+        one_request(&url).await;
+        assert!(t.elapsed() < Duration::from_secs(2), "{:?}", t.elapsed());
+    }
+
     fn all(chunks: &[&[u8]]) -> Vec<SseEvent> {
         let mut d = SseDecoder::new();
         let mut out = Vec::new();
