@@ -589,6 +589,34 @@ fn final_arguments(raw: &str) -> Result<Value, String> {
     }
 }
 
+/// A function tool as both OpenAI APIs declare it (Chat Completions
+/// nests it under `function`, Responses flattens it beside `type`),
+/// borrowed from its definition; in strict mode the schema is made strict
+/// and `strict: true` is sent (pi 1.6.0 sends no `strict` key otherwise).
+#[derive(serde::Serialize)]
+pub(crate) struct FunctionDecl<'a> {
+    name: &'a str,
+    description: &'a str,
+    parameters: std::borrow::Cow<'a, Value>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    strict: Option<bool>,
+}
+
+impl<'a> FunctionDecl<'a> {
+    pub(crate) fn of(t: &'a ToolDefinition, strict: bool) -> Self {
+        FunctionDecl {
+            name: &t.name,
+            description: &t.description,
+            parameters: if strict {
+                std::borrow::Cow::Owned(strict_schema(&t.parameters))
+            } else {
+                std::borrow::Cow::Borrowed(&t.parameters)
+            },
+            strict: strict.then_some(true),
+        }
+    }
+}
+
 /// A tool schema in the form strict tool calling needs (what pi 1.6.0 sends
 /// to models whose compat has `supportsStrictMode` / `supportsStrictTools`):
 /// in every object with properties, all properties are required, the ones

@@ -9,7 +9,6 @@
 //! in content order. Server quirks are `model.compat` flags (pi's
 //! models-configuration.md), with detection by provider / base URL.
 
-use std::borrow::Cow;
 use std::collections::HashMap;
 
 use serde::Serialize;
@@ -149,16 +148,7 @@ fn image_url(data: &str, mime: &str) -> Value {
 struct FunctionTool<'a> {
     #[serde(rename = "type")]
     kind: &'static str,
-    function: Function<'a>,
-}
-
-#[derive(Serialize)]
-struct Function<'a> {
-    name: &'a str,
-    description: &'a str,
-    parameters: Cow<'a, Value>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    strict: Option<bool>,
+    function: super::FunctionDecl<'a>,
 }
 
 /// The request body pi 1.6.0 sends.
@@ -184,16 +174,7 @@ pub(crate) fn build_body(req: &Request) -> Body {
             .iter()
             .map(|t| FunctionTool {
                 kind: "function",
-                function: Function {
-                    name: &t.name,
-                    description: &t.description,
-                    parameters: if compat.supports_strict_mode {
-                        Cow::Owned(super::strict_schema(&t.parameters))
-                    } else {
-                        Cow::Borrowed(&t.parameters)
-                    },
-                    strict: compat.supports_strict_mode.then_some(true),
-                },
+                function: super::FunctionDecl::of(t, compat.supports_strict_mode),
             })
             .collect();
         body.insert("tools", &tools);

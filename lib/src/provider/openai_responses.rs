@@ -7,7 +7,6 @@
 //! (max_output_tokens) ends with `length` and its usage instead of `stop`
 //! with zero usage.
 
-use std::borrow::Cow;
 use std::collections::HashMap;
 
 use serde::Serialize;
@@ -50,11 +49,8 @@ pub async fn stream(req: Request<'_>, on_event: EventSink<'_>) -> Streamed {
 struct ResponsesTool<'a> {
     #[serde(rename = "type")]
     kind: &'static str,
-    name: &'a str,
-    description: &'a str,
-    parameters: Cow<'a, Value>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    strict: Option<bool>,
+    #[serde(flatten)]
+    function: super::FunctionDecl<'a>,
 }
 
 /// The request body (providers.md §2.3).
@@ -97,16 +93,7 @@ pub(crate) fn build_body(req: &Request) -> Body {
             .iter()
             .map(|t| ResponsesTool {
                 kind: "function",
-                name: &t.name,
-                description: &t.description,
-                parameters: if strict {
-                    Cow::Owned(super::strict_schema(&t.parameters))
-                } else {
-                    Cow::Borrowed(&t.parameters)
-                },
-                // pi 1.6.0 sends no `strict` key unless the model does
-                // strict mode (strict: false is the API's default).
-                strict: strict.then_some(true),
+                function: super::FunctionDecl::of(t, strict),
             })
             .collect();
         body.insert("tools", &tools);
