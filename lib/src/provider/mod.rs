@@ -17,6 +17,8 @@ pub mod openai_responses;
 pub mod partial_json;
 pub mod retry;
 pub mod schema;
+mod tool_decl;
+pub(crate) use tool_decl::{strict_schema, FunctionDecl};
 pub mod sse;
 pub mod transform;
 mod window;
@@ -587,87 +589,6 @@ fn final_arguments(raw: &str) -> Result<Value, String> {
         v @ Value::Object(_) => Ok(v),
         _ => Err("Tool arguments must be a JSON object".into()),
     }
-}
-
-/// A function tool as both OpenAI APIs declare it (Chat Completions
-/// nests it under `function`, Responses flattens it beside `type`),
-/// borrowed from its definition; in strict mode the schema is made strict
-/// and `strict: true` is sent (pi 1.6.0 sends no `strict` key otherwise).
-#[derive(serde::Serialize)]
-pub(crate) struct FunctionDecl<'a> {
-    name: &'a str,
-    description: &'a str,
-    parameters: std::borrow::Cow<'a, Value>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    strict: Option<bool>,
-}
-
-impl<'a> FunctionDecl<'a> {
-    pub(crate) fn of(t: &'a ToolDefinition, strict: bool) -> Self {
-        FunctionDecl {
-            name: &t.name,
-            description: &t.description,
-            parameters: if strict {
-                std::borrow::Cow::Owned(strict_schema(&t.parameters))
-            } else {
-                std::borrow::Cow::Borrowed(&t.parameters)
-            },
-            strict: strict.then_some(true),
-        }
-    }
-}
-
-/// A tool schema in the form strict tool calling needs (what pi 1.6.0 sends
-/// to models whose compat has `supportsStrictMode` / `supportsStrictTools`):
-/// in every object with properties, all properties are required, the ones
-/// that were optional accept `null` too (`anyOf: [<schema>, {"type":
-/// "null"}]`), and no other properties are allowed.
-pub(crate) fn strict_schema(schema: &Value) -> Value {
-    let Value::Object(o) = schema else {
-        return schema.clone();
-    };
-    let mut out = Map::new();
-    let props = o.get("properties").and_then(Value::as_object);
-    let required: Vec<&str> = o
-        .get("required")
-        .and_then(Value::as_array)
-        .map(|r| r.iter().filter_map(Value::as_str).collect())
-        .unwrap_or_default();
-    for (k, v) in o {
-        let v = match (k.as_str(), props) {
-            ("properties", Some(p)) => Value::Object(
-                p.iter()
-                    .map(|(name, sub)| {
-                        let sub = strict_schema(sub);
-                        let sub = if required.contains(&name.as_str()) {
-                            sub
-                        } else {
-                            serde_json::json!({"anyOf": [sub, {"type": "null"}]})
-                        };
-                        (name.clone(), sub)
-                    })
-                    .collect(),
-            ),
-            ("required", Some(p)) => p.keys().cloned().map(Value::from).collect(),
-            ("items", _) => strict_schema(v),
-            ("anyOf" | "oneOf" | "allOf", _) => match v {
-                Value::Array(a) => a.iter().map(strict_schema).collect(),
-                other => other.clone(),
-            },
-            _ => v.clone(),
-        };
-        out.insert(k.clone(), v);
-    }
-    if let Some(p) = props {
-        if !out.contains_key("required") {
-            out.insert(
-                "required".into(),
-                p.keys().cloned().map(Value::from).collect(),
-            );
-        }
-        out.insert("additionalProperties".into(), false.into());
-    }
-    Value::Object(out)
 }
 
 /// Max output tokens to send: the caller's, else the model's `maxTokens`
