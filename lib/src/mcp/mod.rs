@@ -19,6 +19,7 @@ pub mod config;
 pub mod elicit;
 mod http;
 pub mod naming;
+mod section;
 pub mod status;
 pub mod stdio;
 pub mod tool;
@@ -455,7 +456,7 @@ impl Mcp {
 
     /// The `mcp_servers` section (wrapped), when a server is deferred.
     pub fn servers_section(&self) -> Option<String> {
-        tool::servers_section(&self.servers)
+        section::servers_section(&self.servers)
     }
 
     /// The configured server `name`.
