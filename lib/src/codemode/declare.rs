@@ -184,11 +184,7 @@ impl Renderer<'_> {
 
     fn object(&mut self, m: &Map<String, Value>, indent: usize) -> String {
         let props = m.get("properties").and_then(Value::as_object);
-        let required: Vec<&str> = m
-            .get("required")
-            .and_then(Value::as_array)
-            .map(|a| a.iter().filter_map(Value::as_str).collect())
-            .unwrap_or_default();
+        let required = crate::format::tool::required_names(m);
         let extra = match m.get("additionalProperties") {
             Some(Value::Bool(false)) => None,
             Some(Value::Bool(true)) => Some("unknown".to_string()),
@@ -302,10 +298,9 @@ pub fn codemode_line(id: &str, output: Option<&Value>) -> String {
         }
         Some(o) => match o.get("properties").and_then(Value::as_object) {
             Some(p) if !p.is_empty() => {
-                let required: Vec<&str> = o
-                    .get("required")
-                    .and_then(Value::as_array)
-                    .map(|a| a.iter().filter_map(Value::as_str).collect())
+                let required = o
+                    .as_object()
+                    .map(crate::format::tool::required_names)
                     .unwrap_or_default();
                 let names: Vec<String> = p
                     .keys()

@@ -187,11 +187,7 @@ fn openai_node(node: &Value, at: &str, depth: usize, sizes: &mut Sizes) -> Resul
             ));
         }
         let props = m.get("properties").and_then(Value::as_object);
-        let required: Vec<&str> = m
-            .get("required")
-            .and_then(Value::as_array)
-            .map(|a| a.iter().filter_map(Value::as_str).collect())
-            .unwrap_or_default();
+        let required = crate::format::tool::required_names(m);
         if let Some(props) = props {
             if let Some(k) = props.keys().find(|k| !required.contains(&k.as_str())) {
                 return Err(format!(

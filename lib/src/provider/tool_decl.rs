@@ -45,11 +45,7 @@ pub(crate) fn strict_schema(schema: &Value) -> Value {
     };
     let mut out = Map::new();
     let props = o.get("properties").and_then(Value::as_object);
-    let required: Vec<&str> = o
-        .get("required")
-        .and_then(Value::as_array)
-        .map(|r| r.iter().filter_map(Value::as_str).collect())
-        .unwrap_or_default();
+    let required = crate::format::tool::required_names(o);
     for (k, v) in o {
         let v = match (k.as_str(), props) {
             ("properties", Some(p)) => Value::Object(
