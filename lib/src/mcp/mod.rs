@@ -83,6 +83,17 @@ pub struct Meta {
 }
 
 impl Server {
+    /// Enabled, with tools the model reaches through search or codemode
+    /// (a deferred or codemode exposure) rather than declared one by one.
+    pub(crate) fn reached_indirectly(&self) -> bool {
+        self.cfg.enabled
+            && self
+                .cfg
+                .exposures()
+                .iter()
+                .any(|e| matches!(e, Exposure::Deferred | Exposure::Codemode))
+    }
+
     /// The current state.
     pub fn state(&self) -> State {
         self.state.borrow().clone()

@@ -12,16 +12,7 @@ const SECTION_MAX: usize = 4096;
 /// The `mcp_servers` section for the enabled servers with a deferred or
 /// codemode exposure, sorted by name.
 pub fn servers_section(servers: &[Arc<Server>]) -> Option<String> {
-    let mut list: Vec<&Arc<Server>> = servers
-        .iter()
-        .filter(|s| {
-            s.cfg.enabled
-                && s.cfg
-                    .exposures()
-                    .iter()
-                    .any(|e| matches!(e, Exposure::Deferred | Exposure::Codemode))
-        })
-        .collect();
+    let mut list: Vec<&Arc<Server>> = servers.iter().filter(|s| s.reached_indirectly()).collect();
     if list.is_empty() {
         return None;
     }

@@ -560,13 +560,7 @@ impl Tool for ToolSearch {
                 .mcp
                 .servers
                 .iter()
-                .filter(|s| {
-                    s.cfg.enabled
-                        && s.cfg
-                            .exposures()
-                            .iter()
-                            .any(|e| matches!(e, Exposure::Deferred | Exposure::Codemode))
-                })
+                .filter(|s| s.reached_indirectly())
                 .collect();
             for s in &deferred {
                 let _ = s.connection().await;
