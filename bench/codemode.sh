@@ -9,13 +9,16 @@
 # tool_execution_end durationMs: script start, engine, the 10 nested calls through the gate,
 # the result) and the whole run's wall time.
 # Median of BENCH_RUNS runs each. Target: pi-run >= 10x less time for the codemode call.
+# BENCH_WARM_CALLS=N (default 0) makes the warm-up script also call the tool N times, the same
+# for both programs, so a server's own first-call cost (a Node server compiles its handler on
+# the first calls) stays out of the measured call; the figure then is the codemode machinery.
 # See bench/README.md.
 #
 #   bench/codemode.sh
 #
 # Environment: BENCH_RUNS=7, PI_RUN_BIN=<binary> (default target/release/pi-run, built unless
 # BENCH_SKIP_BUILD=1), BENCH_REAL=1, BENCH_KEEP=1 (keep the scratch directory), BENCH_SKIP_PI=1
-# (pi-run only).
+# (pi-run only), BENCH_WARM_CALLS=0.
 set -euo pipefail
 
 die() { echo "bench/codemode.sh: error: $*" >&2; exit 1; }
@@ -57,15 +60,19 @@ if [ -n "${BENCH_REAL:-}" ]; then
     printf '{"mcpServers":{"fx":{"command":"%s","args":["stdio"],"env":{"PATH":"%s"}}}}' \
         "$M/npm/node_modules/.bin/mcp-server-everything" "$P" > "$WORK/agent/mcp.json"
     CALL='tools.mcp__fx__get_sum({a: i, b: 1})'
-    WARM='return typeof tools.mcp__fx__get_sum;'
+    TOOL='tools.mcp__fx__get_sum'
     WHAT="server-everything"
 else
     printf '{"mcpServers":{"fx":{"command":"%s","args":["%s","ok"]}}}' \
         "$PY" "$REPO/tests/mcp/fixture.py" > "$WORK/agent/mcp.json"
     CALL='tools.mcp__fx__add({a: i, b: 1})'
-    WARM='return typeof tools.mcp__fx__add;'
+    TOOL='tools.mcp__fx__add'
     WHAT="tests/mcp/fixture.py"
 fi
+WARM_CALLS="${BENCH_WARM_CALLS:-0}"
+[[ "$WARM_CALLS" =~ ^[0-9]+$ ]] || die "BENCH_WARM_CALLS must be a whole number (got '$WARM_CALLS')"
+WARM="for (let i = 0; i < $WARM_CALLS; i++) { await $TOOL({a: i, b: 1}); }
+return typeof $TOOL;"
 CODE="let s = 0;
 for (let i = 0; i < 5; i++) { s += (await $CALL).structuredContent?.result ?? 1; }
 const rs = await Promise.all([0, 1, 2, 3, 4].map((i) => $CALL));
@@ -119,12 +126,12 @@ one() { # program args... -> "codemode_ms wall_ms"
         PI_CODING_AGENT_DIR="$WORK/agent" PI_OFFLINE=1 "$@" --no-session --mode json go \
         > "$WORK/out.jsonl" 2> "$WORK/err.txt" < /dev/null) || die "$1 failed: $(cat "$WORK/err.txt")"
     local t1=$EPOCHREALTIME
-    "$PY" - "$WORK/out.jsonl" "$t0" "$t1" <<'PY'
+    "$PY" - "$WORK/out.jsonl" "$t0" "$t1" "$WARM_CALLS" <<'PY'
 import json, sys
 ends = [json.loads(l) for l in open(sys.argv[1]) if '"tool_execution_end"' in l]
 cm = [e for e in ends if e.get("toolName") == "codemode"]
 nested = [e for e in ends if e.get("parentToolCallId")]
-if len(cm) != 2 or any(e.get("isError") for e in cm) or len(nested) != 10:
+if len(cm) != 2 or any(e.get("isError") for e in cm) or len(nested) != 10 + int(sys.argv[4]):
     sys.exit(f"unexpected run: {len(cm)} codemode calls, {len(nested)} nested calls, {cm}")
 print(cm[1]["durationMs"], (float(sys.argv[3]) - float(sys.argv[2])) * 1000)
 PY
@@ -143,11 +150,12 @@ cell() {
 read -r ours_cm ours_wall < <(cell "$BIN")
 theirs_cm=0 theirs_wall=0
 [ -n "${BENCH_SKIP_PI:-}" ] || read -r theirs_cm theirs_wall < <(cell "$NODE22" "$PI_CLI")
-"$PY" - "$ours_cm" "$ours_wall" "$theirs_cm" "$theirs_wall" "$WHAT" <<'PY'
+"$PY" - "$ours_cm" "$ours_wall" "$theirs_cm" "$theirs_wall" "$WHAT" "$WARM_CALLS" <<'PY'
 import sys
 oc, ow, tc, tw = (float(x) for x in sys.argv[1:5])
 what = sys.argv[5]
-print(f"one codemode call making 10 MCP calls ({what}):")
+warm = int(sys.argv[6])
+print(f"one codemode call making 10 MCP calls ({what}" + (f", {warm} warm-up calls before" if warm else "") + "):")
 if tc:
     print(f"  codemode call: pi-run {oc:.1f} ms, pi 1.6.0 {tc:.1f} ms, {tc / oc:.1f}x (target >= 10x)")
     print(f"  whole run:     pi-run {ow:.0f} ms, pi 1.6.0 {tw:.0f} ms, {tw / ow:.1f}x")
