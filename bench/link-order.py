@@ -8,9 +8,12 @@ with most of `.text` resident.  Handing the linker the list of functions that
 typical runs execute (`--symbol-ordering-file`, read by build.rs for release
 builds) puts them next to each other at the start of `.text`.
 
-The list comes from running the release binaries under valgrind's callgrind,
+The list comes from running the release binaries, and then the memory
+guard's build (profile `rss-guard`: the release profile without LTO, which
+CI builds for tests/integration/rss_guard.rs), under valgrind's callgrind,
 which records every function executed, in these scenarios (first listed,
-first placed):
+first placed; within a scenario the release build's functions come first,
+then those only the guard's build has):
 
   1. bench/run.sh's four-turn task (read, edit, bash, answer) against the
      loopback mock LLM, in `--mode json` and in text mode;
@@ -25,8 +28,13 @@ the profile stay the same, so the list only needs regenerating after a
 dependency or toolchain update; a stale list costs memory, never correctness
 (the linker ignores names it does not know).  Run it from the repository:
 
-    cargo build --release && bench/link-order.py        # rewrites bins/link-order.txt
+    cargo build --release && cargo build --profile rss-guard
+    bench/link-order.py                                 # rewrites bins/link-order.txt
+    cargo build --release && cargo build --profile rss-guard   # relink with the new list
     PI_LINK_ORDER=0 cargo build --release               # a build without the ordering
+
+LINK_ORDER_DIRS=dir1:dir2 names other binary directories (default
+<target>/release:<target>/rss-guard; a missing one is left out, with a note).
 
 Needs valgrind and node (the oracle's Node 22, or NODE=...).
 """
@@ -42,7 +50,12 @@ import time
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TARGET = os.environ.get("CARGO_TARGET_DIR", os.path.join(REPO, "target"))
-BIN_DIR = os.path.join(TARGET, "release")
+# The builds whose functions are listed: the release binaries, then the memory
+# guard's (profile rss-guard: no LTO, so partly other function names).
+BIN_DIRS = os.environ.get(
+    "LINK_ORDER_DIRS",
+    os.path.join(TARGET, "release") + ":" + os.path.join(TARGET, "rss-guard"),
+).split(":")
 OUT = os.path.join(REPO, "bins", "link-order.txt")
 BINS = ["pi-run", "pi-session", "pi-prompt", "pi-resources"]
 PROMPT = "Change hello to goodbye in notes.txt"
@@ -149,56 +162,72 @@ def agent_dir(work, port):
     return agent
 
 
+def profile_scenarios(work, node, bin_dir, bins):
+    """The function names each scenario executes with the binaries of bin_dir."""
+    run = os.path.join(bin_dir, "pi-run")
+    scenarios = []  # list of name sets, first placed first
+    base_env = {k: v for k, v in os.environ.items() if not k.startswith("PI_")}
+    base_env.pop("RUST_BACKTRACE", None)
+    task = set()
+    # Twice per mode: which tokio and hyper paths run depends on timing.
+    for mode in (["--mode", "json"], [], ["--mode", "json"], []):
+        def one(port, proj, mode=mode):
+            env = dict(base_env, PI_CODING_AGENT_DIR=agent_dir(work, port))
+            return callgrind(work, [run] + mode + [PROMPT], proj, env)
+        sub = os.path.join(work, f"task{time.monotonic_ns()}")
+        os.makedirs(sub)
+        task |= with_mock(sub, node, one)
+    scenarios.append(task)
+
+    demo = os.path.join(work, f"demo{time.monotonic_ns()}")
+    os.makedirs(demo)
+    env = dict(base_env, PI_CODING_AGENT_DIR=os.path.join(demo, "agent"))
+    scenarios.append(callgrind(
+        work, [run, "--provider", "faux", "--model",
+               os.path.join(REPO, "examples/demo.jsonl"), "-p", "make a greeting file"],
+        demo, env))
+
+    rest = set()
+    for name in bins:
+        for flag in ("--version", "--help"):
+            rest |= callgrind(work, [os.path.join(bin_dir, name), flag], demo, env)
+    for argv in (["pi-session", "ls", "--all"], ["pi-prompt", "system"], ["pi-resources"]):
+        if argv[0] in bins:
+            rest |= callgrind(work, [os.path.join(bin_dir, argv[0])] + argv[1:], demo, env)
+    scenarios.append(rest)
+    return scenarios
+
+
 def main():
     if not shutil.which("valgrind"):
         die("valgrind is needed (apt-get install -y valgrind)")
-    if not os.access(os.path.join(BIN_DIR, "pi-run"), os.X_OK):
-        die(f"{BIN_DIR}/pi-run is missing: cargo build --release first")
-    bins = [b for b in BINS if os.access(os.path.join(BIN_DIR, b), os.X_OK)]
-    for name in sorted(set(BINS) - set(bins)):
-        print(f"bench/link-order.py: {name} is not built; its own runs are left out", file=sys.stderr)
+    if not os.access(os.path.join(BIN_DIRS[0], "pi-run"), os.X_OK):
+        die(f"{BIN_DIRS[0]}/pi-run is missing: cargo build --release first")
+    dirs = [d for d in BIN_DIRS if os.access(os.path.join(d, "pi-run"), os.X_OK)]
+    for d in sorted(set(BIN_DIRS) - set(dirs)):
+        print(f"bench/link-order.py: no {d}/pi-run; that build's functions are left out "
+              "(cargo build --profile rss-guard makes the memory guard's)", file=sys.stderr)
     node = node_bin()
-    run = os.path.join(BIN_DIR, "pi-run")
-    scenarios = []  # list of name sets, first placed first
+    # Scenario i of every build, merged: the first build's functions first.
+    scenarios = [set(), set(), set()]
+    tables = []  # (build index, name -> address) per binary
     with tempfile.TemporaryDirectory(prefix="pi-link-order.") as work:
-        base_env = {k: v for k, v in os.environ.items() if not k.startswith("PI_")}
-        base_env.pop("RUST_BACKTRACE", None)
-        task = set()
-        # Twice per mode: which tokio and hyper paths run depends on timing.
-        for mode in (["--mode", "json"], [], ["--mode", "json"], []):
-            def one(port, proj, mode=mode):
-                env = dict(base_env, PI_CODING_AGENT_DIR=agent_dir(work, port))
-                return callgrind(work, [run] + mode + [PROMPT], proj, env)
-            sub = os.path.join(work, f"task{len(scenarios)}-{time.monotonic_ns()}")
-            os.makedirs(sub)
-            task |= with_mock(sub, node, one)
-        scenarios.append(task)
+        for index, bin_dir in enumerate(dirs):
+            bins = [b for b in BINS if os.access(os.path.join(bin_dir, b), os.X_OK)]
+            for name in sorted(set(BINS) - set(bins)):
+                print(f"bench/link-order.py: {bin_dir}/{name} is not built; its own runs are "
+                      "left out", file=sys.stderr)
+            for i, names in enumerate(profile_scenarios(work, node, bin_dir, bins)):
+                scenarios[i] |= names
+            tables += [(index, symbols(os.path.join(bin_dir, name))) for name in bins]
 
-        demo = os.path.join(work, "demo")
-        os.makedirs(demo)
-        env = dict(base_env, PI_CODING_AGENT_DIR=os.path.join(demo, "agent"))
-        scenarios.append(callgrind(
-            work, [run, "--provider", "faux", "--model",
-                   os.path.join(REPO, "examples/demo.jsonl"), "-p", "make a greeting file"],
-            demo, env))
-
-        rest = set()
-        for name in bins:
-            for flag in ("--version", "--help"):
-                rest |= callgrind(work, [os.path.join(BIN_DIR, name), flag], demo, env)
-        for argv in (["pi-session", "ls", "--all"], ["pi-prompt", "system"], ["pi-resources"]):
-            if argv[0] in bins:
-                rest |= callgrind(work, [os.path.join(BIN_DIR, argv[0])] + argv[1:], demo, env)
-        scenarios.append(rest)
-
-    tables = [symbols(os.path.join(BIN_DIR, name)) for name in bins]
     placed, lines = set(), []
     for names in scenarios:
         known = []
         for n in names - placed:
-            addrs = [t[n] for t in tables if n in t]
-            if addrs:
-                known.append((addrs[0], n))
+            where = [(index, t[n]) for index, t in tables if n in t]
+            if where:
+                known.append((where[0], n))
         known.sort()
         lines += [n for _, n in known]
         placed |= names

