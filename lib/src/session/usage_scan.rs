@@ -66,13 +66,15 @@ fn rfind_usage(line: &[u8], finder: &memmem::FinderRev<'_>) -> Option<usize> {
 /// "cost":{"input":F,"output":F,"cacheRead":F,"cacheWrite":F,"total":F}}`
 /// with plain integers and exponent-free decimals; one pass, no lookups:
 /// each key is compared as a fixed-size array (a few loads, no call) and
-/// each integer is read as it is checked. `None` for anything else.
+/// each number is only checked; values are read only for the totals
+/// (`totalTokens`, else the sum of the parts, and the total cost). `None`
+/// for anything else.
 fn exact_usage(obj: &[u8]) -> Option<(u64, f64)> {
-    let (input, p) = plain_int(after(obj, b"{\"input\":")?)?;
-    let (output, p) = plain_int(after(p, b",\"output\":")?)?;
-    let (cache_read, p) = plain_int(after(p, b",\"cacheRead\":")?)?;
-    let (cache_write, p) = plain_int(after(p, b",\"cacheWrite\":")?)?;
-    let (total, p) = plain_int(after(p, b",\"totalTokens\":")?)?;
+    let (input, p) = int_token(after(obj, b"{\"input\":")?)?;
+    let (output, p) = int_token(after(p, b",\"output\":")?)?;
+    let (cache_read, p) = int_token(after(p, b",\"cacheRead\":")?)?;
+    let (cache_write, p) = int_token(after(p, b",\"cacheWrite\":")?)?;
+    let (total, p) = int_token(after(p, b",\"totalTokens\":")?)?;
     let p = after(p, b",\"cost\":{\"input\":")?;
     let p = &p[plain_decimal(p)?..];
     let p = after(p, b",\"output\":")?;
@@ -85,10 +87,14 @@ fn exact_usage(obj: &[u8]) -> Option<(u64, f64)> {
     let n = plain_decimal(p)?;
     after(&p[n..], b"}}")?;
     let total_cost = decimal_f64(&p[..n])?;
+    let total = int_value(total);
     let tokens = if total > 0 {
         total
     } else {
-        input + output + cache_read + cache_write
+        [input, output, cache_read, cache_write]
+            .iter()
+            .map(|t| int_value(t))
+            .sum()
     };
     Some((tokens, total_cost))
 }
@@ -128,10 +134,10 @@ fn digit_run(b: &[u8]) -> usize {
 }
 
 /// A JSON integer without sign (`0` or no leading zero, at most 19 digits,
-/// not followed by a fraction or exponent): its value and the bytes after
-/// it.
-#[inline]
-fn plain_int(b: &[u8]) -> Option<(u64, &[u8])> {
+/// not followed by a fraction or exponent): its digits and the bytes
+/// after it.
+#[inline(always)]
+fn int_token(b: &[u8]) -> Option<(&[u8], &[u8])> {
     let n = digit_run(b);
     if n == 0 || n > 19 || (n > 1 && b[0] == b'0') {
         return None;
@@ -139,18 +145,22 @@ fn plain_int(b: &[u8]) -> Option<(u64, &[u8])> {
     if matches!(b.get(n), Some(b'.' | b'e' | b'E')) {
         return None;
     }
-    // At most 19 digits: no overflow.
-    let v = b[..n]
+    Some(b.split_at(n))
+}
+
+/// The value of an [`int_token`] (at most 19 digits: no overflow).
+#[inline(always)]
+fn int_value(digits: &[u8]) -> u64 {
+    digits
         .iter()
-        .fold(0u64, |v, d| v * 10 + u64::from(d - b'0'));
-    Some((v, &b[n..]))
+        .fold(0u64, |v, d| v * 10 + u64::from(d - b'0'))
 }
 
 /// The value of a [`plain_decimal`] token, as `str::parse::<f64>` gives
-/// it. A token of at most 15 digits is `mantissa / 10^fraction digits`
-/// with both operands exact in an `f64` (mantissa < 2^53, power <= 10^22),
-/// so the one division is correctly rounded, which is what `parse` returns;
-/// longer tokens go through `parse`.
+/// it. A token whose digits make a mantissa of at most 2^53 is
+/// `mantissa / 10^fraction digits` with both operands exact in an `f64`
+/// (power <= 10^22), so the one division is correctly rounded, which is
+/// what `parse` returns; other tokens go through `parse`.
 fn decimal_f64(tok: &[u8]) -> Option<f64> {
     const POW10: [f64; 23] = [
         1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10, 1e11, 1e12, 1e13, 1e14, 1e15, 1e16,
@@ -168,7 +178,7 @@ fn decimal_f64(tok: &[u8]) -> Option<f64> {
     let (mut mantissa, mut count) = (0u64, 0);
     for &c in digits {
         if c.is_ascii_digit() {
-            if count == 15 {
+            if count == 19 {
                 return slow();
             }
             mantissa = mantissa * 10 + u64::from(c - b'0');
@@ -177,7 +187,11 @@ fn decimal_f64(tok: &[u8]) -> Option<f64> {
             return slow();
         }
     }
-    if count == 0 || frac >= POW10.len() || digits.len() != count + usize::from(frac > 0) {
+    if count == 0
+        || mantissa > 1 << 53
+        || frac >= POW10.len()
+        || digits.len() != count + usize::from(frac > 0)
+    {
         return slow();
     }
     let v = mantissa as f64 / POW10[frac];
@@ -186,7 +200,7 @@ fn decimal_f64(tok: &[u8]) -> Option<f64> {
 
 /// The length of a JSON number without exponent (`-`, `0` or no leading
 /// zero, an optional fraction with digits): always finite.
-#[inline]
+#[inline(always)]
 fn plain_decimal(b: &[u8]) -> Option<usize> {
     let neg = usize::from(b.first() == Some(&b'-'));
     let int = digit_run(&b[neg..]);
@@ -427,18 +441,24 @@ mod tests {
             "0.00000000000000000000001",
             "17.000000000000001",
             "3.14159",
+            "9007199254740992",
+            "9007199254740993",
+            "0.9007199254740993",
+            "900719925474.0991",
+            "1844674407370955161",
+            "0.000000000000000000009007199254740991",
         ]
         .iter()
         .map(|s| s.to_string())
         .collect();
-        // Pseudo-random costs with 1-15 significant digits.
+        // Pseudo-random costs with 1-19 significant digits.
         let mut x: u64 = 0x9E37_79B9_7F4A_7C15;
         for _ in 0..20_000 {
             x ^= x << 13;
             x ^= x >> 7;
             x ^= x << 17;
-            let digits = 1 + (x % 15) as usize;
-            let m = (x >> 8) % 10u64.pow(digits as u32);
+            let digits = 1 + (x % 19) as usize;
+            let m = (x >> 4) % 10u64.pow(digits as u32);
             let frac = ((x >> 40) % 23) as usize;
             let s = format!("{m:0>width$}", width = frac + 1);
             let (i, f) = s.split_at(s.len() - frac);
