@@ -78,7 +78,12 @@ impl SessionSummary {
         SessionRecord {
             kind: "session",
             id: self.id.clone(),
-            path: self.path.display().to_string(),
+            // A UTF-8 path as it is (what `display` gives it, without
+            // the lossy conversion's scan).
+            path: self
+                .path
+                .to_str()
+                .map_or_else(|| self.path.display().to_string(), str::to_string),
             cwd: self.cwd.clone(),
             name: self.name.clone(),
             parent_session: self.parent_session.clone(),

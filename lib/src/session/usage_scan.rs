@@ -30,7 +30,11 @@ pub(crate) fn usage_totals(u: &Usage) -> (u64, f64) {
 pub(crate) fn line_usage(line: &[u8], finder: &memmem::FinderRev<'_>) -> Option<(u64, f64)> {
     let pos = rfind_usage(line, finder)?;
     let start = pos + USAGE_KEY.len() - 1;
-    if let Some(t) = exact_usage(&line[start..]).or_else(|| fast_usage(&line[start..])) {
+    let obj = &line[start..];
+    if let Some(t) = short_usage(obj)
+        .or_else(|| exact_usage(obj))
+        .or_else(|| fast_usage(obj))
+    {
         return Some(t);
     }
     let mut it = serde_json::Deserializer::from_slice(&line[start..]).into_iter::<Usage>();
@@ -59,6 +63,109 @@ fn rfind_usage(line: &[u8], finder: &memmem::FinderRev<'_>) -> Option<usize> {
     // Many `g`s (an error message after the usage): the plain search, over
     // the part not yet ruled out (an occurrence may straddle `end`).
     finder.rfind(&line[..(end + USAGE_KEY.len()).min(line.len())])
+}
+
+/// How many bytes of a usage object [`short_usage`] copies.
+const SHORT: usize = 256;
+
+/// The zero-padded copy [`short_usage`] reads.
+type Padded = [u8; SHORT + 32];
+
+/// [`exact_usage`] for its usual case, every number short (at most 19
+/// digits before a point and 31 after, no sign): read from a zero-padded
+/// copy of the object's first [`SHORT`] bytes, so every step is a
+/// fixed-size load and compare. A zero byte matches no key, digit or
+/// brace, so a read that succeeds never used the padding. The layout it
+/// takes is a subset of [`exact_usage`]'s and gives the same totals;
+/// `None` hands the object to it.
+fn short_usage(obj: &[u8]) -> Option<(u64, f64)> {
+    let mut buf: Padded = [0; SHORT + 32];
+    let n = obj.len().min(SHORT);
+    buf[..n].copy_from_slice(&obj[..n]);
+    let b = &buf;
+    let (input, i) = short_int(b, key(b, 0, b"{\"input\":")?)?;
+    let (output, i) = short_int(b, key(b, i, b",\"output\":")?)?;
+    let (cache_read, i) = short_int(b, key(b, i, b",\"cacheRead\":")?)?;
+    let (cache_write, i) = short_int(b, key(b, i, b",\"cacheWrite\":")?)?;
+    let (total, i) = short_int(b, key(b, i, b",\"totalTokens\":")?)?;
+    let i = short_decimal(b, key(b, i, b",\"cost\":{\"input\":")?)?;
+    let i = short_decimal(b, key(b, i, b",\"output\":")?)?;
+    let i = short_decimal(b, key(b, i, b",\"cacheRead\":")?)?;
+    let i = short_decimal(b, key(b, i, b",\"cacheWrite\":")?)?;
+    let cost_at = key(b, i, b",\"total\":")?;
+    let end = short_decimal(b, cost_at)?;
+    key(b, end, b"}}")?;
+    let total_cost = decimal_f64(obj.get(cost_at..end)?)?;
+    let total = int_value(total);
+    let tokens = if total > 0 {
+        total
+    } else {
+        [input, output, cache_read, cache_write]
+            .iter()
+            .map(|t| int_value(t))
+            .sum()
+    };
+    Some((tokens, total_cost))
+}
+
+/// The index after `k` when `b` holds it at `i`.
+#[inline(always)]
+fn key<const N: usize>(b: &Padded, i: usize, k: &[u8; N]) -> Option<usize> {
+    (b.get(i..i + N)? == k).then_some(i + N)
+}
+
+/// The eight bytes at `i` as a little-endian word.
+#[inline(always)]
+fn word(b: &Padded, i: usize) -> Option<u64> {
+    Some(u64::from_le_bytes(*b.get(i..)?.first_chunk::<8>()?))
+}
+
+/// How many digits (1 to 19) start at `i`, not a `0` followed by more
+/// (JSON's integer part); `None` otherwise.
+#[inline(always)]
+fn short_int_part(b: &Padded, i: usize) -> Option<usize> {
+    let n = short_digits(b, i)?;
+    (n <= 19 && (n == 1 || b[i] != b'0')).then_some(n)
+}
+
+/// How many digits (1 to 31) start at `i`, read eight at a time; `None`
+/// for none or more.
+#[inline(always)]
+fn short_digits(b: &Padded, i: usize) -> Option<usize> {
+    let not_digit = |w: u64| {
+        const HIGH: u64 = 0xF0F0_F0F0_F0F0_F0F0;
+        const THREES: u64 = 0x3030_3030_3030_3030;
+        const SIXES: u64 = 0x0606_0606_0606_0606;
+        ((w & HIGH) ^ THREES) | ((w.wrapping_add(SIXES) & HIGH) ^ THREES)
+    };
+    let mut n = 0;
+    while n < 32 {
+        let m = not_digit(word(b, i + n)?);
+        if m != 0 {
+            n += (m.trailing_zeros() / 8) as usize;
+            return (n > 0).then_some(n);
+        }
+        n += 8;
+    }
+    None
+}
+
+/// An integer of [`short_digits`] at `i`: its digits and the index after.
+#[inline(always)]
+fn short_int(b: &Padded, i: usize) -> Option<(&[u8], usize)> {
+    let n = short_int_part(b, i)?;
+    Some((&b[i..i + n], i + n))
+}
+
+/// A decimal at `i` (short digits, then `.` and short digits if any, no
+/// sign): the index after it.
+#[inline(always)]
+fn short_decimal(b: &Padded, i: usize) -> Option<usize> {
+    let end = i + short_int_part(b, i)?;
+    if b[end] != b'.' {
+        return Some(end);
+    }
+    Some(end + 1 + short_digits(b, end + 1)?)
 }
 
 /// [`fast_usage`] for the one layout pi writes, key for key:
@@ -503,6 +610,83 @@ mod tests {
     }
 
     #[test]
+    fn the_short_reader_is_the_exact_one_or_steps_aside() {
+        let mut objs: Vec<String> = Vec::new();
+        // The short reader's numbers first, then others.
+        let nums = [
+            "0",
+            "7",
+            "10",
+            "123456789012345",
+            "00",
+            "01",
+            "1234567890123456",
+            "-1",
+            "1.5",
+            "1e3",
+        ];
+        let decs = [
+            "0",
+            "0.0",
+            "0.00061075",
+            "12.5",
+            "0.123456789012345",
+            "123456789012345.123456789012345",
+            "3",
+            "0.024222599999999997",
+            "0.1234567890123456",
+            "01.5",
+            "1.",
+            ".5",
+            "-0.5",
+            "1e-7",
+            "1.0E2",
+        ];
+        let mut x: u64 = 0x9E37_79B9_7F4A_7C15;
+        for _ in 0..4000 {
+            let mut pick = |n: usize| {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                (x % n as u64) as usize
+            };
+            let odd = pick(2) == 0;
+            let mut num = |list: &[&'static str], usual: usize| {
+                let n = if odd { list.len() } else { usual };
+                list[pick(n)]
+            };
+            let i: Vec<&str> = (0..5).map(|_| num(&nums, 4)).collect();
+            let d: Vec<&str> = (0..5).map(|_| num(&decs, 7)).collect();
+            let mut o = format!(
+                r#"{{"input":{},"output":{},"cacheRead":{},"cacheWrite":{},"totalTokens":{},"cost":{{"input":{},"output":{},"cacheRead":{},"cacheWrite":{},"total":{}}}}}"#,
+                i[0], i[1], i[2], i[3], i[4], d[0], d[1], d[2], d[3], d[4]
+            );
+            // Cut, padded past the copied bytes, or followed by the rest of a line.
+            match pick(4) {
+                0 => o.truncate(pick(o.len() + 1)),
+                1 => {
+                    o = o.replacen(
+                        "{\"input\"",
+                        &format!("{{\"input\"{}", " ".repeat(pick(300))),
+                        1,
+                    )
+                }
+                2 => o.push_str(r#","stopReason":"stop","timestamp":1}}"#),
+                _ => {}
+            }
+            objs.push(o);
+        }
+        let mut short = 0;
+        for o in &objs {
+            if let Some(t) = short_usage(o.as_bytes()) {
+                assert_eq!(Some(t), exact_usage(o.as_bytes()), "{o}");
+                short += 1;
+            }
+        }
+        assert!(short > 100, "{short} read by the short reader");
+    }
+
+    #[test]
     fn usage_is_found_as_a_reverse_search_finds_it() {
         let finder = memmem::FinderRev::new(USAGE_KEY);
         let mut cases: Vec<String> = vec![
@@ -566,8 +750,12 @@ mod tests {
             if let Some(exact) = exact_usage(c.as_bytes()) {
                 assert_eq!(Some(exact), serde, "{c}");
             }
+            if let Some(short) = short_usage(c.as_bytes()) {
+                assert_eq!(Some(short), serde, "{c}");
+            }
         }
         assert_eq!(fast_usage(cases[0].as_bytes()), Some((15, 0.3)));
+        assert_eq!(short_usage(cases[0].as_bytes()), Some((15, 0.3)));
         assert_eq!(exact_usage(cases[0].as_bytes()), Some((15, 0.3)));
         assert_eq!(exact_usage(cases[1].as_bytes()), None, "not pi's layout");
         assert_eq!(fast_usage(cases[1].as_bytes()), Some((20, 1e-7)));
