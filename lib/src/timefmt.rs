@@ -18,6 +18,47 @@ pub fn now_ms() -> i64 {
 
 /// Formats epoch milliseconds like `toISOString()`.
 pub fn iso_from_ms(ms: i64) -> String {
+    match iso_digits(ms) {
+        Some(b) => b.iter().map(|&c| char::from(c)).collect(),
+        None => iso_from_ms_slow(ms),
+    }
+}
+
+/// Epoch ms from 1970 to the end of year 9999 written with plain
+/// arithmetic (days to a civil date by 400-year eras), a listing formats
+/// thousands of them; `None` outside that range.
+fn iso_digits(ms: i64) -> Option<[u8; 24]> {
+    if !(0..253_402_300_800_000).contains(&ms) {
+        return None;
+    }
+    let (days, in_day) = (ms / 86_400_000, ms % 86_400_000);
+    // Days since 0000-03-01, so a leap day ends its year.
+    let z = days + 719_468;
+    let (era, doe) = (z / 146_097, z % 146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    let mut out = *b"0000-00-00T00:00:00.000Z";
+    let mut put = |at: usize, width: usize, mut v: i64| {
+        for i in (at..at + width).rev() {
+            out[i] = b'0' + (v % 10) as u8;
+            v /= 10;
+        }
+    };
+    put(0, 4, year);
+    put(5, 2, month);
+    put(8, 2, day);
+    put(11, 2, in_day / 3_600_000);
+    put(14, 2, in_day / 60_000 % 60);
+    put(17, 2, in_day / 1000 % 60);
+    put(20, 3, in_day % 1000);
+    Some(out)
+}
+
+fn iso_from_ms_slow(ms: i64) -> String {
     let dt = OffsetDateTime::from_unix_timestamp_nanos(ms as i128 * 1_000_000)
         .unwrap_or(OffsetDateTime::UNIX_EPOCH);
     format!(
@@ -111,6 +152,38 @@ pub fn duration_words(d: std::time::Duration) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn iso_dates_by_arithmetic_are_the_time_crates() {
+        let mut cases: Vec<i64> = vec![
+            0,
+            1,
+            999,
+            86_399_999,
+            86_400_000,
+            951_782_400_000,     // 2000-02-29
+            951_868_800_000,     // 2000-03-01
+            4_107_542_400_000,   // 2100-03-01
+            1_767_225_600_000,   // 2026-01-01
+            253_402_300_799_999, // 9999-12-31T23:59:59.999Z
+            253_402_300_800_000,
+            -1,
+            i64::MIN,
+            i64::MAX,
+        ];
+        let mut x: u64 = 0x2545_F491_4F6C_DD1D;
+        for _ in 0..20_000 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            cases.push((x % 253_402_300_800_000) as i64);
+            cases.push((x % 4_200_000_000_000) as i64);
+        }
+        for ms in cases {
+            assert_eq!(iso_from_ms(ms), iso_from_ms_slow(ms), "{ms}");
+        }
+        assert_eq!(iso_from_ms(951_782_400_123), "2000-02-29T00:00:00.123Z");
+    }
 
     #[test]
     fn durations_read_and_written() {

@@ -4,7 +4,8 @@
 //! build full entries. Each file is streamed once through a small reused
 //! buffer that stays in the CPU cache, lines are found with `memchr`, and
 //! only the few lines that matter are parsed: the
-//! header, `session_info` names, the first user message, and the `usage`
+//! header, `session_info` names, the first user message (its text, by a
+//! borrowing reader), and the `usage`
 //! object at the end of assistant lines (a structural `"usage":{` cannot
 //! occur inside a JSON string, where quotes are escaped). Anything that does
 //! not match the expected shape falls back to a full parse of that line, so
@@ -27,6 +28,7 @@ pub use super::file::Skipped;
 use super::lines::{stream_lines, LineIter, CHUNK};
 use super::load::parse_json;
 use super::usage_scan::{after, line_usage, usage_totals, USAGE_KEY};
+use super::user_text::user_text;
 use crate::format::records::OutcomeRecord;
 
 /// What `ls` shows of one session.
@@ -76,7 +78,12 @@ impl SessionSummary {
         SessionRecord {
             kind: "session",
             id: self.id.clone(),
-            path: self.path.display().to_string(),
+            // A UTF-8 path as it is (what `display` gives it, without
+            // the lossy conversion's scan).
+            path: self
+                .path
+                .to_str()
+                .map_or_else(|| self.path.display().to_string(), str::to_string),
             cwd: self.cwd.clone(),
             name: self.name.clone(),
             parent_session: self.parent_session.clone(),
@@ -350,9 +357,10 @@ impl Summarizer {
                             *last_activity = (*last_activity).max(ts);
                         }
                         if !*first_user_found {
-                            match full_message(line) {
-                                Some(m) => {
-                                    let t = listing_text(&m);
+                            let text = user_text(line, " ")
+                                .or_else(|| full_message(line).map(|m| listing_text(&m)));
+                            match text {
+                                Some(t) => {
                                     if !t.is_empty() {
                                         *first_user_found = true;
                                         s.first_message = t;
@@ -508,6 +516,22 @@ const TIMESTAMP_KEY: &[u8; 12] = b"\"timestamp\":";
 /// A message's activity time: its own epoch-ms `timestamp` (the last
 /// `"timestamp":` key of the line), else the entry's ISO timestamp.
 fn activity_time(line: &[u8], finder: &memmem::FinderRev<'_>) -> Option<i64> {
+    // pi's epoch-ms times have 13 digits: `"timestamp":<13 digits>}}` at
+    // the end is checked as one block first (the digit run is then exactly
+    // those 13, as the scan below would count it).
+    if let Some((head, num)) = line
+        .strip_suffix(b"}}")
+        .and_then(|body| body.split_last_chunk::<13>())
+    {
+        if head.last_chunk() == Some(TIMESTAMP_KEY) && num.iter().all(u8::is_ascii_digit) {
+            return Some(num.iter().fold(0i64, |n, d| n * 10 + i64::from(d - b'0')));
+        }
+    }
+    activity_time_scan(line, finder)
+}
+
+/// [`activity_time`] for any layout.
+fn activity_time_scan(line: &[u8], finder: &memmem::FinderRev<'_>) -> Option<i64> {
     // pi ends a message line with its own `"timestamp":<ms>}}`: read it
     // straight from the end.
     if let Some(body) = line.strip_suffix(b"}}") {
@@ -607,7 +631,7 @@ fn role_text(b: &[u8]) -> Option<&[u8]> {
     Some(&b[..n])
 }
 
-const ROLE_KEY: &[u8] = b"\"message\":{\"role\":\"";
+const ROLE_KEY: &[u8; 19] = b"\"message\":{\"role\":\"";
 const ENTRY_TIMESTAMP_KEY: &[u8] = b"\"timestamp\":\"";
 
 /// How far into a line [`quick_role`] looks for the role key.
@@ -615,56 +639,22 @@ const ROLE_WINDOW: usize = 512;
 
 /// The role of a `message` entry written in pi's key order: after the
 /// first `"message":{"role":"` within the line's first [`ROLE_WINDOW`]
-/// bytes.
+/// bytes. Every match holds a `{` ten bytes in, so when the first `{`
+/// after the line's own opens a match, no match can start before it:
+/// that one is the first, found with one byte search instead of a
+/// substring search. Otherwise the substring search decides.
 fn quick_role(line: &[u8]) -> Option<&[u8]> {
-    let rest = match role_in_layout(line) {
-        Some(rest) => rest,
-        None => {
-            let window = &line[..line.len().min(ROLE_WINDOW)];
-            let pos = finders().role.find(window)?;
-            &line[pos + ROLE_KEY.len()..]
-        }
+    let window = &line[..line.len().min(ROLE_WINDOW)];
+    let brace = 1 + memchr::memchr(b'{', window.get(1..)?)?;
+    let pos = match brace.checked_sub(ROLE_BRACE) {
+        Some(start) if after(&window[start..], ROLE_KEY).is_some() => start,
+        _ => finders().role.find(window)?,
     };
-    role_text(rest)
+    role_text(&line[pos + ROLE_KEY.len()..])
 }
 
-/// The bytes after the role key of a line laid out exactly as pi writes a
-/// message entry: `{"type":"message","id":"…","parentId":"…"|null,
-/// "timestamp":"…","message":{"role":"`, each string without a quote or
-/// backslash. Nothing before the key can then start a match of it (every
-/// quote there is followed by a key, a `,` or a value that is not
-/// `message":{`), so this is the first match, as the search finds it,
-/// read at known places instead of searched for. `None` for any other
-/// layout (the caller searches).
-fn role_in_layout(line: &[u8]) -> Option<&[u8]> {
-    let rest = after(line, b"{\"type\":\"message\",\"id\":\"")?;
-    // pi's entry ids are 8 hex digits, its timestamps 24 characters.
-    let rest = after(plain_string::<8>(rest)?, b",\"parentId\":")?;
-    let rest = match after(rest, b"null") {
-        Some(r) => r,
-        None => plain_string::<8>(after(rest, b"\"")?)?,
-    };
-    let rest = plain_string::<24>(after(rest, b",\"timestamp\":\"")?)?;
-    let rest = after(rest, b",\"message\":{\"role\":\"")?;
-    (line.len() - rest.len() <= ROLE_WINDOW).then_some(rest)
-}
-
-/// The bytes after the closing quote of a JSON string whose opening quote
-/// is just before `b`, when the string holds no quote or backslash; `N`
-/// is its usual length, checked first without a loop that can exit early.
-#[inline(always)]
-fn plain_string<const N: usize>(b: &[u8]) -> Option<&[u8]> {
-    if let Some((body, rest)) = b.split_first_chunk::<N>() {
-        let special = body
-            .iter()
-            .fold(false, |acc, &c| acc | (c == b'"') | (c == b'\\'));
-        if !special && rest.first() == Some(&b'"') {
-            return Some(&rest[1..]);
-        }
-    }
-    let end = b.iter().position(|&c| c == b'"' || c == b'\\')?;
-    (b[end] == b'"').then(|| &b[end + 1..])
-}
+/// Where the `{` of [`ROLE_KEY`] is.
+const ROLE_BRACE: usize = 10;
 
 /// The entry timestamp (`"timestamp":"…"` before the message) in epoch ms.
 fn message_timestamp(line: &[u8]) -> Option<i64> {
@@ -755,6 +745,23 @@ mod tests {
             format!(r#"{{"type":"message","id":"{long}","parentId":null,"timestamp":"t","message":{{"role":"user"}}}}"#),
             format!(r#"{{"type":"message","id":"{}","parentId":null,"timestamp":"t","message":{{"role":"user"}}}}"#, &long[..430]),
             format!(r#"{{"type":"message","id":"{}","parentId":null,"timestamp":"t","message":{{"role":"user"}}}}"#, &long[..440]),
+            // Braces before the key: in a string, in another object, at
+            // the very start, too close to the start to open a match.
+            r#"{"type":"message","id":"a{b","parentId":null,"timestamp":"t","message":{"role":"user"}}"#.into(),
+            r#"{"type":"message","meta":{"x":1},"message":{"role":"assistant"}}"#.into(),
+            r#"{"type":"message","id":""message":{"role":"x","message":{"role":"user"}}"#.into(),
+            r#"{"type":"message","id":""message":{"role":"fake","message":{"role":"user"}}"#.into(),
+            r#"{{"message":{"role":"user"}}"#.into(),
+            r#"{"a{":1,"message":{"role":"user"}}"#.into(),
+            r#""message":{"role":"user"}"#.into(),
+            r#"x"message":{"role":"user"}"#.into(),
+            r#"{"type":"message"}"#.into(),
+            "{".into(),
+            String::new(),
+            // The key cut by the window's end, and just inside it.
+            format!(r#"{{"id":"{}","message":{{"role":"user"}}}}"#, &long[..ROLE_WINDOW - 27]),
+            format!(r#"{{"id":"{}","message":{{"role":"user"}}}}"#, &long[..ROLE_WINDOW - 26]),
+            format!(r#"{{"id":"{}","message":{{"role":"user"}}}}"#, &long[..ROLE_WINDOW - 25]),
         ];
         for line in &lines {
             let line = line.as_bytes();
@@ -766,10 +773,162 @@ mod tests {
             );
         }
         assert_eq!(quick_role(lines[0].as_bytes()), Some(&b"user"[..]));
-        assert!(role_in_layout(lines[0].as_bytes()).is_some());
-        assert!(role_in_layout(lines[1].as_bytes()).is_some());
-        assert!(role_in_layout(lines[4].as_bytes()).is_none());
-        assert!(role_in_layout(lines[5].as_bytes()).is_none());
+        assert_eq!(ROLE_KEY[ROLE_BRACE], b'{');
+    }
+
+    #[test]
+    fn the_activity_time_read_in_one_block_is_the_scanned_one() {
+        let f = memmem::FinderRev::new(TIMESTAMP_KEY);
+        let lines = [
+            r#"{"message":{"role":"user","timestamp":1768000000000}}"#,
+            r#"{"message":{"role":"user","timestamp":0001768000000}}"#,
+            r#"{"message":{"role":"user","timestamp":176800000000}}"#,
+            r#"{"message":{"role":"user","timestamp":17680000000000}}"#,
+            r#"{"message":{"role":"user","timestamp":1768000000000.5}}"#,
+            r#"{"message":{"role":"user","timestamp":-768000000000}}"#,
+            r#"{"message":{"role":"user","timestamp":"1768000000000"}}"#,
+            r#"{"message":{"role":"user","timestamp":x1768000000000}}"#,
+            r#"{"message":{"role":"user","timestamp":1768000000000}"#,
+            r#"{"message":{"role":"user","timestamp":1768000000000} }"#,
+            r#"{"timestamp":"2026-01-01T00:00:00.000Z","message":{"role":"user","time":1768000000000}}"#,
+            r#""timestamp":1768000000000}}"#,
+            r#"timestamp":1768000000000}}"#,
+            r#"1768000000000}}"#,
+            "}}",
+            "",
+        ];
+        for line in lines {
+            assert_eq!(
+                activity_time(line.as_bytes(), &f),
+                activity_time_scan(line.as_bytes(), &f),
+                "{line}"
+            );
+        }
+        assert_eq!(activity_time(lines[0].as_bytes(), &f), Some(1768000000000));
+    }
+
+    /// Every line read the slow way: parsed whole, as a line the fast
+    /// reader does not recognise is.
+    fn summarize_slowly(text: &str) -> SessionSummary {
+        let mut lines = LineIter::new(text.as_bytes());
+        let mut z = Summarizer::new();
+        for (no, line) in lines.by_ref() {
+            z.line(no, line).unwrap();
+            if z.header_seen {
+                break;
+            }
+        }
+        for (no, line) in lines {
+            if line.is_empty() {
+                continue;
+            }
+            let Summarizer {
+                s,
+                first_user_found,
+                last_activity,
+                ..
+            } = &mut z;
+            let entry = parse_json(line)
+                .is_ok_and(|(v, _)| handle_value(s, v, first_user_found, last_activity));
+            if !entry {
+                s.bad_line(no);
+            }
+        }
+        z.finish().unwrap()
+    }
+
+    #[test]
+    fn the_fast_reader_agrees_with_parsing_every_line() {
+        let usage = r#""usage":{"input":10,"output":5,"cacheRead":1,"cacheWrite":2,"totalTokens":18,"cost":{"input":0.1,"output":0.2,"cacheRead":0.001,"cacheWrite":0,"total":0.021888499999999998}}"#;
+        let big = "z".repeat(3 * CHUNK);
+        let lines: Vec<String> = vec![
+            r#"{"type":"session","version":3,"id":"s1","timestamp":"2026-01-01T00:00:00.000Z","cwd":"/p"}"#.into(),
+            // pi's layout.
+            format!(r#"{{"type":"message","id":"a1b2c3d4","parentId":null,"timestamp":"2026-01-01T00:00:01.000Z","message":{{"role":"user","content":[{{"type":"text","text":"hi {{\"message\":{{\"role\":\"x"}}],"timestamp":1767225601000}}}}"#),
+            format!(r#"{{"type":"message","id":"b1b2c3d4","parentId":"a1b2c3d4","timestamp":"2026-01-01T00:00:02.000Z","message":{{"role":"assistant","content":[{{"type":"text","text":"\"usage\":{{\"input\":99}}"}}],"api":"a","provider":"p","model":"m",{usage},"stopReason":"stop","timestamp":1767225602000}}}}"#),
+            // Keys in other orders, usage missing, odd numbers.
+            format!(r#"{{"id":"c","type":"message","parentId":null,"timestamp":"2026-01-01T00:00:03.000Z","message":{{"content":[],"role":"assistant",{usage},"timestamp":1767225603000}}}}"#),
+            r#"{"type":"message","id":"d","parentId":null,"timestamp":"2026-01-01T00:00:04.000Z","message":{"role":"assistant","content":[],"stopReason":"stop","timestamp":1767225604000}}"#.into(),
+            r#"{"type":"message","id":"e","parentId":null,"timestamp":"2026-01-01T00:00:05.000Z","message":{"role":"assistant","content":[],"usage":{"totalTokens":7,"input":3,"cost":{"total":1e-3}},"timestamp":17672256050}}"#.into(),
+            r#"{"type":"message","id":"f","parentId":null,"timestamp":"2026-01-01T00:00:06.000Z","message":{"role":"assistant","content":[],"usage":{"input":1,"output":1,"cacheRead":0,"cacheWrite":0,"totalTokens":0,"cost":{"input":0,"output":0,"cacheRead":0,"cacheWrite":0,"total":12345678901234567}},"timestamp":1767225606000.25}}"#.into(),
+            r#"{"type":"message","id":"g","parentId":null,"timestamp":"2026-01-01T00:00:07.000Z","message":{"role":"assistant","content":[],"usage":{"input":1,"output":1,"cacheRead":0,"cacheWrite":0,"totalTokens":2,"cost":{"input":0,"output":0,"cacheRead":0,"cacheWrite":0,"total":0.5}},"timestamp":1.7672256075e12}}"#.into(),
+            // An id with a brace and escapes before the message.
+            r#"{"type":"message","id":"{\"x\\","parentId":null,"timestamp":"2026-01-01T00:00:08.000Z","message":{"role":"toolResult","toolCallId":"t","toolName":"read","content":[],"isError":false,"timestamp":1767225608000}}"#.into(),
+            // A line longer than the read window.
+            format!(r#"{{"type":"message","id":"h","parentId":null,"timestamp":"2026-01-01T00:00:09.000Z","message":{{"role":"assistant","content":[{{"type":"text","text":"{big}"}}],{usage},"stopReason":"stop","timestamp":1767225609000}}}}"#),
+            r#"{"type":"usage","id":"u","parentId":null,"timestamp":"2026-01-01T00:00:10.000Z","kind":"cache_warm","usage":{"input":0,"output":0,"cacheRead":5,"cacheWrite":0,"totalTokens":5,"cost":{"input":0,"output":0,"cacheRead":0.1,"cacheWrite":0,"total":0.1}}}"#.into(),
+            r#"{"type":"session_info","id":"i","parentId":null,"timestamp":"2026-01-01T00:00:11.000Z","name":"n"}"#.into(),
+        ];
+        for crlf in [false, true] {
+            for torn in [false, true] {
+                let end = if crlf { "\r\n" } else { "\n" };
+                let mut text = lines.join(end);
+                text.push_str(end);
+                if torn {
+                    // A last line cut short by a crash.
+                    text.push_str(&lines[2][..150]);
+                }
+                let fast = summarize(text.as_bytes()).unwrap();
+                let slow = summarize_slowly(&text);
+                assert_eq!(fast, slow, "crlf {crlf}, torn {torn}");
+                assert_eq!(fast.message_count, 9);
+                assert_eq!(fast.tokens, 70);
+                assert_eq!(fast.first_message, "hi {\"message\":{\"role\":\"x");
+            }
+        }
+    }
+
+    #[test]
+    fn the_user_text_read_in_place_is_the_parsed_one() {
+        let head = r#"{"type":"message","id":"a","parentId":null,"timestamp":"2026-01-01T00:00:00.000Z","message":"#;
+        let messages = [
+            // Usual shapes: read in place.
+            r#"{"role":"user","content":"plain","timestamp":1}"#,
+            r#"{"role":"user","content":"esc \"q\" \\ \u00e9 \ud83d\ude00 \n","timestamp":1}"#,
+            r#"{"role":"user","content":[{"type":"text","text":"a"},{"type":"image","data":"x","mimeType":"image/png"},{"type":"text","text":"b","textSignature":{"k":[1,2]}}],"timestamp":1.5}"#,
+            r#"{"content":[],"role":"user"}"#,
+            r#"{"role":"user","content":[{"text":"t","type":"text"},{"type":"text"},{"type":"text","text":7},{"type":"thinking","text":"no"},{"type":7,"text":"no"},{"text":"no"}]}"#,
+            r#"{"role":"user","content":"","timestamp":1,"extra":{"nested":[{"a":null,"b":true}]}}"#,
+            r#"{"r\u006fle":"user","c\u006fntent":[{"typ\u0065":"t\u0065xt","t\u0065xt":"k"}]}"#,
+            // Unusual ones: the full parse decides.
+            r#"{"role":"user","content":"a","content":"b"}"#,
+            r#"{"role":"user","role":"user","content":"a"}"#,
+            r#"{"role":"user","content":[{"type":"text","text":"a","text":"b"}]}"#,
+            r#"{"role":"user","content":[{"type":"text","type":"image","text":"a"}]}"#,
+            r#"{"role":"user","content":["a"]}"#,
+            r#"{"role":"user","content":{"type":"text","text":"a"}}"#,
+            r#"{"role":"user","content":7}"#,
+            r#"{"role":"user","content":null}"#,
+            r#"{"role":"user"}"#,
+            r#"{"role":"user","content":"a","timestamp":"1"}"#,
+            r#"{"role":"user","content":"a","timestamp":null}"#,
+            r#"{"role":"user","content":"a","timestamp":1,"timestamp":2}"#,
+            r#"{"role":"user","content":"a","x":1e400}"#,
+            r#"{"role":"user","content":"a","x":"\ud800"}"#,
+            r#"{"role":"assistant","content":"a"}"#,
+            r#"{"content":"a"}"#,
+            r#""text""#,
+            r#"[]"#,
+        ];
+        let mut fast = 0;
+        for m in messages {
+            let mut lines = vec![format!("{head}{m}}}")];
+            // Another key order, a repeated message, trailing bytes, a torn line.
+            lines.push(format!(r#"{{"message":{m},"type":"message"}}"#));
+            lines.push(format!(r#"{{"message":{m},"message":{m}}}"#));
+            lines.push(format!("{head}{m}}} x"));
+            lines.push(format!("{head}{m}"));
+            for line in &lines {
+                let slow = full_message(line.as_bytes()).map(|m| listing_text(&m));
+                if let Some(t) = user_text(line.as_bytes(), " ") {
+                    assert_eq!(Some(t), slow, "{line}");
+                    fast += 1;
+                }
+            }
+        }
+        assert_eq!(fast, 14, "the usual shapes, in both key orders");
+        let bad = b"{\"message\":{\"role\":\"user\",\"content\":\"\xff\"}}";
+        assert_eq!(user_text(bad, " "), None);
     }
 
     #[test]

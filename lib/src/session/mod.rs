@@ -33,6 +33,7 @@ pub mod stored;
 pub mod tool_selection;
 pub mod tree;
 pub mod usage_scan;
+mod user_text;
 pub mod write;
 
 pub use diagnostics::{Diagnostic, Diagnostics};

@@ -30,7 +30,11 @@ pub(crate) fn usage_totals(u: &Usage) -> (u64, f64) {
 pub(crate) fn line_usage(line: &[u8], finder: &memmem::FinderRev<'_>) -> Option<(u64, f64)> {
     let pos = rfind_usage(line, finder)?;
     let start = pos + USAGE_KEY.len() - 1;
-    if let Some(t) = exact_usage(&line[start..]).or_else(|| fast_usage(&line[start..])) {
+    let obj = &line[start..];
+    if let Some(t) = short_usage(obj)
+        .or_else(|| exact_usage(obj))
+        .or_else(|| fast_usage(obj))
+    {
         return Some(t);
     }
     let mut it = serde_json::Deserializer::from_slice(&line[start..]).into_iter::<Usage>();
@@ -61,18 +65,123 @@ fn rfind_usage(line: &[u8], finder: &memmem::FinderRev<'_>) -> Option<usize> {
     finder.rfind(&line[..(end + USAGE_KEY.len()).min(line.len())])
 }
 
+/// How many bytes of a usage object [`short_usage`] copies.
+const SHORT: usize = 256;
+
+/// The zero-padded copy [`short_usage`] reads.
+type Padded = [u8; SHORT + 32];
+
+/// [`exact_usage`] for its usual case, every number short (at most 19
+/// digits before a point and 31 after, no sign): read from a zero-padded
+/// copy of the object's first [`SHORT`] bytes, so every step is a
+/// fixed-size load and compare. A zero byte matches no key, digit or
+/// brace, so a read that succeeds never used the padding. The layout it
+/// takes is a subset of [`exact_usage`]'s and gives the same totals;
+/// `None` hands the object to it.
+fn short_usage(obj: &[u8]) -> Option<(u64, f64)> {
+    let mut buf: Padded = [0; SHORT + 32];
+    let n = obj.len().min(SHORT);
+    buf[..n].copy_from_slice(&obj[..n]);
+    let b = &buf;
+    let (input, i) = short_int(b, key(b, 0, b"{\"input\":")?)?;
+    let (output, i) = short_int(b, key(b, i, b",\"output\":")?)?;
+    let (cache_read, i) = short_int(b, key(b, i, b",\"cacheRead\":")?)?;
+    let (cache_write, i) = short_int(b, key(b, i, b",\"cacheWrite\":")?)?;
+    let (total, i) = short_int(b, key(b, i, b",\"totalTokens\":")?)?;
+    let i = short_decimal(b, key(b, i, b",\"cost\":{\"input\":")?)?;
+    let i = short_decimal(b, key(b, i, b",\"output\":")?)?;
+    let i = short_decimal(b, key(b, i, b",\"cacheRead\":")?)?;
+    let i = short_decimal(b, key(b, i, b",\"cacheWrite\":")?)?;
+    let cost_at = key(b, i, b",\"total\":")?;
+    let end = short_decimal(b, cost_at)?;
+    key(b, end, b"}}")?;
+    let total_cost = decimal_f64(obj.get(cost_at..end)?)?;
+    let total = int_value(total);
+    let tokens = if total > 0 {
+        total
+    } else {
+        [input, output, cache_read, cache_write]
+            .iter()
+            .map(|t| int_value(t))
+            .sum()
+    };
+    Some((tokens, total_cost))
+}
+
+/// The index after `k` when `b` holds it at `i`.
+#[inline(always)]
+fn key<const N: usize>(b: &Padded, i: usize, k: &[u8; N]) -> Option<usize> {
+    (b.get(i..i + N)? == k).then_some(i + N)
+}
+
+/// The eight bytes at `i` as a little-endian word.
+#[inline(always)]
+fn word(b: &Padded, i: usize) -> Option<u64> {
+    Some(u64::from_le_bytes(*b.get(i..)?.first_chunk::<8>()?))
+}
+
+/// How many digits (1 to 19) start at `i`, not a `0` followed by more
+/// (JSON's integer part); `None` otherwise.
+#[inline(always)]
+fn short_int_part(b: &Padded, i: usize) -> Option<usize> {
+    let n = short_digits(b, i)?;
+    (n <= 19 && (n == 1 || b[i] != b'0')).then_some(n)
+}
+
+/// How many digits (1 to 31) start at `i`, read eight at a time; `None`
+/// for none or more.
+#[inline(always)]
+fn short_digits(b: &Padded, i: usize) -> Option<usize> {
+    let not_digit = |w: u64| {
+        const HIGH: u64 = 0xF0F0_F0F0_F0F0_F0F0;
+        const THREES: u64 = 0x3030_3030_3030_3030;
+        const SIXES: u64 = 0x0606_0606_0606_0606;
+        ((w & HIGH) ^ THREES) | ((w.wrapping_add(SIXES) & HIGH) ^ THREES)
+    };
+    let mut n = 0;
+    while n < 32 {
+        let m = not_digit(word(b, i + n)?);
+        if m != 0 {
+            n += (m.trailing_zeros() / 8) as usize;
+            return (n > 0).then_some(n);
+        }
+        n += 8;
+    }
+    None
+}
+
+/// An integer of [`short_digits`] at `i`: its digits and the index after.
+#[inline(always)]
+fn short_int(b: &Padded, i: usize) -> Option<(&[u8], usize)> {
+    let n = short_int_part(b, i)?;
+    Some((&b[i..i + n], i + n))
+}
+
+/// A decimal at `i` (short digits, then `.` and short digits if any, no
+/// sign): the index after it.
+#[inline(always)]
+fn short_decimal(b: &Padded, i: usize) -> Option<usize> {
+    let end = i + short_int_part(b, i)?;
+    if b[end] != b'.' {
+        return Some(end);
+    }
+    Some(end + 1 + short_digits(b, end + 1)?)
+}
+
 /// [`fast_usage`] for the one layout pi writes, key for key:
 /// `{"input":I,"output":I,"cacheRead":I,"cacheWrite":I,"totalTokens":I,
 /// "cost":{"input":F,"output":F,"cacheRead":F,"cacheWrite":F,"total":F}}`
 /// with plain integers and exponent-free decimals; one pass, no lookups:
 /// each key is compared as a fixed-size array (a few loads, no call) and
-/// each integer is read as it is checked. `None` for anything else.
+/// each number is only checked; values are read only for the totals
+/// (`totalTokens`, else the sum of the parts, and the total cost). `None`
+/// for anything else.
 fn exact_usage(obj: &[u8]) -> Option<(u64, f64)> {
-    let (input, p) = plain_int(after(obj, b"{\"input\":")?)?;
-    let (output, p) = plain_int(after(p, b",\"output\":")?)?;
-    let (cache_read, p) = plain_int(after(p, b",\"cacheRead\":")?)?;
-    let (cache_write, p) = plain_int(after(p, b",\"cacheWrite\":")?)?;
-    let (total, p) = plain_int(after(p, b",\"totalTokens\":")?)?;
+    let (input, p) = int_token(after(obj, b"{\"input\":")?)?;
+    let (output, p) = int_token(after(p, b",\"output\":")?)?;
+    let (cache_read, p) = int_token(after(p, b",\"cacheRead\":")?)?;
+    let (cache_write, p) = int_token(after(p, b",\"cacheWrite\":")?)?;
+    let (total, p) = int_token(after(p, b",\"totalTokens\":")?)?;
     let p = after(p, b",\"cost\":{\"input\":")?;
     let p = &p[plain_decimal(p)?..];
     let p = after(p, b",\"output\":")?;
@@ -85,10 +194,14 @@ fn exact_usage(obj: &[u8]) -> Option<(u64, f64)> {
     let n = plain_decimal(p)?;
     after(&p[n..], b"}}")?;
     let total_cost = decimal_f64(&p[..n])?;
+    let total = int_value(total);
     let tokens = if total > 0 {
         total
     } else {
-        input + output + cache_read + cache_write
+        [input, output, cache_read, cache_write]
+            .iter()
+            .map(|t| int_value(t))
+            .sum()
     };
     Some((tokens, total_cost))
 }
@@ -128,10 +241,10 @@ fn digit_run(b: &[u8]) -> usize {
 }
 
 /// A JSON integer without sign (`0` or no leading zero, at most 19 digits,
-/// not followed by a fraction or exponent): its value and the bytes after
-/// it.
-#[inline]
-fn plain_int(b: &[u8]) -> Option<(u64, &[u8])> {
+/// not followed by a fraction or exponent): its digits and the bytes
+/// after it.
+#[inline(always)]
+fn int_token(b: &[u8]) -> Option<(&[u8], &[u8])> {
     let n = digit_run(b);
     if n == 0 || n > 19 || (n > 1 && b[0] == b'0') {
         return None;
@@ -139,18 +252,22 @@ fn plain_int(b: &[u8]) -> Option<(u64, &[u8])> {
     if matches!(b.get(n), Some(b'.' | b'e' | b'E')) {
         return None;
     }
-    // At most 19 digits: no overflow.
-    let v = b[..n]
+    Some(b.split_at(n))
+}
+
+/// The value of an [`int_token`] (at most 19 digits: no overflow).
+#[inline(always)]
+fn int_value(digits: &[u8]) -> u64 {
+    digits
         .iter()
-        .fold(0u64, |v, d| v * 10 + u64::from(d - b'0'));
-    Some((v, &b[n..]))
+        .fold(0u64, |v, d| v * 10 + u64::from(d - b'0'))
 }
 
 /// The value of a [`plain_decimal`] token, as `str::parse::<f64>` gives
-/// it. A token of at most 15 digits is `mantissa / 10^fraction digits`
-/// with both operands exact in an `f64` (mantissa < 2^53, power <= 10^22),
-/// so the one division is correctly rounded, which is what `parse` returns;
-/// longer tokens go through `parse`.
+/// it. A token whose digits make a mantissa of at most 2^53 is
+/// `mantissa / 10^fraction digits` with both operands exact in an `f64`
+/// (power <= 10^22), so the one division is correctly rounded, which is
+/// what `parse` returns; other tokens go through `parse`.
 fn decimal_f64(tok: &[u8]) -> Option<f64> {
     const POW10: [f64; 23] = [
         1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10, 1e11, 1e12, 1e13, 1e14, 1e15, 1e16,
@@ -168,7 +285,7 @@ fn decimal_f64(tok: &[u8]) -> Option<f64> {
     let (mut mantissa, mut count) = (0u64, 0);
     for &c in digits {
         if c.is_ascii_digit() {
-            if count == 15 {
+            if count == 19 {
                 return slow();
             }
             mantissa = mantissa * 10 + u64::from(c - b'0');
@@ -177,7 +294,11 @@ fn decimal_f64(tok: &[u8]) -> Option<f64> {
             return slow();
         }
     }
-    if count == 0 || frac >= POW10.len() || digits.len() != count + usize::from(frac > 0) {
+    if count == 0
+        || mantissa > 1 << 53
+        || frac >= POW10.len()
+        || digits.len() != count + usize::from(frac > 0)
+    {
         return slow();
     }
     let v = mantissa as f64 / POW10[frac];
@@ -186,7 +307,7 @@ fn decimal_f64(tok: &[u8]) -> Option<f64> {
 
 /// The length of a JSON number without exponent (`-`, `0` or no leading
 /// zero, an optional fraction with digits): always finite.
-#[inline]
+#[inline(always)]
 fn plain_decimal(b: &[u8]) -> Option<usize> {
     let neg = usize::from(b.first() == Some(&b'-'));
     let int = digit_run(&b[neg..]);
@@ -427,18 +548,24 @@ mod tests {
             "0.00000000000000000000001",
             "17.000000000000001",
             "3.14159",
+            "9007199254740992",
+            "9007199254740993",
+            "0.9007199254740993",
+            "900719925474.0991",
+            "1844674407370955161",
+            "0.000000000000000000009007199254740991",
         ]
         .iter()
         .map(|s| s.to_string())
         .collect();
-        // Pseudo-random costs with 1-15 significant digits.
+        // Pseudo-random costs with 1-19 significant digits.
         let mut x: u64 = 0x9E37_79B9_7F4A_7C15;
         for _ in 0..20_000 {
             x ^= x << 13;
             x ^= x >> 7;
             x ^= x << 17;
-            let digits = 1 + (x % 15) as usize;
-            let m = (x >> 8) % 10u64.pow(digits as u32);
+            let digits = 1 + (x % 19) as usize;
+            let m = (x >> 4) % 10u64.pow(digits as u32);
             let frac = ((x >> 40) % 23) as usize;
             let s = format!("{m:0>width$}", width = frac + 1);
             let (i, f) = s.split_at(s.len() - frac);
@@ -480,6 +607,83 @@ mod tests {
         for c in &cases {
             assert_eq!(digit_run(c), naive(c), "{c:?}");
         }
+    }
+
+    #[test]
+    fn the_short_reader_is_the_exact_one_or_steps_aside() {
+        let mut objs: Vec<String> = Vec::new();
+        // The short reader's numbers first, then others.
+        let nums = [
+            "0",
+            "7",
+            "10",
+            "123456789012345",
+            "00",
+            "01",
+            "1234567890123456",
+            "-1",
+            "1.5",
+            "1e3",
+        ];
+        let decs = [
+            "0",
+            "0.0",
+            "0.00061075",
+            "12.5",
+            "0.123456789012345",
+            "123456789012345.123456789012345",
+            "3",
+            "0.024222599999999997",
+            "0.1234567890123456",
+            "01.5",
+            "1.",
+            ".5",
+            "-0.5",
+            "1e-7",
+            "1.0E2",
+        ];
+        let mut x: u64 = 0x9E37_79B9_7F4A_7C15;
+        for _ in 0..4000 {
+            let mut pick = |n: usize| {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                (x % n as u64) as usize
+            };
+            let odd = pick(2) == 0;
+            let mut num = |list: &[&'static str], usual: usize| {
+                let n = if odd { list.len() } else { usual };
+                list[pick(n)]
+            };
+            let i: Vec<&str> = (0..5).map(|_| num(&nums, 4)).collect();
+            let d: Vec<&str> = (0..5).map(|_| num(&decs, 7)).collect();
+            let mut o = format!(
+                r#"{{"input":{},"output":{},"cacheRead":{},"cacheWrite":{},"totalTokens":{},"cost":{{"input":{},"output":{},"cacheRead":{},"cacheWrite":{},"total":{}}}}}"#,
+                i[0], i[1], i[2], i[3], i[4], d[0], d[1], d[2], d[3], d[4]
+            );
+            // Cut, padded past the copied bytes, or followed by the rest of a line.
+            match pick(4) {
+                0 => o.truncate(pick(o.len() + 1)),
+                1 => {
+                    o = o.replacen(
+                        "{\"input\"",
+                        &format!("{{\"input\"{}", " ".repeat(pick(300))),
+                        1,
+                    )
+                }
+                2 => o.push_str(r#","stopReason":"stop","timestamp":1}}"#),
+                _ => {}
+            }
+            objs.push(o);
+        }
+        let mut short = 0;
+        for o in &objs {
+            if let Some(t) = short_usage(o.as_bytes()) {
+                assert_eq!(Some(t), exact_usage(o.as_bytes()), "{o}");
+                short += 1;
+            }
+        }
+        assert!(short > 100, "{short} read by the short reader");
     }
 
     #[test]
@@ -546,8 +750,12 @@ mod tests {
             if let Some(exact) = exact_usage(c.as_bytes()) {
                 assert_eq!(Some(exact), serde, "{c}");
             }
+            if let Some(short) = short_usage(c.as_bytes()) {
+                assert_eq!(Some(short), serde, "{c}");
+            }
         }
         assert_eq!(fast_usage(cases[0].as_bytes()), Some((15, 0.3)));
+        assert_eq!(short_usage(cases[0].as_bytes()), Some((15, 0.3)));
         assert_eq!(exact_usage(cases[0].as_bytes()), Some((15, 0.3)));
         assert_eq!(exact_usage(cases[1].as_bytes()), None, "not pi's layout");
         assert_eq!(fast_usage(cases[1].as_bytes()), Some((20, 1e-7)));
