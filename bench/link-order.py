@@ -12,8 +12,8 @@ The list comes from running the release binaries, and then the memory
 guard's build (profile `rss-guard`: the release profile without LTO, which
 CI builds for tests/integration/rss_guard.rs), under valgrind's callgrind,
 which records every function executed, in these scenarios (first listed,
-first placed; within a scenario the release build's functions come first,
-then those only the guard's build has):
+first placed; all of the release build's, then what the guard's build runs
+on top of them):
 
   1. bench/run.sh's four-turn task (read, edit, bash, answer) against the
      loopback mock LLM, in `--mode json` and in text mode;
@@ -208,8 +208,10 @@ def main():
         print(f"bench/link-order.py: no {d}/pi-run; that build's functions are left out "
               "(cargo build --profile rss-guard makes the memory guard's)", file=sys.stderr)
     node = node_bin()
-    # Scenario i of every build, merged: the first build's functions first.
-    scenarios = [set(), set(), set()]
+    # Every scenario of the first build, then what the next build runs on
+    # top, scenario by scenario: the shipped build's hot code stays one
+    # block, and the guard's build finds its own right after it.
+    scenarios = []  # (build index, names), placed in this order
     tables = []  # (build index, name -> address) per binary
     with tempfile.TemporaryDirectory(prefix="pi-link-order.") as work:
         for index, bin_dir in enumerate(dirs):
@@ -217,15 +219,17 @@ def main():
             for name in sorted(set(BINS) - set(bins)):
                 print(f"bench/link-order.py: {bin_dir}/{name} is not built; its own runs are "
                       "left out", file=sys.stderr)
-            for i, names in enumerate(profile_scenarios(work, node, bin_dir, bins)):
-                scenarios[i] |= names
+            scenarios += [(index, names)
+                          for names in profile_scenarios(work, node, bin_dir, bins)]
             tables += [(index, symbols(os.path.join(bin_dir, name))) for name in bins]
 
     placed, lines = set(), []
-    for names in scenarios:
+    for index, names in scenarios:
         known = []
         for n in names - placed:
-            where = [(index, t[n]) for index, t in tables if n in t]
+            # Where the build that ran it has it, so a scenario keeps its
+            # functions in the order that binary has them.
+            where = [t[n] for i, t in tables if i == index and n in t]
             if where:
                 known.append((where[0], n))
         known.sort()
