@@ -96,15 +96,7 @@ fn short_usage(obj: &[u8]) -> Option<(u64, f64)> {
     let end = short_decimal(b, cost_at)?;
     key(b, end, b"}}")?;
     let total_cost = decimal_f64(obj.get(cost_at..end)?)?;
-    let total = int_value(total);
-    let tokens = if total > 0 {
-        total
-    } else {
-        [input, output, cache_read, cache_write]
-            .iter()
-            .map(|t| int_value(t))
-            .sum()
-    };
+    let tokens = total_tokens(total, [input, output, cache_read, cache_write]);
     Some((tokens, total_cost))
 }
 
@@ -194,15 +186,7 @@ fn exact_usage(obj: &[u8]) -> Option<(u64, f64)> {
     let n = plain_decimal(p)?;
     after(&p[n..], b"}}")?;
     let total_cost = decimal_f64(&p[..n])?;
-    let total = int_value(total);
-    let tokens = if total > 0 {
-        total
-    } else {
-        [input, output, cache_read, cache_write]
-            .iter()
-            .map(|t| int_value(t))
-            .sum()
-    };
+    let tokens = total_tokens(total, [input, output, cache_read, cache_write]);
     Some((tokens, total_cost))
 }
 
@@ -257,6 +241,15 @@ fn int_token(b: &[u8]) -> Option<(&[u8], &[u8])> {
 
 /// The value of an [`int_token`] (at most 19 digits: no overflow).
 #[inline(always)]
+/// A usage's token count as pi totals it: `totalTokens` when it is not
+/// zero, else the sum of the four parts (each given as its digits).
+fn total_tokens(total: &[u8], parts: [&[u8]; 4]) -> u64 {
+    match int_value(total) {
+        0 => parts.iter().map(|t| int_value(t)).sum(),
+        n => n,
+    }
+}
+
 fn int_value(digits: &[u8]) -> u64 {
     digits
         .iter()
