@@ -111,16 +111,26 @@ fn vm_hwm_kb(pid: libc::pid_t) -> Option<i64> {
 /// runs untouched, and its own address space's high-water mark (`VmHWM`,
 /// which only grows) is read every 100 µs until it has exited: the last
 /// reading is the peak of all but its last moments, when it only unwinds.
+/// A run that outlives 120 s is killed and fails the test.
 fn run_measured(mut cmd: std::process::Command) -> (std::process::ExitStatus, i64) {
     let mut child = cmd.spawn().expect("spawn pi-run");
     let pid = child.id() as libc::pid_t;
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
     let mut peak = 0;
     loop {
         if let Some(kb) = vm_hwm_kb(pid) {
             peak = peak.max(kb);
         }
         match child.try_wait() {
-            Ok(Some(status)) => return (status, peak),
+            Ok(Some(status)) => {
+                assert!(peak > 0, "pi-run ended before its VmHWM could be read");
+                return (status, peak);
+            }
+            Ok(None) if std::time::Instant::now() > deadline => {
+                let _ = child.kill();
+                let _ = child.wait();
+                panic!("pi-run still running after 120 s (peak so far {peak} kB)");
+            }
             Ok(None) => std::thread::sleep(std::time::Duration::from_micros(100)),
             Err(e) => panic!("waiting for pi-run: {e}"),
         }
