@@ -234,9 +234,13 @@ impl Agent {
         emit: Emit<'_>,
     ) -> Compacted {
         let was = std::mem::replace(&mut self.compacting, true);
-        let done = self
-            .compact_inner(reason, instructions, will_retry, emit)
-            .await;
+        // Boxed: the compaction's state (some 40 KB: the summary request,
+        // its retries, the questions served meanwhile) would otherwise sit
+        // inside every future that may compact (the turn loop, a run, a
+        // prompt), and each of those is copied whole on the stack when it
+        // starts. A compaction is rare; one allocation when it happens is
+        // cheaper than touching those pages on every run.
+        let done = Box::pin(self.compact_inner(reason, instructions, will_retry, emit)).await;
         self.compacting = was;
         done
     }

@@ -355,7 +355,9 @@ async fn bash(args: &Value, ctx: &ToolContext, mut on_update: UpdateSink) -> Too
     drop(cmd);
     let pgid = child.id();
     let mut out = Output::default();
-    let mut buf = vec![0u8; 64 * 1024];
+    // Filled by `read_buf` from its spare capacity: only the pages a read
+    // writes are ever touched (a zeroed buffer would touch all sixteen).
+    let mut buf: Vec<u8> = Vec::with_capacity(64 * 1024);
     let deadline = timeout.and_then(|(d, _)| tokio::time::Instant::now().checked_add(d));
     let mut exited: Option<Option<i32>> = None;
     let mut eof = false;
@@ -365,6 +367,7 @@ async fn bash(args: &Value, ctx: &ToolContext, mut on_update: UpdateSink) -> Too
                 break End::Exited(code);
             }
         }
+        buf.clear();
         let sleep = async {
             match deadline {
                 Some(d) => tokio::time::sleep_until(d).await,
@@ -372,7 +375,7 @@ async fn bash(args: &Value, ctx: &ToolContext, mut on_update: UpdateSink) -> Too
             }
         };
         tokio::select! {
-            r = rx.read(&mut buf), if !eof => match r {
+            r = rx.read_buf(&mut buf), if !eof => match r {
                 Ok(0) | Err(_) => eof = true,
                 Ok(n) => {
                     out.push(&buf[..n]).await;
@@ -393,8 +396,9 @@ async fn bash(args: &Value, ctx: &ToolContext, mut on_update: UpdateSink) -> Too
                     let grace = tokio::time::sleep(Duration::from_millis(100));
                     tokio::pin!(grace);
                     loop {
+                        buf.clear();
                         tokio::select! {
-                            r = rx.read(&mut buf) => match r {
+                            r = rx.read_buf(&mut buf) => match r {
                                 Ok(0) | Err(_) => break,
                                 Ok(n) => out.push(&buf[..n]).await,
                             },

@@ -199,18 +199,21 @@ fn read_blocking(
         Err(FileError::Io(e)) => return thrown(node_fs_error(&e, "open", abs)),
         Err(e) => return thrown(format!("{}: {e}", abs.display())),
     };
-    // The first chunk decides between image and text.
-    let mut head = vec![0u8; regular_file::CHUNK];
-    let mut n = 0;
-    while n < head.len() {
-        match file.read(&mut head[n..]) {
-            Ok(0) => break,
-            Ok(k) => n += k,
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-            Err(e) => return thrown(node_fs_error(&e, "read", abs)),
-        }
+    // The first chunk decides between image and text. Its buffer is sized
+    // by the file (a few bytes for a small file, not a zeroed 64 KiB), and
+    // `read_to_end` retries interrupted reads itself.
+    let hint = usize::try_from(meta.len()).map_or(regular_file::CHUNK, |l| {
+        l.saturating_add(1).min(regular_file::CHUNK)
+    });
+    let mut head = Vec::with_capacity(hint);
+    if let Err(e) = (&mut file)
+        .take(regular_file::CHUNK as u64)
+        .read_to_end(&mut head)
+    {
+        return thrown(node_fs_error(&e, "read", abs));
     }
-    head.truncate(n);
+    // A head shorter than a chunk ended at the end of the file.
+    let more = head.len() == regular_file::CHUNK;
     if let Some(mime) = image_mime(&head) {
         if meta.len() > MAX_IMAGE_FILE_BYTES {
             return with_structured(text_result(
@@ -233,18 +236,20 @@ fn read_blocking(
     let mut scan = TextScan::new(window);
     let mut decoder = LossyDecoder::default();
     decoder.feed(&head, &mut |s| scan.push(s));
-    let mut chunk = vec![0u8; regular_file::CHUNK];
-    loop {
-        if cancel.is_cancelled() {
-            return thrown("Operation aborted");
+    if more {
+        let mut chunk = vec![0u8; regular_file::CHUNK];
+        loop {
+            if cancel.is_cancelled() {
+                return thrown("Operation aborted");
+            }
+            let k = match file.read(&mut chunk) {
+                Ok(0) => break,
+                Ok(k) => k,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                Err(e) => return thrown(node_fs_error(&e, "read", abs)),
+            };
+            decoder.feed(&chunk[..k], &mut |s| scan.push(s));
         }
-        let k = match file.read(&mut chunk) {
-            Ok(0) => break,
-            Ok(k) => k,
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-            Err(e) => return thrown(node_fs_error(&e, "read", abs)),
-        };
-        decoder.feed(&chunk[..k], &mut |s| scan.push(s));
     }
     decoder.finish(&mut |s| scan.push(s));
     scan.finish();
@@ -639,6 +644,34 @@ mod tests {
                     "case {case}: {} bytes, offset {offset:?}, limit {limit:?}, chunk {chunk}",
                     bytes.len()
                 );
+            }
+        }
+    }
+
+    /// The file as a whole goes through the reader: its first chunk (sized
+    /// by the file) and the chunks after it, at sizes around the chunk.
+    #[test]
+    fn files_around_the_chunk_size_read_whole() {
+        let dir = tempfile::tempdir().unwrap();
+        let cancel = tokio_util::sync::CancellationToken::new();
+        let chunk = crate::regular_file::CHUNK;
+        for size in [0, 1, chunk - 1, chunk, chunk + 1, 3 * chunk + 5] {
+            // Short lines, so nothing is cut by the tool's line limit
+            // before the end; the last line has no newline.
+            let bytes: Vec<u8> = (0..size)
+                .map(|i| {
+                    if i % 50 == 49 {
+                        b'\n'
+                    } else {
+                        b'a' + (i % 26) as u8
+                    }
+                })
+                .collect();
+            let path = dir.path().join(format!("f{size}"));
+            std::fs::write(&path, &bytes).unwrap();
+            for w in [window(None, None), window(Some(2000.0), Some(40.0))] {
+                let got = read_blocking(&path, "f", w, false, &cancel);
+                assert_eq!(got, reference(&bytes, w), "{size} bytes, {w:?}");
             }
         }
     }
