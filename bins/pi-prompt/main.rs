@@ -120,10 +120,9 @@ enum Command {
 }
 
 fn main() {
-    let cli: Cli = pi_lib::cli::parse_or_exit(
-        PROG,
-        pi_lib::cli::rewrite_pi_aliases(std::env::args_os(), &Cli::command()),
-    );
+    let mut command = Cli::command();
+    let args = pi_lib::cli::rewrite_pi_aliases(std::env::args_os(), &command);
+    let cli: Cli = pi_lib::cli::parse_with_or_exit(PROG, &mut command, args);
     let code = match run(cli) {
         Ok(c) => c,
         Err(e) if e.code == 0 => 0,

@@ -494,9 +494,11 @@ pub enum Mode {
 
 /// pi's multi-letter short options (`-nt`, `-xt`, `-ne`, …), rewritten
 /// before clap sees them.
-pub fn normalize_args(args: impl Iterator<Item = std::ffi::OsString>) -> Vec<std::ffi::OsString> {
-    use clap::CommandFactory;
-    pi_lib::cli::rewrite_pi_aliases(args, &Cli::command())
+pub fn normalize_args(
+    args: impl Iterator<Item = std::ffi::OsString>,
+    command: &clap::Command,
+) -> Vec<std::ffi::OsString> {
+    pi_lib::cli::rewrite_pi_aliases(args, command)
 }
 
 #[cfg(test)]

@@ -17,11 +17,12 @@ use cli::{Cli, Mode};
 const PROG: &str = "pi-run";
 
 fn main() {
+    let mut command = Cli::command();
     let (args, ext_flags) = pi_lib::cli::split_unknown_options(
-        cli::normalize_args(std::env::args_os()),
-        &Cli::command(),
+        cli::normalize_args(std::env::args_os(), &command),
+        &command,
     );
-    let cli: Cli = pi_lib::cli::parse_or_exit(PROG, args.clone());
+    let cli: Cli = pi_lib::cli::parse_with_or_exit(PROG, &mut command, args.clone());
     let code = match start(cli, &args, ext_flags) {
         Ok(code) => code,
         Err(e) => report(PROG, &e),

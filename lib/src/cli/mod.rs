@@ -215,7 +215,21 @@ pub fn parse_or_exit<C: clap::Parser>(
     prog: &str,
     args: impl IntoIterator<Item = std::ffi::OsString>,
 ) -> C {
-    match C::try_parse_from(args) {
+    parse_with_or_exit(prog, &mut C::command(), args)
+}
+
+/// [`parse_or_exit`] with a command built already (a program that looks at
+/// its command before parsing builds it once: a large command takes a
+/// noticeable part of a short run to build).
+pub fn parse_with_or_exit<C: clap::FromArgMatches>(
+    prog: &str,
+    cmd: &mut clap::Command,
+    args: impl IntoIterator<Item = std::ffi::OsString>,
+) -> C {
+    let parsed = cmd
+        .try_get_matches_from_mut(args)
+        .and_then(|mut m| C::from_arg_matches_mut(&mut m).map_err(|e| e.format(cmd)));
+    match parsed {
         Ok(c) => c,
         Err(e) if e.use_stderr() => e.exit(),
         Err(e) => {
