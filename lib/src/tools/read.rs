@@ -124,16 +124,17 @@ async fn read(args: &Value, ctx: &ToolContext) -> ToolOutput {
     if let Err(denied) = ctx.sandbox.check_read(&abs) {
         return thrown(denied);
     }
-    if let Err(e) = tokio::fs::metadata(&abs).await {
-        return thrown(node_fs_error(&e, "access", &abs));
-    }
     let window = Window::from_args(args);
     let path_arg = path_arg.to_string();
     let cancel = ctx.cancel.clone();
     let auto_resize = ctx.auto_resize_images;
-    // Streaming and image decoding block: off the async workers. The task
-    // checks the token between chunks; the select answers an abort at once.
-    let task = tokio::task::spawn_blocking(move || {
+    // Checking, streaming and image decoding block: off the async workers,
+    // in one hand-off. The task checks the token between chunks; the
+    // select answers an abort at once.
+    let task = crate::blocking::spawn(move || {
+        if let Err(e) = std::fs::metadata(&abs) {
+            return thrown(node_fs_error(&e, "access", &abs));
+        }
         read_blocking(&abs, &path_arg, window, auto_resize, &cancel)
     });
     tokio::select! {
