@@ -22,7 +22,7 @@
 #   BENCH_PEER_RUNS=5    timed runs of each peer     BENCH_PEERS_DIR=~/.cache/pi-toolkit-bench-peers
 #   BENCH_JSON=file      also write the summary as JSON to this file
 #   BENCH_STRICT=1       exit 1 when a target (>= 25x faster, >= 10x less memory) is missed
-#   BENCH_SKIP_FLOOR=1   don't time the mock floor row  BENCH_MOCK_WARM=20  GETs to warm each fresh mock
+#   BENCH_SKIP_FLOOR=1   don't time the mock floor rows  BENCH_MOCK_WARM=20  GETs to warm each fresh mock
 #   BENCH_KEEP=1         keep the scratch directory (project dirs, agent dirs, mock logs, stderr)
 set -euo pipefail
 
@@ -334,17 +334,24 @@ bench_side() { # side timed-runs
 
 # The mock's own share: the same four streamed replies fetched by bash itself (/dev/tcp, no
 # process start, no parsing), fresh warmed-up mock each time, same timer.  Not an agent; shown
-# so the pi-run figure can be read against the floor the mock sets.
+# so the pi-run figure can be read against the floor the mock sets.  A second row adds what the
+# task's tool must cost whoever runs it: the bash tool's own process (`bash -c "cat notes.txt"`,
+# started by this bash after the third reply, as the agent starts it after the third turn), so
+# time over that row is the harness alone.
 bench_floor() {
-    local i j rd t0 t1 line body='{"model":"mock-model","stream":true,"messages":[{"role":"user","content":"x"}]}'
-    : > "$WORK/floor.times"
-    note "mock floor: $RUNS timed run(s) of 4 POSTs from bash"
+    local kind="$1" i j rd t0 t1 line body='{"model":"mock-model","stream":true,"messages":[{"role":"user","content":"x"}]}'
+    : > "$WORK/$kind.times"
+    note "$kind: $RUNS timed run(s) of 4 POSTs from bash"
     for ((i = 1; i <= RUNS; i++)); do
-        rd="$WORK/floor/$i"
+        rd="$WORK/$kind/$i"
         mkdir -p "$rd"
+        printf 'hello world\n' > "$rd/notes.txt"
         start_mock pi-run "$rd" "$rd"
         t0=$EPOCHREALTIME
         for ((j = 0; j < 4; j++)); do
+            if [ "$kind" = tool-floor ] && [ "$j" -eq 3 ]; then
+                bash -c "cat '$rd/notes.txt'" > /dev/null
+            fi
             exec 3<> "/dev/tcp/127.0.0.1/$MOCK_PORT"
             printf 'POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: %d\r\nConnection: close\r\n\r\n%s' \
                 "${#body}" "$body" >&3
@@ -355,10 +362,13 @@ bench_floor() {
         t1=$EPOCHREALTIME
         stop_mock
         [ "$(grep -c '"turn":[0-9]' "$rd/requests.jsonl")" -eq 4 ] || die "mock floor: the mock did not serve 4 turns"
-        python3 -c "import sys; print(float(sys.argv[2]) - float(sys.argv[1]))" "$t0" "$t1" >> "$WORK/floor.times"
+        python3 -c "import sys; print(float(sys.argv[2]) - float(sys.argv[1]))" "$t0" "$t1" >> "$WORK/$kind.times"
     done
 }
-[ -n "${BENCH_SKIP_FLOOR:-}" ] || bench_floor
+if [ -z "${BENCH_SKIP_FLOOR:-}" ]; then
+    bench_floor floor
+    bench_floor tool-floor
+fi
 
 SIDES=(pi-run)
 bench_side pi-run "$RUNS"
@@ -411,6 +421,18 @@ if os.path.exists(fl):
     t = nums(fl)
     print(f"{'  mock floor (4 POSTs, bash)':<30}{statistics.median(t) * 1000:>9.1f} ms{min(t) * 1000:>9.1f} ms{'-':>11}{len(t):>6}{4:>10}")
     res["mockFloor"] = {"medianS": statistics.median(t), "minS": min(t), "runs": len(t)}
+tf = os.path.join(work, "tool-floor.times")
+if os.path.exists(tf):
+    t = nums(tf)
+    print(f"{'  + the bash tool process':<30}{statistics.median(t) * 1000:>9.1f} ms{min(t) * 1000:>9.1f} ms{'-':>11}{len(t):>6}{4:>10}")
+    res["toolFloor"] = {"medianS": statistics.median(t), "minS": min(t), "runs": len(t)}
+if "mockFloor" in res:
+    over = (res["pi-run"]["medianS"] - res["mockFloor"]["medianS"]) * 1000
+    line = f"pi-run over the mock floor: {over:.1f} ms"
+    if "toolFloor" in res:
+        line += f"; over the floor with the bash tool's process: {(res['pi-run']['medianS'] - res['toolFloor']['medianS']) * 1000:.1f} ms"
+    print()
+    print(line)
 print()
 o = res["pi-run"]
 ratios = {}
