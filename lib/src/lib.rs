@@ -10,7 +10,6 @@
 
 pub mod agent;
 pub mod atomic_file;
-pub mod blocking;
 pub mod capped_lines;
 pub mod cli;
 pub mod codemode;

@@ -220,7 +220,7 @@ impl Link {
         s.state.send_replace(st);
         if let Some(cache) = self.cache.clone() {
             // A little file I/O, off the runtime's threads.
-            let _ = crate::blocking::spawn(move || cache.store(&key, entry.as_ref())).await;
+            let _ = tokio::task::spawn_blocking(move || cache.store(&key, entry.as_ref())).await;
         }
     }
 }

@@ -197,7 +197,6 @@ pub fn run(opts: RunOptions) -> Result<i32, CliError> {
     let code = asm.execute(&rt);
     // Nothing confined outlives the run, nor what it planted.
     sandbox.end(&|line| crate::cli::warn(prog, line));
-    release(rt);
     code
 }
 
@@ -206,22 +205,7 @@ pub fn run(opts: RunOptions) -> Result<i32, CliError> {
 pub fn plan(opts: RunOptions) -> Result<Plan, CliError> {
     let rt = runtime()?;
     let asm = Assembly::new(opts, &rt)?;
-    let plan = asm.into_plan(&rt);
-    release(rt);
-    Ok(plan)
-}
-
-/// Lets the runtime go once the run is over. Everything the run started
-/// has ended or been stopped by then (tools, extensions, MCP servers,
-/// children), so what the runtime still holds is idle: its threads, a
-/// pooled connection, a signal watcher. Joining those threads costs a
-/// short run about half a millisecond, so they are left to the process's
-/// exit, unless file work a tool started is still running
-/// ([`crate::blocking`]): then the runtime is dropped, which waits for it.
-fn release(rt: tokio::runtime::Runtime) {
-    if crate::blocking::in_flight() == 0 {
-        rt.shutdown_background();
-    }
+    Ok(asm.into_plan(&rt))
 }
 
 /// `--cwd DIR`: the process moves to DIR before anything else, so the run

@@ -187,7 +187,7 @@ async fn edit(args: &Value, ctx: &ToolContext) -> ToolOutput {
     }
     let target = abs.clone();
     let cancel = ctx.cancel.clone();
-    let read = crate::blocking::spawn(move || {
+    let read = tokio::task::spawn_blocking(move || {
         crate::regular_file::read_capped(&target, MAX_EDIT_FILE_BYTES, Some(&cancel))
     })
     .await;
@@ -279,11 +279,7 @@ async fn edit(args: &Value, ctx: &ToolContext) -> ToolOutput {
     } else {
         updated.clone()
     };
-    let (target, text) = (abs.clone(), format!("{bom}{on_disk}"));
-    let written = crate::blocking::spawn(move || std::fs::write(&target, text))
-        .await
-        .unwrap_or_else(|e| Err(std::io::Error::other(e)));
-    if let Err(e) = written {
+    if let Err(e) = tokio::fs::write(&abs, format!("{bom}{on_disk}")).await {
         let (code, _) = errno_text(&e);
         return thrown(format!("Could not edit file: {path}. Error code: {code}."));
     }

@@ -131,7 +131,7 @@ async fn read(args: &Value, ctx: &ToolContext) -> ToolOutput {
     // Checking, streaming and image decoding block: off the async workers,
     // in one hand-off. The task checks the token between chunks; the
     // select answers an abort at once.
-    let task = crate::blocking::spawn(move || {
+    let task = tokio::task::spawn_blocking(move || {
         if let Err(e) = std::fs::metadata(&abs) {
             return thrown(node_fs_error(&e, "access", &abs));
         }

@@ -130,7 +130,7 @@ pub fn run_blocking<'a>(
 ) -> super::ToolFuture<'a> {
     Box::pin(async move {
         let cancel = ctx.cancel.clone();
-        let task = crate::blocking::spawn(move || body(&args, &ctx));
+        let task = tokio::task::spawn_blocking(move || body(&args, &ctx));
         tokio::select! {
             r = task => r.unwrap_or_else(|e| thrown(format!("{name} failed: {e}"))),
             _ = cancel.cancelled() => thrown("Operation aborted"),

@@ -65,7 +65,7 @@ async fn write(args: &Value, ctx: &ToolContext) -> ToolOutput {
     }
     let target = abs.clone();
     let bytes = content.as_bytes().to_vec();
-    let written = crate::blocking::spawn(move || {
+    let written = tokio::task::spawn_blocking(move || {
         use crate::regular_file::{create, FileError};
         let mut f = create(&target)?;
         std::io::Write::write_all(&mut f, &bytes).map_err(FileError::Io)
