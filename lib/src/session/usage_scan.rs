@@ -239,8 +239,6 @@ fn int_token(b: &[u8]) -> Option<(&[u8], &[u8])> {
     Some(b.split_at(n))
 }
 
-/// The value of an [`int_token`] (at most 19 digits: no overflow).
-#[inline(always)]
 /// A usage's token count as pi totals it: `totalTokens` when it is not
 /// zero, else the sum of the four parts (each given as its digits).
 fn total_tokens(total: &[u8], parts: [&[u8]; 4]) -> u64 {
@@ -250,6 +248,8 @@ fn total_tokens(total: &[u8], parts: [&[u8]; 4]) -> u64 {
     }
 }
 
+/// The value of an [`int_token`] (at most 19 digits: no overflow).
+#[inline(always)]
 fn int_value(digits: &[u8]) -> u64 {
     digits
         .iter()
