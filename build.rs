@@ -32,10 +32,12 @@ fn main() {
     }
     let order = Path::new(&var("CARGO_MANIFEST_DIR")).join("bins/link-order.txt");
     if order.is_file() && links_with_rustc_lld() {
-        println!(
-            "cargo:rustc-link-arg-bins=-Wl,--symbol-ordering-file={}",
-            order.display()
-        );
+        // Named relative to the package's root, where cargo runs rustc and
+        // rustc the linker: an absolute path would outlive the checkout. A
+        // target directory shared by two checkouts (the memory guard's cache
+        // is one) keeps this script's output from whichever built first,
+        // and a moved or deleted first checkout would fail every link.
+        println!("cargo:rustc-link-arg-bins=-Wl,--symbol-ordering-file=bins/link-order.txt");
         println!("cargo:rustc-link-arg-bins=-Wl,--no-warn-symbol-ordering");
     }
     if glibc_at_least(2, 36) {
