@@ -176,6 +176,10 @@ pub(super) struct Shared {
     pub(super) prog: String,
     pub(super) pgid: Option<i32>,
     pub(super) stdin: tokio::sync::Mutex<Option<tokio::process::ChildStdin>>,
+    /// The writes started without waiting (`cancel` records), which the
+    /// end awaits before its `bye`: a spawned write runs only when the
+    /// runtime gets to it, and must not find stdin already closed.
+    pub(super) later: Mutex<Vec<tokio::task::JoinHandle<()>>>,
     pub(super) pending: Mutex<HashMap<u64, Pending>>,
     /// Why the process is dead (the whole diagnostic), once it is.
     pub(super) dead: Mutex<Option<String>>,

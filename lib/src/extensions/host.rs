@@ -149,6 +149,7 @@ impl Host {
             // for the whole line (so lines never interleave and keep send
             // order).
             stdin: tokio::sync::Mutex::new(Some(stdin)),
+            later: Mutex::default(),
             pending: Mutex::default(),
             dead: Mutex::default(),
             cause: Mutex::default(),
@@ -299,14 +300,19 @@ impl Host {
     }
 
     /// Writes one record without waiting for the write (it may wait for
-    /// a full pipe).
+    /// a full pipe). [`Host::close`] waits for it before `bye`.
     fn send_later(&self, rec: HostRecord) {
         // Outside a runtime (a drop while it shuts down) nothing is sent.
         let Ok(rt) = tokio::runtime::Handle::try_current() else {
             return;
         };
         let sh = Arc::clone(&self.sh);
-        rt.spawn(async move { write_line(&sh.stdin, rec.to_line()).await });
+        let write = rt.spawn(async move {
+            write_line(&sh.stdin, rec.to_line()).await;
+        });
+        let mut later = lock(&self.sh.later);
+        later.retain(|w| !w.is_finished());
+        later.push(write);
     }
 
     /// Writes one record (a one-way record: configure, bye).
@@ -414,6 +420,15 @@ impl Host {
             alive
         };
         if was_alive {
+            // What was sent without waiting goes first (an abort's
+            // `cancel`), then `bye`.
+            let later = std::mem::take(&mut *lock(&self.sh.later));
+            let _ = tokio::time::timeout(grace, async {
+                for w in later {
+                    let _ = w.await;
+                }
+            })
+            .await;
             let _ = tokio::time::timeout(grace, self.send(HostRecord::Bye { reason: None })).await;
         }
         if let Ok(mut g) = tokio::time::timeout(grace, self.sh.stdin.lock()).await {
@@ -501,40 +516,52 @@ for line in sys.stdin:
     send({"type": "result", "id": r["id"], "result": a.get("result")})
 "#;
 
-    async fn ask_once(method: &str) -> Result<Value, HostError> {
-        let dir = tempfile::tempdir().unwrap();
-        let script = dir.path().join("asks.py");
-        std::fs::write(&script, ASKS).unwrap();
+    /// Starts `python3 script arg` in `dir` as an extension host.
+    async fn start_python(
+        dir: &std::path::Path,
+        script: &std::path::Path,
+        arg: &std::ffi::OsStr,
+        load: Vec<LoadEntry>,
+    ) -> Arc<Host> {
         let spawn = Spawn {
             program: "python3".into(),
-            args: vec![script.clone().into(), method.into()],
-            display: "asks.py".into(),
-            cwd: dir.path().to_path_buf(),
+            args: vec![script.into(), arg.into()],
+            display: script.display().to_string(),
+            cwd: dir.to_path_buf(),
             prog: "test".into(),
         };
         let hello = Hello {
             protocol: PROTOCOL_VERSION,
             host: "pi-toolkit".into(),
             host_version: "0".into(),
-            cwd: dir.path().display().to_string(),
+            cwd: dir.display().to_string(),
             mode: "print".into(),
             has_ui: false,
             pass: "full".into(),
-            agent_dir: dir.path().display().to_string(),
+            agent_dir: dir.display().to_string(),
             session_file: None,
             session_id: "s".into(),
             project_trusted: Some(true),
-            load: vec![LoadEntry {
-                path: script.display().to_string(),
-                source: "cli".into(),
-                scope: "temporary".into(),
-            }],
+            load,
             settings: Value::Null,
             load_timeout_ms: None,
         };
         let (host, _) = Host::start(spawn, hello, Duration::from_secs(10))
             .await
             .unwrap();
+        host
+    }
+
+    async fn ask_once(method: &str) -> Result<Value, HostError> {
+        let dir = tempfile::tempdir().unwrap();
+        let script = dir.path().join("asks.py");
+        std::fs::write(&script, ASKS).unwrap();
+        let load = vec![LoadEntry {
+            path: script.display().to_string(),
+            source: "cli".into(),
+            scope: "temporary".into(),
+        }];
+        let host = start_python(dir.path(), &script, method.as_ref(), load).await;
         host.set_handler(Arc::new(SlowUi(Duration::from_millis(700))));
         let cancel = CancellationToken::new();
         let r = host
@@ -554,18 +581,74 @@ for line in sys.stdin:
         r
     }
 
-    #[tokio::test]
-    async fn a_dialog_pauses_the_request_timeout() {
-        if std::process::Command::new("python3")
+    /// An extension that never answers an event and logs the type of every
+    /// record it reads.
+    const LOGS: &str = r#"import json, sys
+log = open(sys.argv[1], "a")
+sys.stdin.readline()
+sys.stdout.write(json.dumps({"type": "register", "protocol": 1, "extensions": [{"path": "logs.py", "events": ["tool_call"]}]}) + "\n")
+sys.stdout.flush()
+for line in sys.stdin:
+    log.write(json.loads(line)["type"] + "\n"); log.flush()
+"#;
+
+    /// Whether python3 is here (required under `CI=true`).
+    fn python3() -> bool {
+        let there = std::process::Command::new("python3")
             .arg("-V")
             .output()
-            .is_err()
-        {
+            .is_ok();
+        if !there {
             assert!(
                 std::env::var("CI").as_deref() != Ok("true"),
                 "python3 is needed"
             );
-            eprintln!("SKIP a_dialog_pauses_the_request_timeout: no python3");
+            eprintln!("SKIP: no python3");
+        }
+        there
+    }
+
+    /// An aborted request's `cancel`, written without waiting, reaches the
+    /// extension before the `bye` of a close that follows at once: on a
+    /// one-thread runtime the spawned write has not run yet when `close`
+    /// starts.
+    #[tokio::test]
+    async fn an_abort_right_before_the_end_still_tells_the_extension() {
+        if !python3() {
+            return;
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let (script, log) = (dir.path().join("logs.py"), dir.path().join("log"));
+        std::fs::write(&script, LOGS).unwrap();
+        let host = start_python(dir.path(), &script, log.as_ref(), Vec::new()).await;
+        let cancel = CancellationToken::new();
+        cancel.cancel();
+        let r = host
+            .request(
+                |id| HostRecord::Event {
+                    id,
+                    ext: 0,
+                    event: serde_json::json!({"type": "tool_call"}),
+                    ctx: Ctx::default(),
+                },
+                None,
+                None,
+                &cancel,
+            )
+            .await;
+        assert_eq!(r, Err(HostError::Aborted));
+        host.close(Duration::from_secs(2)).await;
+        let got = std::fs::read_to_string(&log).unwrap();
+        let types: Vec<&str> = got.lines().collect();
+        assert!(
+            types.ends_with(&["cancel", "bye"]),
+            "the extension read: {types:?}"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_dialog_pauses_the_request_timeout() {
+        if !python3() {
             return;
         }
         // The person answers after 0.7 s, the limit is 0.3 s: the clock

@@ -503,6 +503,10 @@ impl Controller {
                 // The child's future is not `Send`: it runs on a thread of
                 // its own, driven through the parent's runtime, so its HTTP
                 // connections live (and are pooled) where the parent's do.
+                // That runtime has one thread, the run's: its sockets,
+                // timers and spawned tasks are served by that thread, which
+                // stays inside the runtime while any child runs (it awaits
+                // the children's results, or the run's end waits for them).
                 let handle = tokio::runtime::Handle::current();
                 on_child_thread(Box::new(move || {
                     let child = Child {
