@@ -119,7 +119,8 @@ def phases(path):
     writes = [t for t, _, c, a, r in events if c in ("writev", "sendto") and on_sock(a)]
     reads = [t for t, _, c, a, r in events if c in ("recvfrom", "read") and on_sock(a) and r not in ("", "0") and not r.startswith("-")]
     end = max(t for t, _, c, *_ in events if c == "exit_group")
-    # Tool processes: a clone in a worker thread that returns a pid, to the wait4 that reaps it.
+    # Tool processes: a clone that returns a pid, to the wait4 that reaps it (threads are never
+    # reaped, so their clones drop out).
     spawned = {}
     for t, tid, c, a, r in events:
         if c in ("clone3", "clone", "vfork") and r.isdigit() and int(r) > 0:
