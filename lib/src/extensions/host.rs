@@ -552,6 +552,26 @@ for line in sys.stdin:
         host
     }
 
+    /// Sends a `tool_call` event and waits for its answer.
+    async fn tool_call(
+        host: &Host,
+        timeout: Option<Duration>,
+        cancel: &CancellationToken,
+    ) -> Result<Value, HostError> {
+        host.request(
+            |id| HostRecord::Event {
+                id,
+                ext: 0,
+                event: serde_json::json!({"type": "tool_call"}),
+                ctx: Ctx::default(),
+            },
+            None,
+            timeout,
+            cancel,
+        )
+        .await
+    }
+
     async fn ask_once(method: &str) -> Result<Value, HostError> {
         let dir = tempfile::tempdir().unwrap();
         let script = dir.path().join("asks.py");
@@ -564,19 +584,7 @@ for line in sys.stdin:
         let host = start_python(dir.path(), &script, method.as_ref(), load).await;
         host.set_handler(Arc::new(SlowUi(Duration::from_millis(700))));
         let cancel = CancellationToken::new();
-        let r = host
-            .request(
-                |id| HostRecord::Event {
-                    id,
-                    ext: 0,
-                    event: serde_json::json!({"type": "tool_call"}),
-                    ctx: Ctx::default(),
-                },
-                None,
-                Some(Duration::from_millis(300)),
-                &cancel,
-            )
-            .await;
+        let r = tool_call(&host, Some(Duration::from_millis(300)), &cancel).await;
         host.close(Duration::from_secs(1)).await;
         r
     }
@@ -623,19 +631,7 @@ for line in sys.stdin:
         let host = start_python(dir.path(), &script, log.as_ref(), Vec::new()).await;
         let cancel = CancellationToken::new();
         cancel.cancel();
-        let r = host
-            .request(
-                |id| HostRecord::Event {
-                    id,
-                    ext: 0,
-                    event: serde_json::json!({"type": "tool_call"}),
-                    ctx: Ctx::default(),
-                },
-                None,
-                None,
-                &cancel,
-            )
-            .await;
+        let r = tool_call(&host, None, &cancel).await;
         assert_eq!(r, Err(HostError::Aborted));
         host.close(Duration::from_secs(2)).await;
         let got = std::fs::read_to_string(&log).unwrap();
