@@ -14,8 +14,9 @@
 # pair, twice: from the wall time with the mock's own time per request (the
 # model's time) taken out, and from the CPU time (user + system) the client
 # process used, which the mock never enters. Medians over the pairs; pi's
-# start-up varies by tens of ms, so it gets BENCH_PI_RUNS (default 21) pairs: with 11, its
-# per-child median ranged 23-41 ms over five runs in a row, with 21 29-44 ms. pi-run's pairs
+# start-up varies by tens of ms, so it gets BENCH_PI_RUNS (default 41) pairs: with 11, its
+# per-child median ranged 23-41 ms over five runs in a row, with 21 29-44 ms (and 26-39 ms in
+# another five), with 41 25-28 ms. pi-run's pairs
 # take ~50 ms each, so it gets more (31): at 11 pairs, five runs in a row gave per-child medians
 # from 1.7 to 3.7 ms, a few pairs slowed by other work being enough to move the median.
 # Needs: cargo, python3; the pi side also the oracle (tests/oracle/install.sh)
@@ -113,7 +114,7 @@ for c in "fg 8 0" "bg8 8 1"; do
 	set -- $c
 	n="$2"; [ "$1" = fg ] && n="$fg_children"
 	for side in "${sides[@]}"; do
-		pruns="$runs"; [ "$side" = pi ] && pruns="${BENCH_PI_RUNS:-21}"
+		pruns="$runs"; [ "$side" = pi ] && pruns="${BENCH_PI_RUNS:-41}"
 		pair "$side" "$1" "$n" "$3" "$pruns"
 	done
 done
