@@ -11,7 +11,7 @@
 #
 #   bench/mcp.sh
 #
-# Environment: BENCH_RUNS=7, PI_RUN_BIN=<binary> (default target/release/pi-run, built unless
+# Environment: BENCH_RUNS=21, PI_RUN_BIN=<binary> (default target/release/pi-run, built unless
 # BENCH_SKIP_BUILD=1), BENCH_REAL=1, BENCH_KEEP=1 (keep the scratch directory), BENCH_SERVER_PY=<cmd>
 # (the fixture servers' command instead of the resolved interpreter, e.g. `python3` to time the
 # shim), BENCH_BASE_BIN=<older pi-run> (its cold time too, runs alternating with PI_RUN_BIN's),
@@ -22,7 +22,7 @@ set -euo pipefail
 die() { echo "bench/mcp.sh: error: $*" >&2; exit 1; }
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 REPO="$(cd "$HERE/.." && pwd)"
-RUNS="${BENCH_RUNS:-7}"
+RUNS="${BENCH_RUNS:-21}"
 command -v python3 >/dev/null || die "python3 is required"
 # The interpreter itself, resolved once: `python3` may be a wrapper (a pyenv shim is a bash script
 # costing ~100 ms per spawn), which both sides would otherwise pay for every fixture server.
