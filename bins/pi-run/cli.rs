@@ -492,15 +492,6 @@ pub enum Mode {
     Rpc,
 }
 
-/// pi's multi-letter short options (`-nt`, `-xt`, `-ne`, …), rewritten
-/// before clap sees them.
-pub fn normalize_args(
-    args: impl Iterator<Item = std::ffi::OsString>,
-    command: &clap::Command,
-) -> Vec<std::ffi::OsString> {
-    pi_lib::cli::rewrite_pi_aliases(args, command)
-}
-
 #[cfg(test)]
 mod tests {
     #[test]

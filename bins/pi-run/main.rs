@@ -18,8 +18,10 @@ const PROG: &str = "pi-run";
 
 fn main() {
     let mut command = Cli::command();
+    // pi's multi-letter short options (`-nt`, `-xt`, `-ne`, …) are
+    // rewritten before clap sees them.
     let (args, ext_flags) = pi_lib::cli::split_unknown_options(
-        cli::normalize_args(std::env::args_os(), &command),
+        pi_lib::cli::rewrite_pi_aliases(std::env::args_os(), &command),
         &command,
     );
     let cli: Cli = pi_lib::cli::parse_with_or_exit(PROG, &mut command, args.clone());

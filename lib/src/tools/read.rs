@@ -128,8 +128,8 @@ async fn read(args: &Value, ctx: &ToolContext) -> ToolOutput {
     let path_arg = path_arg.to_string();
     let cancel = ctx.cancel.clone();
     let auto_resize = ctx.auto_resize_images;
-    // Checking, streaming and image decoding block: off the async workers,
-    // in one hand-off. The task checks the token between chunks; the
+    // Checking, streaming and image decoding block: off the run's thread,
+    // in one hand-off to the blocking pool. The task checks the token between chunks; the
     // select answers an abort at once.
     let task = tokio::task::spawn_blocking(move || {
         if let Err(e) = std::fs::metadata(&abs) {
