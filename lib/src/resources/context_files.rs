@@ -37,10 +37,15 @@ fn find_in(dir: &Path) -> Option<PathBuf> {
 fn worktree_roots(cwd: &Path) -> Option<(PathBuf, PathBuf)> {
     for dir in cwd.ancestors() {
         let git = dir.join(".git");
-        if git.is_dir() {
+        // One stat per level: a `.git` directory ends the search, a
+        // `.git` file is a linked worktree's pointer.
+        let Ok(meta) = std::fs::metadata(&git) else {
+            continue;
+        };
+        if meta.is_dir() {
             return None;
         }
-        if git.is_file() {
+        if meta.is_file() {
             // A `gitdir:` pointer is one short line.
             let text = crate::regular_file::read_config(&git, 64 << 10).ok()??;
             let gitdir = text.trim().strip_prefix("gitdir:")?.trim();

@@ -336,6 +336,24 @@ pub fn discover_chat_only(opts: &DiscoverOptions) -> Result<Resources, SettingsE
     Ok(r)
 }
 
+/// The extensions [`discover`] finds without trust, and nothing else: what
+/// the first extension pass loads before the trust decision. The skill,
+/// template and theme scans and the context-file walk are skipped, since
+/// that pass uses none of them and the trusted discovery repeats them.
+pub fn discover_untrusted_extensions(opts: &DiscoverOptions) -> Result<Resources, SettingsError> {
+    let o = DiscoverOptions {
+        skills: Vec::new(),
+        prompt_templates: Vec::new(),
+        themes: Vec::new(),
+        no_skills: true,
+        no_prompt_templates: true,
+        no_themes: true,
+        no_context_files: true,
+        ..opts.clone()
+    };
+    discover(&o, false)
+}
+
 /// Discovers everything for `opts.cwd`. `trusted` is the project-trust
 /// decision. Fails only on a settings file that cannot be read (named with
 /// line and column); everything else is a diagnostic.

@@ -340,7 +340,7 @@ impl Assembly {
     ) -> Result<Vec<PathBuf>, CliError> {
         let mut loaded_first = Vec::new();
         if !chat_only_first {
-            if let Ok(first) = crate::resources::discover(&self.discover, false) {
+            if let Ok(first) = crate::resources::discover_untrusted_extensions(&self.discover) {
                 let list: Vec<_> = first
                     .extensions
                     .into_iter()
