@@ -233,9 +233,10 @@ pub fn enter_dir(dir: &std::path::Path) -> Result<PathBuf, CliError> {
 /// work is short; worker threads would add their start, a hand-off at each
 /// wake-up and their joins at the end (0.4–0.9 ms of a four-turn run's
 /// wall time, 0.6–0.8 ms of its CPU, in bench/README.md). What must not
-/// stall the run is on other threads: blocking file work goes to tokio's
-/// blocking pool, and codemode's QuickJS and each subagent child run on
-/// threads of their own.
+/// stall the run is on other threads: tree walks and large files go to
+/// tokio's blocking pool (small files are read and written in place, where
+/// they take less than the hand-off), and codemode's QuickJS and each
+/// subagent child run on threads of their own.
 fn runtime() -> Result<tokio::runtime::Runtime, CliError> {
     tokio::runtime::Builder::new_current_thread()
         .enable_all()

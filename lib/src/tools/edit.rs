@@ -6,7 +6,9 @@
 use serde_json::{json, Value};
 use similar::{DiffOp, TextDiff};
 
-use super::util::{errno_text, resolve_path, str_arg, text_result, thrown};
+use super::util::{
+    errno_text, resolve_path, small_regular, str_arg, text_result, thrown, INLINE_FILE_MAX,
+};
 use super::{Tool, ToolContext, ToolFuture, ToolOutput, UpdateSink};
 use crate::format::tool::ToolDefinition;
 
@@ -185,12 +187,23 @@ async fn edit(args: &Value, ctx: &ToolContext) -> ToolOutput {
     if let Err(denied) = ctx.sandbox.check_write(&abs) {
         return thrown(denied);
     }
-    let target = abs.clone();
-    let cancel = ctx.cancel.clone();
-    let read = tokio::task::spawn_blocking(move || {
-        crate::regular_file::read_capped(&target, MAX_EDIT_FILE_BYTES, Some(&cancel))
-    })
-    .await;
+    // A small file is read on the run's thread, a larger one on the
+    // blocking pool (see `INLINE_FILE_MAX`).
+    let read = match std::fs::metadata(&abs) {
+        Ok(meta) if small_regular(&meta) => Ok(crate::regular_file::read_capped(
+            &abs,
+            MAX_EDIT_FILE_BYTES,
+            Some(&ctx.cancel),
+        )),
+        _ => {
+            let target = abs.clone();
+            let cancel = ctx.cancel.clone();
+            tokio::task::spawn_blocking(move || {
+                crate::regular_file::read_capped(&target, MAX_EDIT_FILE_BYTES, Some(&cancel))
+            })
+            .await
+        }
+    };
     let raw = match read {
         Ok(Ok(b)) => b,
         Ok(Err(crate::regular_file::FileError::Io(e))) => {
@@ -279,7 +292,13 @@ async fn edit(args: &Value, ctx: &ToolContext) -> ToolOutput {
     } else {
         updated.clone()
     };
-    if let Err(e) = tokio::fs::write(&abs, format!("{bom}{on_disk}")).await {
+    let text = format!("{bom}{on_disk}");
+    let written = if text.len() as u64 <= INLINE_FILE_MAX {
+        std::fs::write(&abs, text)
+    } else {
+        tokio::fs::write(&abs, text).await
+    };
+    if let Err(e) = written {
         let (code, _) = errno_text(&e);
         return thrown(format!("Could not edit file: {path}. Error code: {code}."));
     }

@@ -6,7 +6,9 @@
 //! little over 50 KiB of the selected lines) and counts the rest, so a
 //! file of any size reads in bounded memory with pi's exact notices; the
 //! pass checks for abort between chunks. Only regular files are read: a
-//! FIFO or device is refused before anything can block.
+//! FIFO or device is refused before anything can block. A small text file
+//! is read on the run's thread; larger files and images on the blocking
+//! pool.
 
 use serde_json::{json, Value};
 
@@ -14,7 +16,7 @@ use super::truncate::{
     format_size, js_number, truncate_head, DEFAULT_MAX_BYTES, DEFAULT_MAX_LINES,
 };
 use super::util::{
-    invalid_args, node_fs_error, num_arg, resolve_path, str_arg, text_result, thrown,
+    invalid_args, node_fs_error, num_arg, resolve_path, small_regular, str_arg, text_result, thrown,
 };
 use super::{Tool, ToolContext, ToolFuture, ToolOutput, UpdateSink};
 use crate::format::message::ImageBlock;
@@ -125,17 +127,26 @@ async fn read(args: &Value, ctx: &ToolContext) -> ToolOutput {
         return thrown(denied);
     }
     let window = Window::from_args(args);
+    let meta = match std::fs::metadata(&abs) {
+        Ok(m) => m,
+        Err(e) => return thrown(node_fs_error(&e, "access", &abs)),
+    };
+    let auto_resize = ctx.auto_resize_images;
+    // A small text file is read here, on the run's thread (see
+    // `INLINE_FILE_MAX`).
+    if small_regular(&meta) {
+        if let Some(out) = read_file(&abs, path_arg, window, auto_resize, &ctx.cancel, false) {
+            return out;
+        }
+    }
+    // Larger files and images (decoded, maybe resized) are read on the
+    // blocking pool, in one hand-off. The task checks the token between
+    // chunks; the select answers an abort at once.
     let path_arg = path_arg.to_string();
     let cancel = ctx.cancel.clone();
-    let auto_resize = ctx.auto_resize_images;
-    // Checking, streaming and image decoding block: off the run's thread,
-    // in one hand-off to the blocking pool. The task checks the token between chunks; the
-    // select answers an abort at once.
     let task = tokio::task::spawn_blocking(move || {
-        if let Err(e) = std::fs::metadata(&abs) {
-            return thrown(node_fs_error(&e, "access", &abs));
-        }
-        read_blocking(&abs, &path_arg, window, auto_resize, &cancel)
+        read_file(&abs, &path_arg, window, auto_resize, &cancel, true)
+            .unwrap_or_else(|| thrown("read: the image was not decoded"))
     });
     tokio::select! {
         r = task => r.unwrap_or_else(|e| thrown(format!("{e}"))),
@@ -177,28 +188,88 @@ impl Window {
     }
 }
 
-fn read_blocking(
+/// Reads `abs` as the `read` tool answers. With `images` false, an image
+/// is left alone: `None`, for the caller to read it again where decoding
+/// may take its time.
+fn read_file(
     abs: &std::path::Path,
     path_arg: &str,
     window: Window,
     auto_resize: bool,
     cancel: &tokio_util::sync::CancellationToken,
+    images: bool,
+) -> Option<ToolOutput> {
+    Some(match read_text(abs, path_arg, window, cancel) {
+        Read::Done(out) => out,
+        Read::Image(file, head, mime, len) => {
+            if !images {
+                return None;
+            }
+            read_image(abs, file, head, mime, len, auto_resize, cancel)
+        }
+    })
+}
+
+/// What [`read_text`] found: the answer, or an image to decode (the open
+/// file, its first chunk, its MIME type and length).
+enum Read {
+    Done(ToolOutput),
+    Image(std::fs::File, Vec<u8>, &'static str, u64),
+}
+
+/// An image file's answer: a note past the size limit, else the decoded
+/// (and maybe resized) image.
+fn read_image(
+    abs: &std::path::Path,
+    file: std::fs::File,
+    head: Vec<u8>,
+    mime: &'static str,
+    len: u64,
+    auto_resize: bool,
+    cancel: &tokio_util::sync::CancellationToken,
 ) -> ToolOutput {
     use crate::regular_file::{self, FileError};
-    use std::io::Read;
+    if len > MAX_IMAGE_FILE_BYTES {
+        return with_structured(text_result(
+            format!(
+                "Read image file [{mime}]\n[Image omitted: the file is {}, over the {} limit for images.]",
+                format_size(usize::try_from(len).unwrap_or(usize::MAX)),
+                format_size(MAX_IMAGE_FILE_BYTES as usize)
+            ),
+            None,
+        ));
+    }
+    match regular_file::read_rest_capped(file, head, MAX_IMAGE_FILE_BYTES, Some(cancel)) {
+        Ok(bytes) => image_result(&bytes, mime, auto_resize),
+        Err(FileError::Cancelled) => thrown("Operation aborted"),
+        Err(FileError::Io(e)) => thrown(node_fs_error(&e, "read", abs)),
+        Err(e) => thrown(format!("{}: {e}", abs.display())),
+    }
+}
+
+/// Opens `abs` and reads it as text, unless its first chunk is an image.
+fn read_text(
+    abs: &std::path::Path,
+    path_arg: &str,
+    window: Window,
+    cancel: &tokio_util::sync::CancellationToken,
+) -> Read {
+    use crate::regular_file::{self, FileError};
+    use std::io::Read as _;
+    let done = |out: ToolOutput| Read::Done(out);
     let (mut file, meta) = match regular_file::open(abs) {
         Ok(f) => f,
         Err(FileError::NotRegular("directory")) => {
-            return thrown("EISDIR: illegal operation on a directory, read")
+            return done(thrown("EISDIR: illegal operation on a directory, read"))
         }
         Err(FileError::NotRegular(kind)) => {
-            return thrown(format!(
+            return done(thrown(format!(
                 "Cannot read {}: it is a {kind}, not a regular file. Use bash to read from devices, pipes or sockets.",
                 abs.display()
-            ))
+            )))
         }
-        Err(FileError::Io(e)) => return thrown(node_fs_error(&e, "open", abs)),
-        Err(e) => return thrown(format!("{}: {e}", abs.display())),
+        Err(FileError::Io(e)) => return done(thrown(node_fs_error(&e, "open", abs))),
+        Err(e) => return done(thrown(format!("{}: {e}", abs.display()))),
     };
     // The first chunk decides between image and text. Its buffer is sized
     // by the file (a few bytes for a small file, not a zeroed 64 KiB), and
@@ -211,28 +282,12 @@ fn read_blocking(
         .take(regular_file::CHUNK as u64)
         .read_to_end(&mut head)
     {
-        return thrown(node_fs_error(&e, "read", abs));
+        return done(thrown(node_fs_error(&e, "read", abs)));
     }
     // A head shorter than a chunk ended at the end of the file.
     let more = head.len() == regular_file::CHUNK;
     if let Some(mime) = image_mime(&head) {
-        if meta.len() > MAX_IMAGE_FILE_BYTES {
-            return with_structured(text_result(
-                format!(
-                    "Read image file [{mime}]\n[Image omitted: the file is {}, over the {} limit for images.]",
-                    format_size(usize::try_from(meta.len()).unwrap_or(usize::MAX)),
-                    format_size(MAX_IMAGE_FILE_BYTES as usize)
-                ),
-                None,
-            ));
-        }
-        return match regular_file::read_rest_capped(file, head, MAX_IMAGE_FILE_BYTES, Some(cancel))
-        {
-            Ok(bytes) => image_result(&bytes, mime, auto_resize),
-            Err(FileError::Cancelled) => thrown("Operation aborted"),
-            Err(FileError::Io(e)) => thrown(node_fs_error(&e, "read", abs)),
-            Err(e) => thrown(format!("{}: {e}", abs.display())),
-        };
+        return Read::Image(file, head, mime, meta.len());
     }
     let mut scan = TextScan::new(window);
     let mut decoder = LossyDecoder::default();
@@ -241,20 +296,20 @@ fn read_blocking(
         let mut chunk = vec![0u8; regular_file::CHUNK];
         loop {
             if cancel.is_cancelled() {
-                return thrown("Operation aborted");
+                return done(thrown("Operation aborted"));
             }
             let k = match file.read(&mut chunk) {
                 Ok(0) => break,
                 Ok(k) => k,
                 Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-                Err(e) => return thrown(node_fs_error(&e, "read", abs)),
+                Err(e) => return done(thrown(node_fs_error(&e, "read", abs))),
             };
             decoder.feed(&chunk[..k], &mut |s| scan.push(s));
         }
     }
     decoder.finish(&mut |s| scan.push(s));
     scan.finish();
-    text_output(scan, window, path_arg)
+    done(text_output(scan, window, path_arg))
 }
 
 /// The text result of a finished scan, with pi's notices.
@@ -671,7 +726,7 @@ mod tests {
             let path = dir.path().join(format!("f{size}"));
             std::fs::write(&path, &bytes).unwrap();
             for w in [window(None, None), window(Some(2000.0), Some(40.0))] {
-                let got = read_blocking(&path, "f", w, false, &cancel);
+                let got = read_file(&path, "f", w, false, &cancel, true).unwrap();
                 assert_eq!(got, reference(&bytes, w), "{size} bytes, {w:?}");
             }
         }

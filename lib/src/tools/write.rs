@@ -2,7 +2,7 @@
 
 use serde_json::{json, Value};
 
-use super::util::{node_fs_error, resolve_path, str_arg, text_result, thrown};
+use super::util::{node_fs_error, resolve_path, str_arg, text_result, thrown, INLINE_FILE_MAX};
 use super::{Tool, ToolContext, ToolFuture, ToolOutput, UpdateSink};
 use crate::format::tool::ToolDefinition;
 
@@ -58,19 +58,34 @@ async fn write(args: &Value, ctx: &ToolContext) -> ToolOutput {
     if let Err(denied) = ctx.sandbox.check_write(&abs) {
         return thrown(denied);
     }
+    // Small content is written on the run's thread, larger content on the
+    // blocking pool (see `INLINE_FILE_MAX`).
+    let small = content.len() as u64 <= INLINE_FILE_MAX;
     if let Some(parent) = abs.parent() {
-        if let Err(e) = tokio::fs::create_dir_all(parent).await {
+        let made = if small {
+            std::fs::create_dir_all(parent)
+        } else {
+            tokio::fs::create_dir_all(parent).await
+        };
+        if let Err(e) = made {
             return thrown(node_fs_error(&e, "mkdir", parent));
         }
     }
-    let target = abs.clone();
-    let bytes = content.as_bytes().to_vec();
-    let written = tokio::task::spawn_blocking(move || {
+    fn write_file(
+        target: &std::path::Path,
+        bytes: &[u8],
+    ) -> Result<(), crate::regular_file::FileError> {
         use crate::regular_file::{create, FileError};
-        let mut f = create(&target)?;
-        std::io::Write::write_all(&mut f, &bytes).map_err(FileError::Io)
-    })
-    .await;
+        let mut f = create(target)?;
+        std::io::Write::write_all(&mut f, bytes).map_err(FileError::Io)
+    }
+    let written = if small {
+        Ok(write_file(&abs, content.as_bytes()))
+    } else {
+        let target = abs.clone();
+        let bytes = content.as_bytes().to_vec();
+        tokio::task::spawn_blocking(move || write_file(&target, &bytes)).await
+    };
     match written {
         Ok(Ok(())) => text_result(format!("Successfully wrote to {path_arg}"), None),
         Ok(Err(crate::regular_file::FileError::Io(e))) => thrown(node_fs_error(&e, "open", &abs)),
