@@ -321,15 +321,18 @@ one_run() {
 }
 
 bench_side() { # side timed-runs
-    local side="$1" runs="$2" i
+    bench_rss "$1"
+    note "$1: $2 timed run(s)"
+    for ((i = 1; i <= $2; i++)); do one_run "$1" time "$i"; done
+}
+bench_rss() { # side
+    local side="$1" i
     mkdir -p "$WORK/$side"
     : > "$WORK/$side.times"
     : > "$WORK/$side.rss"
     : > "$WORK/$side.requests"
     note "$side: $RSS_RUNS checked run(s) under /usr/bin/time -v (warm-up, output check, peak RSS)"
     for ((i = 1; i <= RSS_RUNS; i++)); do one_run "$side" rss "$i"; done
-    note "$side: $runs timed run(s)"
-    for ((i = 1; i <= runs; i++)); do one_run "$side" time "$i"; done
 }
 
 # The mock's own share: the same four streamed replies fetched by bash itself (/dev/tcp, no
@@ -338,40 +341,47 @@ bench_side() { # side timed-runs
 # task's tool must cost whoever runs it: the bash tool's own process (`bash -c "cat notes.txt"`,
 # started by this bash after the third reply, as the agent starts it after the third turn), so
 # time over that row is the harness alone.
-bench_floor() {
-    local kind="$1" i j rd t0 t1 line body='{"model":"mock-model","stream":true,"messages":[{"role":"user","content":"x"}]}'
-    : > "$WORK/$kind.times"
-    note "$kind: $RUNS timed run(s) of 4 POSTs from bash"
-    for ((i = 1; i <= RUNS; i++)); do
-        rd="$WORK/$kind/$i"
-        mkdir -p "$rd"
-        printf 'hello world\n' > "$rd/notes.txt"
-        start_mock pi-run "$rd" "$rd"
-        t0=$EPOCHREALTIME
-        for ((j = 0; j < 4; j++)); do
-            if [ "$kind" = tool-floor ] && [ "$j" -eq 3 ]; then
-                bash -c "cat '$rd/notes.txt'" > /dev/null
-            fi
-            exec 3<> "/dev/tcp/127.0.0.1/$MOCK_PORT"
-            printf 'POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: %d\r\nConnection: close\r\n\r\n%s' \
-                "${#body}" "$body" >&3
-            # the mock keeps SSE connections alive: read up to the end-of-stream marker
-            while IFS= read -r line <&3; do [[ "$line" == "data: [DONE]"* ]] && break; done
-            exec 3<&-
-        done
-        t1=$EPOCHREALTIME
-        stop_mock
-        [ "$(grep -c '"turn":[0-9]' "$rd/requests.jsonl")" -eq 4 ] || die "mock floor: the mock did not serve 4 turns"
-        python3 -c "import sys; print(float(sys.argv[2]) - float(sys.argv[1]))" "$t0" "$t1" >> "$WORK/$kind.times"
+floor_run() { # kind run-number
+    local kind="$1" i="$2" j rd t0 t1 line body='{"model":"mock-model","stream":true,"messages":[{"role":"user","content":"x"}]}'
+    rd="$WORK/$kind/$i"
+    mkdir -p "$rd"
+    printf 'hello world\n' > "$rd/notes.txt"
+    start_mock pi-run "$rd" "$rd"
+    t0=$EPOCHREALTIME
+    for ((j = 0; j < 4; j++)); do
+        if [ "$kind" = tool-floor ] && [ "$j" -eq 3 ]; then
+            bash -c "cat '$rd/notes.txt'" > /dev/null
+        fi
+        exec 3<> "/dev/tcp/127.0.0.1/$MOCK_PORT"
+        printf 'POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: %d\r\nConnection: close\r\n\r\n%s' \
+            "${#body}" "$body" >&3
+        # the mock keeps SSE connections alive: read up to the end-of-stream marker
+        while IFS= read -r line <&3; do [[ "$line" == "data: [DONE]"* ]] && break; done
+        exec 3<&-
     done
+    t1=$EPOCHREALTIME
+    stop_mock
+    [ "$(grep -c '"turn":[0-9]' "$rd/requests.jsonl")" -eq 4 ] || die "mock floor: the mock did not serve 4 turns"
+    python3 -c "import sys; print(float(sys.argv[2]) - float(sys.argv[1]))" "$t0" "$t1" >> "$WORK/$kind.times"
 }
-if [ -z "${BENCH_SKIP_FLOOR:-}" ]; then
-    bench_floor floor
-    bench_floor tool-floor
-fi
 
 SIDES=(pi-run)
-bench_side pi-run "$RUNS"
+if [ -z "${BENCH_SKIP_FLOOR:-}" ]; then
+    # pi-run's timed runs alternate with the two floor rows, so a machine that speeds up or
+    # slows down during the benchmark moves all three alike; the report also gives the median
+    # of the per-run differences.
+    bench_rss pi-run
+    : > "$WORK/floor.times"
+    : > "$WORK/tool-floor.times"
+    note "pi-run, the mock floor and the floor with the bash tool, alternating: $RUNS timed run(s) each"
+    for ((i = 1; i <= RUNS; i++)); do
+        floor_run floor "$i"
+        floor_run tool-floor "$i"
+        one_run pi-run time "$i"
+    done
+else
+    bench_side pi-run "$RUNS"
+fi
 if [ -z "${BENCH_SKIP_PI:-}" ] && [ "$PI_RUNS" -gt 0 ]; then
     SIDES+=(pi)
     bench_side pi "$PI_RUNS"
@@ -426,13 +436,24 @@ if os.path.exists(tf):
     t = nums(tf)
     print(f"{'  + the bash tool process':<30}{statistics.median(t) * 1000:>9.1f} ms{min(t) * 1000:>9.1f} ms{'-':>11}{len(t):>6}{4:>10}")
     res["toolFloor"] = {"medianS": statistics.median(t), "minS": min(t), "runs": len(t)}
+def paired(name):
+    # runs alternate (floor, tool floor, pi-run): the median of the per-run differences
+    a, b = nums(os.path.join(work, "pi-run.times")), nums(os.path.join(work, name))
+    return statistics.median(x - y for x, y in zip(a, b)) if len(a) == len(b) and a else None
 if "mockFloor" in res:
-    over = (res["pi-run"]["medianS"] - res["mockFloor"]["medianS"]) * 1000
-    line = f"pi-run over the mock floor: {over:.1f} ms"
-    if "toolFloor" in res:
-        line += f"; over the floor with the bash tool's process: {(res['pi-run']['medianS'] - res['toolFloor']['medianS']) * 1000:.1f} ms"
     print()
-    print(line)
+    for key, name, what in (("mockFloor", "floor.times", "the mock floor"),
+                            ("toolFloor", "tool-floor.times", "the floor with the bash tool's process")):
+        if key not in res:
+            continue
+        over = (res["pi-run"]["medianS"] - res[key]["medianS"]) * 1000
+        res[key]["piRunOverMs"] = over
+        line = f"pi-run over {what}: {over:.1f} ms (difference of the medians)"
+        d = paired(name)
+        if d is not None:
+            res[key]["piRunOverPairedMs"] = d * 1000
+            line += f", {d * 1000:.1f} ms (median of the {len(nums(os.path.join(work, name)))} per-run differences)"
+        print(line)
 print()
 o = res["pi-run"]
 ratios = {}
