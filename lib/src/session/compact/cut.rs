@@ -270,7 +270,7 @@ impl Session {
             turn_prefix_messages,
             previous_summary,
             file_ops,
-            system: p.system,
+            system: p.system(),
         })
     }
 }

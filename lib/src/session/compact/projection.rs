@@ -37,8 +37,9 @@ pub struct Projection<'a> {
     pub entries: Vec<ProjectedEntry<'a>>,
     /// The contributing compaction (then `entries[0]`).
     pub compaction: Option<usize>,
-    /// The replayed system prompt and tools (checkpoint and later patches).
-    pub system: Option<SystemMessage>,
+    /// The compaction's recorded prompt, replayed before the system
+    /// messages after it ([`Projection::system`]).
+    compacted_system: Option<&'a SystemMessage>,
     /// The path position (in `Session::path_to`) of the latest compaction
     /// or context edit; a usage before it is stale.
     pub last_rewrite: Option<usize>,
@@ -149,22 +150,10 @@ impl Session {
             });
             positions.push(pos);
         }
-        // The prompt replayed from what the model sees.
-        let mut state = PromptState::default();
-        let mut has_system = false;
-        let shown = entries.iter().filter_map(|e| match e.message.as_deref() {
-            Some(AgentMessage::System(s)) => Some(&**s),
-            _ => None,
-        });
-        for s in compacted_system.into_iter().chain(shown) {
-            state.apply(s);
-            has_system = true;
-        }
-        let system = has_system.then(|| system_message(&state, 0));
         Projection {
             entries,
             compaction,
-            system,
+            compacted_system,
             last_rewrite,
             positions,
             replaces_visible,
@@ -187,6 +176,27 @@ fn system_message(st: &PromptState<'_>, timestamp_ms: i64) -> SystemMessage {
 }
 
 impl Projection<'_> {
+    /// The replayed system prompt and tools (the compaction's checkpoint,
+    /// then the system messages the model sees), as one message; `None`
+    /// without any. Built on demand: it copies every tool's schema, and
+    /// the check between turns mostly does without it.
+    pub fn system(&self) -> Option<SystemMessage> {
+        let mut state = PromptState::default();
+        let mut has_system = false;
+        let shown = self
+            .entries
+            .iter()
+            .filter_map(|e| match e.message.as_deref() {
+                Some(AgentMessage::System(s)) => Some(&**s),
+                _ => None,
+            });
+        for s in self.compacted_system.into_iter().chain(shown) {
+            state.apply(s);
+            has_system = true;
+        }
+        has_system.then(|| system_message(&state, 0))
+    }
+
     /// Whether the branch was rewritten (a compaction or context edit) after
     /// its last usable assistant usage, so no reply has measured the
     /// context since (pi's `contextUsage` is then unknown).
@@ -223,9 +233,8 @@ impl Projection<'_> {
             }
         }
         let sys = self
-            .system
-            .as_ref()
-            .map(|s| estimate_tokens(&AgentMessage::System(Box::new(s.clone()))))
+            .system()
+            .map(|s| estimate_tokens(&AgentMessage::System(Box::new(s))))
             .unwrap_or(0);
         sys + self
             .entries
