@@ -135,7 +135,7 @@ async fn read(args: &Value, ctx: &ToolContext) -> ToolOutput {
     // A small text file is read here, on the run's thread (see
     // `INLINE_FILE_MAX`).
     if small_regular(&meta) {
-        if let Some(out) = read_file(&abs, path_arg, window, auto_resize, &ctx.cancel, false) {
+        if let Read::Done(out) = read_text(&abs, path_arg, window, &ctx.cancel) {
             return out;
         }
     }
@@ -145,8 +145,7 @@ async fn read(args: &Value, ctx: &ToolContext) -> ToolOutput {
     let path_arg = path_arg.to_string();
     let cancel = ctx.cancel.clone();
     let task = tokio::task::spawn_blocking(move || {
-        read_file(&abs, &path_arg, window, auto_resize, &cancel, true)
-            .unwrap_or_else(|| thrown("read: the image was not decoded"))
+        read_file(&abs, &path_arg, window, auto_resize, &cancel)
     });
     tokio::select! {
         r = task => r.unwrap_or_else(|e| thrown(format!("{e}"))),
@@ -188,26 +187,21 @@ impl Window {
     }
 }
 
-/// Reads `abs` as the `read` tool answers. With `images` false, an image
-/// is left alone: `None`, for the caller to read it again where decoding
-/// may take its time.
+/// Reads `abs` as the `read` tool answers: text, or an image decoded
+/// (and maybe resized).
 fn read_file(
     abs: &std::path::Path,
     path_arg: &str,
     window: Window,
     auto_resize: bool,
     cancel: &tokio_util::sync::CancellationToken,
-    images: bool,
-) -> Option<ToolOutput> {
-    Some(match read_text(abs, path_arg, window, cancel) {
+) -> ToolOutput {
+    match read_text(abs, path_arg, window, cancel) {
         Read::Done(out) => out,
         Read::Image(file, head, mime, len) => {
-            if !images {
-                return None;
-            }
             read_image(abs, file, head, mime, len, auto_resize, cancel)
         }
-    })
+    }
 }
 
 /// What [`read_text`] found: the answer, or an image to decode (the open
@@ -726,7 +720,7 @@ mod tests {
             let path = dir.path().join(format!("f{size}"));
             std::fs::write(&path, &bytes).unwrap();
             for w in [window(None, None), window(Some(2000.0), Some(40.0))] {
-                let got = read_file(&path, "f", w, false, &cancel, true).unwrap();
+                let got = read_file(&path, "f", w, false, &cancel);
                 assert_eq!(got, reference(&bytes, w), "{size} bytes, {w:?}");
             }
         }
